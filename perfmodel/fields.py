@@ -1,0 +1,122 @@
+"""Strict reading of JSON objects into typed values.
+
+Every reader takes the dotted path of the object it reads, so an error names the exact field
+(``plan.workload.total_num_envs: must be an integer >= 1, got 0``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from perfmodel.errors import ConfigError
+
+_MISSING = object()
+
+
+def load_json(path: str | Path, what: str) -> Any:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(what, f"file not found: {p}")
+    try:
+        return json.loads(p.read_text())
+    except json.JSONDecodeError as e:
+        raise ConfigError(what, f"not valid JSON ({p}: line {e.lineno}: {e.msg})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(what, f"not a JSON text file: {p}") from None
+
+
+class Fields:
+    """A JSON object being read: each ``take`` consumes one field; ``done`` rejects the rest."""
+
+    def __init__(self, obj: Any, path: str) -> None:
+        if not isinstance(obj, Mapping):
+            raise ConfigError(path, f"must be a JSON object, got {type(obj).__name__}")
+        self.obj = dict(obj)
+        self.path = path
+        self.seen: set[str] = set()
+
+    def _raw(self, name: str, default: Any) -> Any:
+        self.seen.add(name)
+        if name in self.obj:
+            return self.obj[name]
+        if default is _MISSING:
+            raise ConfigError(self.sub(name), "missing required field")
+        return default
+
+    def sub(self, name: str) -> str:
+        return f"{self.path}.{name}" if self.path else name
+
+    def done(self) -> None:
+        unknown = sorted(set(self.obj) - self.seen)
+        if unknown:
+            allowed = ", ".join(sorted(self.seen))
+            raise ConfigError(self.sub(unknown[0]), f"unknown field (allowed: {allowed})")
+
+    def int(self, name: str, default: Any = _MISSING, *, min: int | None = 1) -> int:
+        v = self._raw(name, default)
+        if isinstance(v, bool) or not isinstance(v, int):
+            if isinstance(v, float) and v.is_integer():
+                v = int(v)
+            else:
+                raise ConfigError(self.sub(name), f"must be an integer, got {v!r}")
+        if min is not None and v < min:
+            raise ConfigError(self.sub(name), f"must be an integer >= {min}, got {v}")
+        return v
+
+    def float(
+        self,
+        name: str,
+        default: Any = _MISSING,
+        *,
+        min: float | None = 0.0,
+        max: float | None = None,
+        strict_min: bool = False,
+    ) -> float:
+        v = self._raw(name, default)
+        return check_float(self.sub(name), v, min=min, max=max, strict_min=strict_min)
+
+    def str(self, name: str, default: Any = _MISSING, *, choices: Iterable[str] | None = None) -> str:
+        v = self._raw(name, default)
+        if not isinstance(v, str):
+            raise ConfigError(self.sub(name), f"must be a string, got {v!r}")
+        if choices is not None:
+            choices = list(choices)
+            if v not in choices:
+                raise ConfigError(self.sub(name), f"must be one of {', '.join(choices)}; got {v!r}")
+        return v
+
+    def bool(self, name: str, default: Any = _MISSING) -> bool:
+        v = self._raw(name, default)
+        if not isinstance(v, bool):
+            raise ConfigError(self.sub(name), f"must be true or false, got {v!r}")
+        return v
+
+    def any(self, name: str, default: Any = _MISSING) -> Any:
+        return self._raw(name, default)
+
+    def object(self, name: str, default: Any = _MISSING) -> "Fields":
+        return Fields(self._raw(name, default), self.sub(name))
+
+
+def check_float(
+    field: str,
+    v: Any,
+    *,
+    min: float | None = 0.0,
+    max: float | None = None,
+    strict_min: bool = False,
+) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ConfigError(field, f"must be a number, got {v!r}")
+    v = float(v)
+    if not math.isfinite(v):
+        raise ConfigError(field, f"must be a finite number, got {v}")
+    if min is not None and (v <= min if strict_min else v < min):
+        op = ">" if strict_min else ">="
+        raise ConfigError(field, f"must be a number {op} {min:g}, got {v:g}")
+    if max is not None and v > max:
+        raise ConfigError(field, f"must be a number <= {max:g}, got {v:g}")
+    return v

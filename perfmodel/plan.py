@@ -1,0 +1,287 @@
+"""The plan schema shared by the simulator and the executor: Workload, Cluster, Plan.
+
+Names follow RLinf's config vocabulary so that its users recognise them. A plan is a JSON file;
+``Plan.from_dict`` validates it strictly (unknown or missing fields, bad values and sizes that do
+not divide are errors naming the field). This module depends on nothing else in the project but
+the error and field helpers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from perfmodel.errors import ConfigError
+from perfmodel.fields import Fields, load_json
+
+MODES = ("colocated", "disaggregated", "train_async", "rollout_async", "streamer")
+ALGORITHMS = ("ppo", "grpo")
+# Which mechanisms each mode has; the modes are cumulative (../shared/reference/README.md).
+MODE_LEVEL = {m: i for i, m in enumerate(MODES)}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One RL iteration: every env is stepped the full horizon each rollout epoch.
+
+    A *sample* is one env at one chunk step (one policy call's worth of actions), so an
+    iteration yields ``total_num_envs * max_episode_steps / num_action_chunks * rollout_epoch``
+    samples, trained ``update_epoch`` times in global batches of ``global_batch_size`` samples,
+    each split into micro-batches of ``micro_batch_size`` samples per actor rank.
+    """
+
+    total_num_envs: int = 384
+    max_episode_steps: int = 480
+    num_action_chunks: int = 10
+    rollout_epoch: int = 4
+    update_epoch: int = 2
+    micro_batch_size: int = 128
+    global_batch_size: int = 1024
+    group_size: int = 1
+    algorithm: str = "ppo"
+
+    @property
+    def chunk_steps_per_epoch(self) -> int:
+        return self.max_episode_steps // self.num_action_chunks
+
+    @property
+    def samples_per_iteration(self) -> int:
+        return self.total_num_envs * self.chunk_steps_per_epoch * self.rollout_epoch
+
+    @property
+    def env_steps_per_iteration(self) -> int:
+        return self.total_num_envs * self.max_episode_steps * self.rollout_epoch
+
+    @property
+    def optimizer_steps_per_iteration(self) -> int:
+        return math.ceil(self.samples_per_iteration / self.global_batch_size) * self.update_epoch
+
+    @classmethod
+    def from_dict(cls, obj: Any, path: str = "workload") -> "Workload":
+        f = Fields(obj, path)
+        d = cls()
+        w = cls(
+            total_num_envs=f.int("total_num_envs", d.total_num_envs),
+            max_episode_steps=f.int("max_episode_steps", d.max_episode_steps),
+            num_action_chunks=f.int("num_action_chunks", d.num_action_chunks),
+            rollout_epoch=f.int("rollout_epoch", d.rollout_epoch),
+            update_epoch=f.int("update_epoch", d.update_epoch),
+            micro_batch_size=f.int("micro_batch_size", d.micro_batch_size),
+            global_batch_size=f.int("global_batch_size", d.global_batch_size),
+            group_size=f.int("group_size", d.group_size),
+            algorithm=f.str("algorithm", d.algorithm, choices=ALGORITHMS),
+        )
+        f.done()
+        w.check(path)
+        return w
+
+    def check(self, path: str = "workload") -> None:
+        for name in ("total_num_envs", "max_episode_steps", "num_action_chunks", "rollout_epoch",
+                     "update_epoch", "micro_batch_size", "global_batch_size", "group_size"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ConfigError(f"{path}.{name}", f"must be an integer >= 1, got {v!r}")
+        if self.algorithm not in ALGORITHMS:
+            raise ConfigError(f"{path}.algorithm", f"must be one of {', '.join(ALGORITHMS)}; got {self.algorithm!r}")
+        if self.max_episode_steps % self.num_action_chunks:
+            raise ConfigError(
+                f"{path}.max_episode_steps",
+                f"must be a multiple of num_action_chunks ({self.num_action_chunks}), got {self.max_episode_steps}",
+            )
+        if self.global_batch_size % self.micro_batch_size:
+            raise ConfigError(
+                f"{path}.global_batch_size",
+                f"must be a multiple of micro_batch_size ({self.micro_batch_size}), got {self.global_batch_size}",
+            )
+        if self.total_num_envs % self.group_size:
+            raise ConfigError(
+                f"{path}.total_num_envs",
+                f"must be a multiple of group_size ({self.group_size}), got {self.total_num_envs}",
+            )
+        if self.algorithm == "grpo" and self.group_size < 2:
+            raise ConfigError(f"{path}.group_size", f"must be >= 2 for grpo, got {self.group_size}")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The machines. Bandwidths are per GPU (per link endpoint), in GB/s."""
+
+    gpus: int
+    gpus_per_node: int = 8
+    cpu_cores_per_node: int = 128
+    node_ram_gb: float = 2048.0
+    intra_node_bw_GBps: float = 200.0
+    inter_node_bw_GBps: float = 25.0
+
+    @property
+    def nodes(self) -> int:
+        return math.ceil(self.gpus / self.gpus_per_node)
+
+    @property
+    def cpu_cores_per_gpu(self) -> float:
+        return self.cpu_cores_per_node / self.gpus_per_node
+
+    @classmethod
+    def from_dict(cls, obj: Any, path: str = "cluster", defaults: "Cluster | None" = None) -> "Cluster":
+        f = Fields(obj, path)
+        d = defaults
+        c = cls(
+            gpus=f.int("gpus") if d is None else f.int("gpus", d.gpus),
+            gpus_per_node=f.int("gpus_per_node", d.gpus_per_node if d else 8),
+            cpu_cores_per_node=f.int("cpu_cores_per_node", d.cpu_cores_per_node if d else 128),
+            node_ram_gb=f.float("node_ram_gb", d.node_ram_gb if d else 2048.0, min=0.0, strict_min=True),
+            intra_node_bw_GBps=f.float("intra_node_bw_GBps", d.intra_node_bw_GBps if d else 200.0,
+                                       min=0.0, strict_min=True),
+            inter_node_bw_GBps=f.float("inter_node_bw_GBps", d.inter_node_bw_GBps if d else 25.0,
+                                       min=0.0, strict_min=True),
+        )
+        f.done()
+        return c
+
+
+def parse_ratio(text: str, gpus: int, field: str = "allocation_ratio") -> tuple[int, int]:
+    """``"R:A"`` -> (rollout GPUs, actor GPUs) that split ``gpus`` in that proportion."""
+    parts = str(text).split(":")
+    try:
+        r, a = (int(p) for p in parts)
+        if len(parts) != 2:
+            raise ValueError
+    except ValueError:
+        raise ConfigError(field, f"must look like R:A with two positive integers (e.g. 1:1, 3:1), got {text!r}") from None
+    if r <= 0 or a <= 0:
+        raise ConfigError(field, f"both sides must be >= 1 (e.g. 1:1, 3:1), got {text!r}")
+    if gpus % (r + a):
+        raise ConfigError(field, f"{text} does not split {gpus} GPUs: gpus must be a multiple of {r + a}")
+    unit = gpus // (r + a)
+    return r * unit, a * unit
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to run: a mode, a GPU split, pipeline and batching knobs, the workload and cluster.
+
+    ``profile`` names a bundled profile (``pi05``) or a profile file path.
+    ``allocation_ratio`` is ``None`` for colocated (all GPUs do every phase).
+    """
+
+    mode: str
+    workload: Workload
+    cluster: Cluster
+    profile: str = "pi05"
+    allocation_ratio: str | None = "1:1"
+    pipeline_stage_num: int = 1
+    b_max: int | None = None
+    t_max_s: float = 0.05
+    max_staleness: int = 1
+
+    @property
+    def rollout_gpus(self) -> int:
+        return self.split[0]
+
+    @property
+    def actor_gpus(self) -> int:
+        return self.split[1]
+
+    @property
+    def split(self) -> tuple[int, int]:
+        if self.mode == "colocated":
+            return self.cluster.gpus, self.cluster.gpus
+        return parse_ratio(self.allocation_ratio or "", self.cluster.gpus, "plan.allocation_ratio")
+
+    @property
+    def envs_per_worker(self) -> int:
+        return self.workload.total_num_envs // self.rollout_gpus
+
+    @property
+    def envs_per_stage(self) -> int:
+        return self.envs_per_worker // self.pipeline_stage_num
+
+    @property
+    def effective_b_max(self) -> int:
+        """Dynamic-batching batch cap; by default one worker's envs (a lock-step worker's batch)."""
+        return self.b_max if self.b_max is not None else self.envs_per_worker
+
+    def check(self, path: str = "plan") -> None:
+        if self.mode not in MODES:
+            raise ConfigError(f"{path}.mode", f"must be one of {', '.join(MODES)}; got {self.mode!r}")
+        if self.cluster.gpus < 1:
+            raise ConfigError(f"{path}.cluster.gpus", f"must be an integer >= 1, got {self.cluster.gpus}")
+        if self.mode == "colocated":
+            if self.allocation_ratio is not None:
+                raise ConfigError(f"{path}.allocation_ratio",
+                                  "must be omitted (null) for colocated: every GPU runs every phase")
+        else:
+            if self.allocation_ratio is None:
+                raise ConfigError(f"{path}.allocation_ratio",
+                                  f"is required for {self.mode} (rollout:actor GPUs, e.g. 1:1)")
+            parse_ratio(self.allocation_ratio, self.cluster.gpus, f"{path}.allocation_ratio")
+        if self.pipeline_stage_num < 1:
+            raise ConfigError(f"{path}.pipeline_stage_num", f"must be an integer >= 1, got {self.pipeline_stage_num}")
+        w = self.workload
+        g_r = self.rollout_gpus
+        if w.total_num_envs % g_r:
+            raise ConfigError(
+                f"{path}.workload.total_num_envs",
+                f"{w.total_num_envs} envs do not divide over {g_r} env workers (one per rollout GPU)",
+            )
+        if self.envs_per_worker % self.pipeline_stage_num:
+            raise ConfigError(
+                f"{path}.pipeline_stage_num",
+                f"{self.envs_per_worker} envs per worker do not divide into {self.pipeline_stage_num} stages",
+            )
+        if self.b_max is not None and self.b_max < 1:
+            raise ConfigError(f"{path}.b_max", f"must be an integer >= 1 or null, got {self.b_max}")
+        if not (self.t_max_s >= 0 and math.isfinite(self.t_max_s)):
+            raise ConfigError(f"{path}.t_max_s", f"must be a finite number >= 0, got {self.t_max_s}")
+        if self.max_staleness < 0:
+            raise ConfigError(f"{path}.max_staleness", f"must be an integer >= 0, got {self.max_staleness}")
+
+    @classmethod
+    def from_dict(cls, obj: Any, path: str = "plan") -> "Plan":
+        f = Fields(obj, path)
+        mode = f.str("mode", choices=MODES)
+        workload = Workload.from_dict(f.any("workload", {}), f.sub("workload"))
+        cluster = Cluster.from_dict(f.any("cluster"), f.sub("cluster"))
+        ratio = f.any("allocation_ratio", None if mode == "colocated" else "1:1")
+        if ratio is not None and not isinstance(ratio, str):
+            raise ConfigError(f.sub("allocation_ratio"), f"must be a string R:A or null, got {ratio!r}")
+        b_max = f.any("b_max", None)
+        if b_max is not None:
+            b_max = f.int("b_max")
+        plan = cls(
+            mode=mode,
+            workload=workload,
+            cluster=cluster,
+            profile=f.str("profile", "pi05"),
+            allocation_ratio=ratio,
+            pipeline_stage_num=f.int("pipeline_stage_num", 1),
+            b_max=b_max,
+            t_max_s=f.float("t_max_s", 0.05),
+            max_staleness=f.int("max_staleness", 1, min=0),
+        )
+        f.done()
+        plan.check(path)
+        return plan
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Plan":
+        return cls.from_dict(load_json(path, "plan"), "plan")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        return {
+            "mode": d["mode"],
+            "allocation_ratio": d["allocation_ratio"],
+            "pipeline_stage_num": d["pipeline_stage_num"],
+            "b_max": d["b_max"],
+            "t_max_s": d["t_max_s"],
+            "max_staleness": d["max_staleness"],
+            "profile": d["profile"],
+            "workload": d["workload"],
+            "cluster": d["cluster"],
+        }
+
+    def with_(self, **changes: Any) -> "Plan":
+        return replace(self, **changes)

@@ -1,0 +1,284 @@
+"""The profile schema: per-stage cost models plus how they were obtained.
+
+A profile is written by ``executor profile`` (measured) or ``perfmodel calibrate`` (fitted to
+published results) and read by the simulator. It depends on nothing else in the project but the
+error and field helpers. See README "Profile format" for the JSON layout.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfmodel.errors import ConfigError
+from perfmodel.fields import Fields, check_float, load_json
+
+SCHEMA_VERSION = 1
+CURVE_MODELS = ("linear", "table")
+PROVENANCE_KINDS = ("measured", "fitted")
+BUNDLED_DIR = Path(__file__).resolve().parent.parent / "profiles"
+
+
+@dataclass(frozen=True)
+class Curve:
+    """Seconds as a function of a size x (batch size, envs, bytes).
+
+    ``linear``: intercept + slope * x. ``table``: piecewise-linear through ``points`` (x, y),
+    extrapolated linearly beyond the ends. ``samples`` keeps the raw measurements
+    ([x, [y, ...]]) and ``fit_error_pct`` the fit's max relative error on their means.
+    """
+
+    model: str = "linear"
+    intercept: float = 0.0
+    slope: float = 0.0
+    points: tuple[tuple[float, float], ...] = ()
+    samples: tuple[tuple[float, tuple[float, ...]], ...] = ()
+    fit_error_pct: float | None = None
+
+    def __call__(self, x: float) -> float:
+        if self.model == "linear":
+            return self.intercept + self.slope * x
+        xs = [p[0] for p in self.points]
+        if len(xs) == 1:
+            return self.points[0][1]
+        i = min(max(bisect.bisect_left(xs, x), 1), len(xs) - 1)
+        (x0, y0), (x1, y1) = self.points[i - 1], self.points[i]
+        return max(0.0, y0 + (y1 - y0) * (x - x0) / (x1 - x0))
+
+    @classmethod
+    def from_dict(cls, obj: Any, path: str) -> "Curve":
+        f = Fields(obj, path)
+        model = f.str("model", choices=CURVE_MODELS)
+        intercept = f.float("intercept", 0.0)
+        slope = f.float("slope", 0.0)
+        raw_points = f.any("points", [])
+        raw_samples = f.any("samples", [])
+        err = f.any("fit_error_pct", None)
+        f.done()
+        points: list[tuple[float, float]] = []
+        for i, p in enumerate(_list(raw_points, f.sub("points"))):
+            if not isinstance(p, (list, tuple)) or len(p) != 2:
+                raise ConfigError(f"{path}.points[{i}]", "must be a pair [x, seconds]")
+            points.append((check_float(f"{path}.points[{i}][0]", p[0]), check_float(f"{path}.points[{i}][1]", p[1])))
+        samples: list[tuple[float, tuple[float, ...]]] = []
+        for i, s in enumerate(_list(raw_samples, f.sub("samples"))):
+            if not isinstance(s, (list, tuple)) or len(s) != 2 or not isinstance(s[1], list):
+                raise ConfigError(f"{path}.samples[{i}]", "must be [x, [seconds, ...]]")
+            ys = tuple(check_float(f"{path}.samples[{i}][1][{j}]", y) for j, y in enumerate(s[1]))
+            samples.append((check_float(f"{path}.samples[{i}][0]", s[0]), ys))
+        if model == "table":
+            if not points:
+                raise ConfigError(f"{path}.points", "a table curve needs at least one [x, seconds] point")
+            if sorted(points) != points or len({p[0] for p in points}) != len(points):
+                raise ConfigError(f"{path}.points", "x values must be strictly increasing")
+        if err is not None:
+            err = check_float(f"{path}.fit_error_pct", err)
+        return cls(model, intercept, slope, tuple(points), tuple(samples), err)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"model": self.model}
+        if self.model == "linear":
+            d.update(intercept=self.intercept, slope=self.slope)
+        else:
+            d["points"] = [list(p) for p in self.points]
+        if self.samples:
+            d["samples"] = [[x, list(ys)] for x, ys in self.samples]
+        if self.fit_error_pct is not None:
+            d["fit_error_pct"] = self.fit_error_pct
+        return d
+
+
+def _list(v: Any, path: str) -> list:
+    if not isinstance(v, list):
+        raise ConfigError(path, f"must be a list, got {type(v).__name__}")
+    return v
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Per-stage costs on the profiled hardware (seconds, bytes, GB).
+
+    env_step_core_s: one env step (physics + rendering) of one env running alone on one core.
+    env_core_efficiency: per-core env throughput when every core of a worker is busy, relative
+        to one env alone (memory-bandwidth contention); 1.0 means perfect scaling over cores.
+    env_reset_s: one env reset (scene rebuild + settle steps) on one core.
+    env_memory_gb: resident memory of one env process (a node-RAM capacity limit).
+    infer_s: one chunk-generation call (prefix + denoising) on one device vs batch size.
+    train_micro_batch_s: forward + backward of one micro-batch on one device vs its size.
+    optimizer_step_s: one optimizer step of one actor rank (its shard).
+    grad_allreduce_bytes: gradient bytes all-reduced per optimizer step (trained parameters).
+    weight_sync_bytes: bytes sent from the actor to each generator per weight sync.
+    offload_s / reload_s: colocated mode's model swap, per phase switch, per device.
+    comm_latency_s: fixed latency of one collective or transfer.
+    """
+
+    env_step_core_s: float
+    env_core_efficiency: float
+    env_reset_s: float
+    env_memory_gb: float
+    infer_s: Curve
+    train_micro_batch_s: Curve
+    optimizer_step_s: float
+    grad_allreduce_bytes: float
+    weight_sync_bytes: float
+    offload_s: float
+    reload_s: float
+    comm_latency_s: float = 0.0
+
+    @classmethod
+    def from_dict(cls, obj: Any, path: str) -> "Costs":
+        f = Fields(obj, path)
+        c = cls(
+            env_step_core_s=f.float("env_step_core_s", min=0.0, strict_min=True),
+            env_core_efficiency=f.float("env_core_efficiency", 1.0, min=0.0, max=1.0, strict_min=True),
+            env_reset_s=f.float("env_reset_s"),
+            env_memory_gb=f.float("env_memory_gb"),
+            infer_s=Curve.from_dict(f.any("infer_s"), f.sub("infer_s")),
+            train_micro_batch_s=Curve.from_dict(f.any("train_micro_batch_s"), f.sub("train_micro_batch_s")),
+            optimizer_step_s=f.float("optimizer_step_s"),
+            grad_allreduce_bytes=f.float("grad_allreduce_bytes"),
+            weight_sync_bytes=f.float("weight_sync_bytes"),
+            offload_s=f.float("offload_s"),
+            reload_s=f.float("reload_s"),
+            comm_latency_s=f.float("comm_latency_s", 0.0),
+        )
+        f.done()
+        for name in ("infer_s", "train_micro_batch_s"):
+            curve: Curve = getattr(c, name)
+            if curve(1) <= 0:
+                raise ConfigError(f"{path}.{name}", "must give a positive time at size 1")
+        return c
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {}
+        for k, v in self.__dict__.items():
+            d[k] = v.to_dict() if isinstance(v, Curve) else v
+        return d
+
+
+@dataclass(frozen=True)
+class Variability:
+    """Run-to-run variability as coefficients of variation (std / mean) of each stage's time."""
+
+    env_step_cv: float = 0.0
+    infer_cv: float = 0.0
+    train_cv: float = 0.0
+
+    @property
+    def any(self) -> bool:
+        return self.env_step_cv > 0 or self.infer_cv > 0 or self.train_cv > 0
+
+    @classmethod
+    def from_dict(cls, obj: Any, path: str) -> "Variability":
+        f = Fields(obj, path)
+        v = cls(
+            env_step_cv=f.float("env_step_cv", 0.0, max=5.0),
+            infer_cv=f.float("infer_cv", 0.0, max=5.0),
+            train_cv=f.float("train_cv", 0.0, max=5.0),
+        )
+        f.done()
+        return v
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Costs of one backbone on one kind of node, with provenance and assumptions.
+
+    ``node`` is the hardware the costs belong to (gpus_per_node, cpu_cores_per_node,
+    node_ram_gb, intra/inter-node bandwidth): a plan's cluster defaults to it.
+    ``envs_per_gpu`` sets the default workload's env count: total_num_envs = envs_per_gpu * gpus
+    (the assumption that the env count grows with the cluster; recorded in ``assumptions``).
+    """
+
+    name: str
+    backbone: str
+    costs: Costs
+    node: dict[str, Any]
+    provenance: dict[str, Any]
+    assumptions: dict[str, Any] = field(default_factory=dict)
+    variability: Variability = Variability()
+    default_workload: dict[str, Any] = field(default_factory=dict)
+    envs_per_gpu: int = 48
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, obj: Any, path: str = "profile") -> "Profile":
+        f = Fields(obj, path)
+        version = f.int("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ConfigError(f.sub("schema_version"), f"must be {SCHEMA_VERSION}, got {version}")
+        name = f.str("name")
+        backbone = f.str("backbone")
+        costs = Costs.from_dict(f.any("costs"), f.sub("costs"))
+        node = f.any("node")
+        Fields(node, f.sub("node"))  # must be an object; its fields are checked as a Cluster
+        prov = f.any("provenance")
+        pf = Fields(prov, f.sub("provenance"))
+        pf.str("kind", choices=PROVENANCE_KINDS)
+        for required in ("date", "method"):
+            pf.str(required)
+        assumptions = f.any("assumptions", {})
+        Fields(assumptions, f.sub("assumptions"))
+        variability = Variability.from_dict(f.any("variability", {}), f.sub("variability"))
+        workload = f.any("default_workload", {})
+        Fields(workload, f.sub("default_workload"))
+        envs_per_gpu = f.int("envs_per_gpu", 48)
+        extra = f.any("extra", {})
+        Fields(extra, f.sub("extra"))
+        f.done()
+        return cls(name, backbone, costs, dict(node), dict(prov), dict(assumptions), variability,
+                   dict(workload), envs_per_gpu, dict(extra))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "name": self.name,
+            "backbone": self.backbone,
+            "provenance": self.provenance,
+            "assumptions": self.assumptions,
+            "node": self.node,
+            "envs_per_gpu": self.envs_per_gpu,
+            "default_workload": self.default_workload,
+            "costs": self.costs.to_dict(),
+            "variability": self.variability.__dict__.copy(),
+            "extra": self.extra,
+        }
+
+    def save(self, path: str | Path) -> None:
+        write_json_atomic(path, self.to_dict())
+
+
+def bundled_profiles() -> list[str]:
+    return sorted(p.stem for p in BUNDLED_DIR.glob("*.json"))
+
+
+def load_profile(name_or_path: str) -> Profile:
+    """A bundled profile by name (``pi05``) or a profile file by path."""
+    p = Path(name_or_path)
+    if p.suffix != ".json" and not p.exists():
+        candidate = BUNDLED_DIR / f"{name_or_path}.json"
+        if not candidate.is_file():
+            raise ConfigError("profile", f"no bundled profile {name_or_path!r} (bundled: {', '.join(bundled_profiles())}) and no such file")
+        p = candidate
+    return Profile.from_dict(load_json(p, "profile"), "profile")
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> None:
+    """Write JSON so that a reader never sees a half-written file (temp file + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(obj, fh, indent=2)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
