@@ -1,0 +1,103 @@
+"""Analytic results that the simulation must respect: the bottleneck bound and closed forms.
+
+Per-iteration lower bounds on each resource's busy time (mean costs):
+- env CPU: one worker's reset + chunk steps with all its envs in parallel on its cores;
+- inference: the worker's samples at the cheapest per-sample batch size it can form;
+- actor: every micro-batch and optimizer step of the iteration (no overlap inside the actor);
+- synchronous modes add the phases (rollout, then training, then sync or swaps) since they
+  never overlap; asynchronous modes overlap rollout (plus its weight sync) with training.
+The bound's throughput is env steps per iteration over that time; no schedule beats it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from perfmodel.costs import StageCosts
+from perfmodel.plan import MODE_LEVEL
+
+
+@dataclass(frozen=True)
+class Bound:
+    env_s: float
+    inference_s: float
+    actor_s: float
+    sync_s: float
+    switch_s: float
+    iteration_s: float
+    throughput_env_steps_per_s: float
+    bottleneck: str
+
+
+def max_batch(costs: StageCosts) -> int:
+    plan = costs.plan
+    if MODE_LEVEL[plan.mode] >= MODE_LEVEL["rollout_async"]:
+        return max(plan.effective_b_max, 1)
+    return plan.envs_per_stage
+
+
+def actor_iteration_s(costs: StageCosts) -> float:
+    w = costs.plan.workload
+    per_step = w.micro_batch_size * costs.plan.actor_gpus
+    total = 0.0
+    remaining = w.samples_per_iteration
+    while remaining > 0:
+        size = min(w.global_batch_size, remaining)
+        remaining -= size
+        micro = -(-size // per_step)
+        total += w.update_epoch * (micro * costs.micro_batch_s() + costs.optimizer_step_s())
+    return total
+
+
+def bound(costs: StageCosts) -> Bound:
+    plan, w = costs.plan, costs.plan.workload
+    n = plan.envs_per_worker
+    env_s = w.rollout_epoch * (costs.env_reset_s(n) + w.chunk_steps_per_epoch * costs.env_chunk_s(n))
+    samples_per_worker = n * w.chunk_steps_per_epoch * w.rollout_epoch
+    b_hi = max_batch(costs)
+    per_sample = min(costs.infer_s(b) / b for b in range(1, b_hi + 1))
+    inference_s = samples_per_worker * per_sample
+    actor_s = actor_iteration_s(costs)
+    sync_s = costs.weight_sync_s()
+    switch_s = 0.0 if MODE_LEVEL[plan.mode] >= 1 else 2 * costs.phase_switch_s()
+    rollout_s = max(env_s, inference_s)
+    if MODE_LEVEL[plan.mode] >= MODE_LEVEL["train_async"]:
+        iteration_s = max(rollout_s + sync_s, actor_s)
+        bottleneck = "actor" if actor_s > rollout_s + sync_s else ("env" if env_s >= inference_s else "inference")
+    else:
+        iteration_s = rollout_s + sync_s + actor_s + switch_s
+        parts = {"env": env_s if env_s >= inference_s else 0.0, "inference": inference_s if inference_s > env_s else 0.0,
+                 "actor": actor_s, "weight_sync": sync_s, "phase_switch": switch_s}
+        bottleneck = max(parts, key=parts.get)
+    return Bound(env_s, inference_s, actor_s, sync_s, switch_s, iteration_s,
+                 w.env_steps_per_iteration / iteration_s, bottleneck)
+
+
+def closed_form_iteration_s(costs: StageCosts) -> float:
+    """Steady-state iteration time of a synchronous mode with deterministic costs.
+
+    Rollout, lock-step (one stage): every chunk step is inference then env step, in sequence:
+        rollout_epoch * (reset + chunks * (infer(n) + env_chunk(n))).
+    Pipelined (``pipeline_stage_num`` = p > 1, resets free): the p stages of a worker alternate
+    between its GPU and its CPU cores, a two-machine flow shop over n = chunks * p * epochs items:
+        warm-up (infer + env_chunk of one stage) + (n - 1) * max(infer, env_chunk).
+    Then the actor trains the whole iteration; colocated adds two phase switches
+    (offload/reload), disaggregated one weight sync.
+    """
+    plan, w = costs.plan, costs.plan.workload
+    if MODE_LEVEL[plan.mode] >= MODE_LEVEL["train_async"]:
+        raise ValueError("closed forms are for the synchronous modes (colocated, disaggregated)")
+    p = plan.pipeline_stage_num
+    n_g = plan.envs_per_stage
+    infer, env = costs.infer_s(n_g), costs.env_chunk_s(n_g)
+    if p == 1:
+        rollout = w.rollout_epoch * (costs.env_reset_s(n_g) + w.chunk_steps_per_epoch * (infer + env))
+    else:
+        if costs.profile.costs.env_reset_s != 0:
+            raise ValueError("the pipelined closed form assumes env_reset_s = 0")
+        if costs.env_cores_used(n_g) < costs.cores_per_worker:
+            raise ValueError("the pipelined closed form assumes each stage occupies all the worker's cores")
+        items = w.chunk_steps_per_epoch * p * w.rollout_epoch
+        rollout = infer + env + (items - 1) * max(infer, env)
+    extra = costs.weight_sync_s() if plan.mode == "disaggregated" else 2 * costs.phase_switch_s()
+    return rollout + actor_iteration_s(costs) + extra

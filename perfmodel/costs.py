@@ -1,0 +1,102 @@
+"""Cost prediction: durations of each stage for one plan, from a profile (no simulation here).
+
+This is the narrow interface between profiling and simulation: the simulator asks only these
+methods for durations. Every formula is physical (work / capacity, bytes / bandwidth).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from perfmodel.plan import Plan
+from perfmodel.profile import Profile
+
+
+@dataclass(frozen=True)
+class StageCosts:
+    plan: Plan
+    profile: Profile
+
+    # --- env workers (CPU) ---
+    @property
+    def cores_per_worker(self) -> int:
+        """One env worker per rollout GPU; it gets that GPU's share of the node's cores (a Ray
+        placement-group bundle of 1 GPU + cores/GPU CPUs)."""
+        return max(1, int(self.plan.cluster.cpu_cores_per_gpu))
+
+    def env_cores_used(self, n_envs: int) -> int:
+        return min(n_envs, self.cores_per_worker)
+
+    def _cpu_time(self, n_envs: int, per_env_s: float) -> float:
+        """Wall time for ``n_envs`` env processes each doing ``per_env_s`` of single-core work on
+        ``min(n_envs, cores)`` cores, at the profile's multi-core efficiency."""
+        active = self.env_cores_used(n_envs)
+        eff = 1.0 if active == 1 else self.profile.costs.env_core_efficiency
+        return per_env_s * n_envs / (active * eff)
+
+    def env_chunk_s(self, n_envs: int) -> float:
+        """``num_action_chunks`` env steps of ``n_envs`` envs of one worker."""
+        k = self.plan.workload.num_action_chunks
+        return self._cpu_time(n_envs, k * self.profile.costs.env_step_core_s)
+
+    def env_reset_s(self, n_envs: int) -> float:
+        return self._cpu_time(n_envs, self.profile.costs.env_reset_s)
+
+    # --- generators (rollout GPUs) ---
+    def infer_s(self, batch: int) -> float:
+        return self.profile.costs.infer_s(batch)
+
+    # --- actor (training GPUs), one data-parallel group ---
+    @property
+    def micro_batches_per_rank(self) -> int:
+        w = self.plan.workload
+        return math.ceil(w.global_batch_size / (w.micro_batch_size * self.plan.actor_gpus))
+
+    def micro_batch_s(self) -> float:
+        return self.profile.costs.train_micro_batch_s(self.plan.workload.micro_batch_size)
+
+    def allreduce_s(self) -> float:
+        """Hierarchical ring all-reduce of the gradients over the actor ranks: a ring inside each
+        node, then a ring across nodes on each GPU's 1/gpus_per_node share."""
+        g = self.plan.actor_gpus
+        if g == 1:
+            return 0.0
+        c = self.plan.cluster
+        nbytes = self.profile.costs.grad_allreduce_bytes
+        local = min(g, c.gpus_per_node)
+        nodes = math.ceil(g / c.gpus_per_node)
+        t = 2 * (local - 1) / local * nbytes / (c.intra_node_bw_GBps * 1e9)
+        if nodes > 1:
+            t += 2 * (nodes - 1) / nodes * (nbytes / local) / (c.inter_node_bw_GBps * 1e9)
+        return t + self.profile.costs.comm_latency_s
+
+    def optimizer_step_s(self) -> float:
+        """Gradient all-reduce plus the optimizer update, once per global batch."""
+        return self.allreduce_s() + self.profile.costs.optimizer_step_s
+
+    # --- weight sync and model swaps ---
+    def weight_sync_s(self) -> float:
+        """Actor ranks send the bf16 weights to every generator. Each generator receives the
+        whole model on its link; the actor ranks' links carry generators/actors copies each.
+        Colocated: the weights are already on the device."""
+        p, c = self.plan, self.plan.cluster
+        if p.mode == "colocated":
+            return 0.0
+        # Rollout GPUs are placed first, then the actor's: a cross-node transfer when the
+        # two sets do not share one node.
+        same_node = p.cluster.gpus <= c.gpus_per_node
+        bw = (c.intra_node_bw_GBps if same_node else min(c.inter_node_bw_GBps, c.intra_node_bw_GBps)) * 1e9
+        nbytes = self.profile.costs.weight_sync_bytes
+        fan_out = max(1.0, p.rollout_gpus / p.actor_gpus)
+        return self.profile.costs.comm_latency_s + nbytes * fan_out / bw
+
+    def phase_switch_s(self) -> float:
+        """Colocated: offload one phase's models and reload the other's, on every device."""
+        return self.profile.costs.offload_s + self.profile.costs.reload_s
+
+    # --- memory ---
+    def env_memory_per_node_gb(self) -> float:
+        p = self.plan
+        envs_per_node = p.envs_per_worker * min(p.rollout_gpus, p.cluster.gpus_per_node)
+        return envs_per_node * self.profile.costs.env_memory_gb
