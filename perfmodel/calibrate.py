@@ -1,0 +1,262 @@
+"""Fit physically grounded parameters of the bundled profiles to published results.
+
+The free parameters are physical quantities with bounds, shared where the physics is shared:
+- LIBERO (both backbones): the effective time of one env step on one core of the node
+  (physics + rendering), and the per-GPU inter-node bandwidth.
+- Per backbone: the model-FLOPs utilisation (MFU) of inference and of training, the fixed
+  per-call inference overhead (kernel launches, host work), and the effective host<->device
+  bandwidth of colocated mode's offload/reload.
+Everything else comes from the backbone's shapes (FLOPs and bytes, perfmodel.backbones) and
+from stated hardware assumptions (H100-class GPUs, 8 per node). There are no per-mode or
+per-point factors: one set of physical parameters predicts every mode and GPU count.
+The fit minimises the squared log error of the simulated throughput over the reference points.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from perfmodel.backbones import Backbone, get_backbone
+from perfmodel.profile import BUNDLED_DIR, Costs, Curve, Profile, load_profile
+from perfmodel.reference import ReferencePoint, plan_for
+from perfmodel.simulate import simulate
+
+# Hardware assumptions (published setup: "H100-class is likely", 8 GPUs per node).
+GPU_PEAK_BF16_FLOPS = 989e12  # H100 SXM dense bf16
+GPU_HBM_BYTES_PER_S = 3.35e12  # H100 SXM HBM3
+NODE = {
+    "gpus_per_node": 8,
+    "cpu_cores_per_node": 128,  # assumption: 2 x 64-core CPUs; only t_env / cores is identifiable
+    "node_ram_gb": 2048.0,
+    "intra_node_bw_GBps": 300.0,  # NVLink 4 effective per-GPU bus bandwidth (assumption)
+    "inter_node_bw_GBps": None,  # fitted
+}
+SETTLE_STEPS = 15  # LIBERO reset: scene rebuild + about 15 zero-action settle steps
+ADAM_BYTES_PER_PARAM = 32  # read+write of fp32 master weight, gradient and two moments
+PUBLISHED_STALENESS = 1  # max_staleness of the published asynchronous runs (not published)
+ENVS_PER_GPU = 48  # published example: 384 envs on 8 GPUs; assumed to grow with the GPUs
+DEFAULT_WORKLOAD = {
+    "max_episode_steps": 480,
+    "num_action_chunks": 10,
+    "rollout_epoch": 4,
+    "update_epoch": 2,
+    "micro_batch_size": 128,
+    "global_batch_size": 1024,
+    "group_size": 1,
+    "algorithm": "ppo",
+}
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    lo: float
+    hi: float
+    init: float
+    unit: str
+    shared: bool
+    doc: str
+
+
+PARAMS = (
+    Param("env_step_core_s", 0.005, 0.5, 0.08, "s", True,
+          "one LIBERO env step (physics + rendering) on one node core, at full load"),
+    Param("inter_node_bw_GBps", 5.0, 50.0, 25.0, "GB/s", True, "per-GPU inter-node bandwidth"),
+    Param("infer_mfu", 0.005, 0.7, 0.05, "", False, "model-FLOPs utilisation of rollout inference"),
+    Param("infer_overhead_s", 1e-3, 3.0, 0.2, "s", False, "fixed time per inference call"),
+    Param("train_mfu", 0.02, 0.7, 0.25, "", False, "model-FLOPs utilisation of training"),
+    Param("offload_GBps", 0.5, 64.0, 8.0, "GB/s", False, "host<->device bandwidth of offload/reload"),
+)
+
+
+def parameter_names(backbones: list[str]) -> list[str]:
+    names = [p.name for p in PARAMS if p.shared]
+    for b in backbones:
+        names += [f"{b}.{p.name}" for p in PARAMS if not p.shared]
+    return names
+
+
+def _param(name: str) -> Param:
+    return next(p for p in PARAMS if p.name == name.split(".")[-1])
+
+
+def build_profile(backbone: Backbone, values: dict[str, float], env_memory_gb: float,
+                  provenance: dict[str, Any]) -> Profile:
+    def v(name: str) -> float:
+        return values[name] if name in values else values[f"{backbone.name}.{name}"]
+
+    t_env = v("env_step_core_s")
+    infer_slope = backbone.inference_flops() / (GPU_PEAK_BF16_FLOPS * v("infer_mfu"))
+    train_slope = backbone.train_flops() / (GPU_PEAK_BF16_FLOPS * v("train_mfu"))
+    offload_bw = v("offload_GBps") * 1e9
+    costs = Costs(
+        env_step_core_s=t_env,
+        env_core_efficiency=1.0,
+        env_reset_s=SETTLE_STEPS * t_env,
+        env_memory_gb=env_memory_gb,
+        infer_s=Curve("linear", intercept=v("infer_overhead_s"), slope=infer_slope),
+        train_micro_batch_s=Curve("linear", intercept=0.0, slope=train_slope),
+        optimizer_step_s=backbone.trained_params * ADAM_BYTES_PER_PARAM / GPU_HBM_BYTES_PER_S,
+        grad_allreduce_bytes=backbone.grad_bytes(),
+        weight_sync_bytes=backbone.weight_bytes(),
+        # Per switch and device: the actor's FSDP shard of the training state (8 ranks) out,
+        # the generator's bf16 weights in (and the reverse at the other switch).
+        offload_s=backbone.train_state_bytes() / NODE["gpus_per_node"] / offload_bw,
+        reload_s=backbone.weight_bytes() / offload_bw,
+        comm_latency_s=1e-4,
+    )
+    node = dict(NODE, inter_node_bw_GBps=v("inter_node_bw_GBps"))
+    return Profile(
+        name=backbone.name,
+        backbone=backbone.name,
+        costs=costs,
+        node=node,
+        provenance=provenance,
+        assumptions=assumptions(backbone),
+        default_workload=dict(DEFAULT_WORKLOAD),
+        envs_per_gpu=ENVS_PER_GPU,
+        extra={"backbone_shapes": backbone.source,
+               "params": {"total": backbone.params, "trained": backbone.trained_params},
+               "flops_per_sample": {"inference": backbone.inference_flops(), "train": backbone.train_flops()}},
+    )
+
+
+def assumptions(backbone: Backbone) -> dict[str, Any]:
+    return {
+        "gpu": "H100 SXM class: 989 TFLOP/s dense bf16, 3.35 TB/s HBM (published setup: H100-class likely)",
+        "nodes": "8 GPUs per node; 128 CPU cores per node (only env_step_core_s / cores is identifiable)",
+        "env_count": f"total_num_envs grows with the cluster: {ENVS_PER_GPU} per GPU (published example: 384 on 8)",
+        "env_placement": "one env worker per rollout GPU, with that GPU's share of the node's cores",
+        "env_reset": f"reset = {SETTLE_STEPS} settle steps of env_step_core_s (scene rebuild folded in)",
+        "env_core_efficiency": "1.0: env_step_core_s is the effective per-core time at full load",
+        "pipeline_stage_num": "1 in the published runs (not published); rollout_async batches dynamically",
+        "staleness": "max_staleness 1 for the asynchronous modes (not published)",
+        "trained_part": "whole policy" if backbone.train_vlm else "action head + value head (VLM frozen)",
+        "intra_node_bw": "300 GB/s per GPU (NVLink), assumed; inter-node bandwidth fitted",
+        "weight_sync": "bf16 weights of the whole policy to every generator, each sync",
+        "offload": "colocated swaps: training-state shard (1/8) out, bf16 generator weights in, per switch",
+    }
+
+
+def predict_points(profiles: dict[str, Profile], points: list[ReferencePoint]) -> list[float]:
+    out = []
+    for pt in points:
+        prof = profiles[pt.backbone]
+        plan = plan_for(prof, pt.mode, pt.gpus, pt.allocation_ratio, max_staleness=PUBLISHED_STALENESS)
+        # Deterministic costs make one simulated worker replica exact (perfmodel.sim.modes).
+        out.append(simulate(plan, prof, max_workers=1).throughput_env_steps_per_s)
+    return out
+
+
+@dataclass
+class FitResult:
+    values: dict[str, float]
+    points: list[ReferencePoint]
+    predicted: list[float]
+    evaluations: int
+    seconds: float
+
+    @property
+    def errors_pct(self) -> list[float]:
+        return [100.0 * (p / pt.throughput_env_steps_per_s - 1) for p, pt in zip(self.predicted, self.points)]
+
+
+def measured_env_memory_gb() -> tuple[float, str]:
+    """Env RSS from a profile measured on a CPU machine, when one is bundled."""
+    for path in sorted(BUNDLED_DIR.glob("*_cpu*.json")):
+        try:
+            prof = load_profile(str(path))
+        except Exception:  # noqa: BLE001 - a broken measured profile must not stop calibration
+            continue
+        if prof.provenance.get("kind") == "measured" and prof.costs.env_memory_gb > 0:
+            return prof.costs.env_memory_gb, f"measured in {path.name}"
+    return 2.0, "models.md: about 2 GB RSS per rendered env, measured on a 2-core CPU machine"
+
+
+def fit(points: list[ReferencePoint], *, max_evals: int = 400,
+        progress: Callable[[int, float], None] | None = None,
+        start: dict[str, float] | None = None) -> FitResult:
+    from scipy.optimize import least_squares
+
+    backbones = sorted({p.backbone for p in points})
+    specs = {b: get_backbone(b) for b in backbones}
+    names = parameter_names(backbones)
+    mem, _ = measured_env_memory_gb()
+    lo = np.log([_param(n).lo for n in names])
+    hi = np.log([_param(n).hi for n in names])
+    init = {n: _param(n).init for n in names}
+    if start:
+        init.update({k: v for k, v in start.items() if k in init})
+    x0 = np.clip(np.log([init[n] if init[n] > 0 else _param(n).lo for n in names]), lo, hi)
+    published = np.array([p.throughput_env_steps_per_s for p in points])
+    evals = 0
+    t0 = time.time()
+    best: tuple[float, np.ndarray] = (math.inf, x0)
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        nonlocal evals, best
+        evals += 1
+        values = dict(zip(names, np.exp(x)))
+        profiles = {b: build_profile(specs[b], values, mem, {}) for b in backbones}
+        pred = np.array(predict_points(profiles, points))
+        r = np.log(pred / published)
+        cost = float(np.sum(r * r))
+        if cost < best[0]:
+            best = (cost, x.copy())
+        if progress:
+            progress(evals, math.sqrt(best[0] / len(points)))
+        return r
+
+    least_squares(residuals, x0, bounds=(lo, hi), diff_step=1e-3, max_nfev=max_evals, x_scale=1.0)
+    values = dict(zip(names, (float(v) for v in np.exp(best[1]))))
+    profiles = {b: build_profile(specs[b], values, mem, {}) for b in backbones}
+    predicted = predict_points(profiles, points)
+    return FitResult(values, points, predicted, evals, time.time() - t0)
+
+
+def fitted_profiles(result: FitResult, reference_path: str, command: str) -> dict[str, Profile]:
+    mem, mem_src = measured_env_memory_gb()
+    out = {}
+    errors = result.errors_pct
+    abs_err = [abs(e) for e in errors]
+    for b in sorted({p.backbone for p in result.points}):
+        spec = get_backbone(b)
+        params = {}
+        for name, value in result.values.items():
+            if "." in name and not name.startswith(f"{b}."):
+                continue
+            p = _param(name)
+            params[name.split(".")[-1]] = {"value": value, "bounds": [p.lo, p.hi], "unit": p.unit, "meaning": p.doc}
+        provenance = {
+            "kind": "fitted",
+            "date": date.today().isoformat(),
+            "method": command,
+            "source": reference_path,
+            "reference": "RL-VLA3 (arXiv 2602.05765) published LIBERO throughput, 8 and 16 GPUs",
+            "objective": "least squares on log(predicted / published), all points of both backbones",
+            "parameters": params,
+            "env_memory_gb_source": mem_src,
+            "fit": {
+                "points": [
+                    {"mode": pt.mode, "backbone": pt.backbone, "gpus": pt.gpus,
+                     "allocation_ratio": pt.allocation_ratio, "published": pt.throughput_env_steps_per_s,
+                     "predicted": round(pred, 3), "error_pct": round(err, 3)}
+                    for pt, pred, err in zip(result.points, result.predicted, errors)
+                ],
+                "median_abs_error_pct": round(float(np.median(abs_err)), 3),
+                "max_abs_error_pct": round(float(max(abs_err)), 3),
+                "evaluations": result.evaluations,
+            },
+            "software": {"python": sys.version.split()[0], "platform": platform.platform()},
+        }
+        out[b] = build_profile(spec, result.values, mem, provenance)
+    return out

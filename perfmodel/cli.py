@@ -1,0 +1,235 @@
+"""``perfmodel``: predict, validate and calibrate from the command line.
+
+Bad input never shows a traceback: one line ``error: <field>: <what is allowed>``, exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from perfmodel.errors import ConfigError
+from perfmodel.plan import MODES, Plan, parse_ratio
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+BUNDLED_REFERENCE = PROJECT_ROOT / "profiles" / "reference" / "rl_vla3_libero.csv"
+BACKBONE_NAMES = ("pi05", "gr00t_n15")
+
+
+def _fail(field: str, message: str) -> None:
+    raise ConfigError(field, message)
+
+
+def resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, ratio: str | None,
+                 plan_path: str | None, profile_path: str | None, knobs: dict[str, Any]):
+    """The plan and profile of a prediction, from a plan file and/or options (options win)."""
+    from perfmodel.profile import load_profile
+    from perfmodel.reference import plan_for
+
+    if backbone is not None and backbone not in BACKBONE_NAMES:
+        _fail("--backbone", f"must be one of {', '.join(BACKBONE_NAMES)}; got {backbone!r}")
+    if mode is not None and mode not in MODES:
+        _fail("--mode", f"must be one of {', '.join(MODES)}; got {mode!r}")
+    if gpus is not None and gpus <= 0:
+        _fail("--gpus", f"must be an integer >= 1, got {gpus}")
+    base = Plan.load(plan_path) if plan_path else None
+    profile = load_profile(profile_path or (base.profile if base and backbone is None else backbone or "pi05"))
+    mode = mode or (base.mode if base else None)
+    if mode is None:
+        _fail("--mode", f"is required (one of {', '.join(MODES)}) unless --plan gives it")
+    if base is None:
+        if gpus is None:
+            _fail("--gpus", "is required (an integer >= 1) unless --plan gives it")
+        if mode == "colocated" and ratio is not None:
+            _fail("--ratio", "must not be given for colocated: every GPU runs every phase")
+        if ratio is not None:
+            parse_ratio(ratio, gpus, "--ratio")
+        plan = plan_for(profile, mode, gpus, ratio, **{k: v for k, v in knobs.items() if v is not None})
+        return plan, profile
+    changes: dict[str, Any] = {"mode": mode, "profile": profile.name if profile_path is None else profile_path}
+    if gpus is not None:
+        changes["cluster"] = base.cluster.__class__(**{**base.cluster.__dict__, "gpus": gpus})
+    if mode == "colocated":
+        if ratio is not None:
+            _fail("--ratio", "must not be given for colocated: every GPU runs every phase")
+        changes["allocation_ratio"] = None
+    elif ratio is not None:
+        changes["allocation_ratio"] = ratio
+    elif base.allocation_ratio is None:
+        changes["allocation_ratio"] = "1:1"
+    changes.update({k: v for k, v in knobs.items() if v is not None})
+    plan = base.with_(**changes)
+    plan.check()
+    return plan, profile
+
+
+def _print_prediction(p: dict[str, Any]) -> None:
+    split = ("all GPUs time-share every phase" if p["mode"] == "colocated"
+             else f"rollout {p['rollout_gpus']} : actor {p['actor_gpus']} (ratio {p['allocation_ratio']})")
+    rows = [
+        ("mode", p["mode"]),
+        ("backbone", f"{p['backbone']} (profile {p['profile']})"),
+        ("gpus", f"{p['gpus']}, {split}"),
+        ("envs", f"{p['total_num_envs']} ({p['pipeline_stage_num']} pipeline stage(s))"),
+        ("throughput", f"{p['throughput_env_steps_per_s']:.2f} env steps/s"
+         + (f"  (95% CI {p['throughput_ci95'][0]:.2f} .. {p['throughput_ci95'][1]:.2f}, "
+            f"{p['replications']} replications)" if "throughput_ci95" in p else "")),
+        ("bound", f"{p['bound_env_steps_per_s']:.2f} env steps/s (bottleneck: {p['bottleneck']})"),
+        ("iteration", f"{p['iteration_time_s']:.1f} s"),
+        ("utilization", "  ".join(f"{k} {v:.2f}" for k, v in p["utilization"]["resources"].items())),
+        ("stage s/iter", "  ".join(f"{k} {v:.1f}" for k, v in p["stage_time_s"].items() if v > 0)),
+    ]
+    if p["staleness"]["max"] > 0:
+        rows.append(("staleness", f"mean {p['staleness']['mean']:.2f}, max {p['staleness']['max']:.0f} versions"))
+    if "trace" in p:
+        rows.append(("trace", p["trace"]))
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        click.echo(f"{k:<{width}}  {v}")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """Predict RL post-training throughput of VLA models on LIBERO for a cluster and mode."""
+
+
+@cli.command()
+@click.option("--mode", help=f"pipeline mode: {', '.join(MODES)}")
+@click.option("--gpus", type=int, help="GPUs in the whole cluster")
+@click.option("--backbone", help="bundled profile: pi05 (pi0.5) or gr00t_n15 (GR00T N1.5); default pi05")
+@click.option("--ratio", help="rollout:actor GPU split, e.g. 1:1 or 3:1 (not for colocated)")
+@click.option("--plan", "plan_path", type=str, help="plan JSON file (options override its fields)")
+@click.option("--profile", "profile_path", type=str, help="profile JSON file instead of a bundled one")
+@click.option("--pipeline-stages", "pipeline_stage_num", type=int, help="pipeline_stage_num")
+@click.option("--b-max", type=int, help="dynamic batching: batch fires at this many envs")
+@click.option("--t-max", "t_max_s", type=float, help="dynamic batching: or after this many seconds")
+@click.option("--staleness", "max_staleness", type=int, help="max policy-version lag (async modes)")
+@click.option("--replications", type=int, default=1, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+@click.option("--trace", type=str, help="write a Chrome/Perfetto trace of the simulated timeline")
+def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage_num, b_max, t_max_s,
+            max_staleness, replications, seed, as_json, trace) -> None:
+    """Predict throughput for one plan."""
+    from perfmodel.simulate import predict as run_predict
+
+    plan, profile = resolve_plan(mode, gpus, backbone, ratio, plan_path, profile_path,
+                                 {"pipeline_stage_num": pipeline_stage_num, "b_max": b_max,
+                                  "t_max_s": t_max_s, "max_staleness": max_staleness})
+    if replications < 1:
+        _fail("--replications", f"must be an integer >= 1, got {replications}")
+    out = run_predict(plan, profile, replications=replications, seed=seed, trace_path=trace)
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+    else:
+        _print_prediction(out)
+
+
+@cli.command("validate")
+@click.option("--reference", type=str, default=str(BUNDLED_REFERENCE), show_default=True,
+              help="CSV with columns mode, backbone, gpus, allocation_ratio, throughput_env_steps_per_s")
+@click.option("--json", "as_json", is_flag=True)
+def validate_cmd(reference: str, as_json: bool) -> None:
+    """Compare predictions with published results."""
+    from perfmodel.profile import load_profile
+    from perfmodel.reference import load_reference
+    from perfmodel.validate import validate
+
+    points = load_reference(reference)
+    profiles = {}
+    for b in sorted({p.backbone for p in points}):
+        if b not in BACKBONE_NAMES:
+            _fail("reference.backbone", f"must be one of {', '.join(BACKBONE_NAMES)}; got {b!r}")
+        profiles[b] = load_profile(b)
+    res = validate(points, profiles)
+    if as_json:
+        click.echo(json.dumps(res, indent=2))
+        return
+    click.echo(f"{'backbone':<10} {'mode':<14} {'gpus':>4} {'ratio':>5} {'published':>10} {'predicted':>10} {'error':>7}")
+    for r in res["points"]:
+        click.echo(f"{r['backbone']:<10} {r['mode']:<14} {r['gpus']:>4} {r['allocation_ratio'] or '-':>5} "
+                   f"{r['published']:>10.2f} {r['predicted']:>10.2f} {r['error_pct']:>+6.1f}%")
+    a = res["best_mode_agreement"]
+    click.echo(f"MAPE {res['mape_pct']:.2f}%  median |error| {res['median_abs_error_pct']:.2f}%  "
+               f"max |error| {res['max_abs_error_pct']:.2f}%")
+    click.echo(f"best mode agrees in {a['matches']}/{a['groups']} (backbone, gpus) groups; "
+               f"Spearman {res['spearman']:.3f}")
+    for g in a["per_group"]:
+        mark = "ok" if g["match"] else "MISMATCH"
+        click.echo(f"  {g['backbone']} {g['gpus']} GPUs: published best {g['published_best']}, "
+                   f"predicted best {g['predicted_best']} [{mark}]")
+
+
+@cli.command()
+@click.option("--reference", type=str, default=str(BUNDLED_REFERENCE), show_default=True)
+@click.option("--out-dir", type=str, default=str(PROJECT_ROOT / "profiles"), show_default=True)
+@click.option("--max-evals", type=int, default=300, show_default=True, help="simulations of the whole set")
+def calibrate(reference: str, out_dir: str, max_evals: int) -> None:
+    """Fit the bundled profiles' physical parameters to published results."""
+    from tqdm import tqdm
+
+    from perfmodel.calibrate import fit, fitted_profiles
+    from perfmodel.reference import load_reference
+
+    if max_evals < 1:
+        _fail("--max-evals", f"must be an integer >= 1, got {max_evals}")
+    points = load_reference(reference)
+    for b in {p.backbone for p in points}:
+        if b not in BACKBONE_NAMES:
+            _fail("reference.backbone", f"must be one of {', '.join(BACKBONE_NAMES)}; got {b!r}")
+    bar = tqdm(total=max_evals, desc="calibrating", unit="eval", file=sys.stderr)
+
+    def progress(n: int, rms: float) -> None:
+        bar.n = min(n, max_evals)
+        bar.set_postfix(rms_log_error=f"{rms:.4f}")
+        bar.refresh()
+
+    result = fit(points, max_evals=max_evals, progress=progress)
+    bar.close()
+    command = "perfmodel calibrate " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    try:
+        ref_label = str(Path(reference).resolve().relative_to(PROJECT_ROOT))
+    except ValueError:
+        ref_label = reference
+    for name, prof in fitted_profiles(result, ref_label, command.strip()).items():
+        path = Path(out_dir) / f"{name}.json"
+        prof.save(path)
+        click.echo(f"wrote {path}")
+    click.echo(f"{'backbone':<10} {'mode':<14} {'gpus':>4} {'published':>10} {'predicted':>10} {'error':>7}")
+    errs = result.errors_pct
+    for pt, pred, err in zip(result.points, result.predicted, errs):
+        click.echo(f"{pt.backbone:<10} {pt.mode:<14} {pt.gpus:>4} {pt.throughput_env_steps_per_s:>10.2f} "
+                   f"{pred:>10.2f} {err:>+6.1f}%")
+    import numpy as np
+
+    abs_err = np.abs(errs)
+    click.echo(f"median |error| {np.median(abs_err):.2f}%  max |error| {abs_err.max():.2f}%  "
+               f"({result.evaluations} evaluations, {result.seconds:.0f} s)")
+    for k, v in result.values.items():
+        click.echo(f"  {k} = {v:.6g}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        rc = cli.main(args=argv, prog_name="perfmodel", standalone_mode=False)
+    except ConfigError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.UsageError as e:
+        click.echo(f"error: {e.format_message()}", err=True)
+        sys.exit(2)
+    except click.Abort:
+        click.echo("error: aborted", err=True)
+        sys.exit(130)
+    sys.exit(rc if isinstance(rc, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""Published reference results (CSV with the columns of ../shared/reference/rl_vla3_libero.csv)
+and the plans that reproduce their setup."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfmodel.errors import ConfigError
+from perfmodel.plan import MODES, Cluster, Plan, Workload
+from perfmodel.profile import Profile
+
+COLUMNS = ("mode", "backbone", "gpus", "allocation_ratio", "throughput_env_steps_per_s")
+
+
+@dataclass(frozen=True)
+class ReferencePoint:
+    mode: str
+    backbone: str
+    gpus: int
+    allocation_ratio: str | None
+    throughput_env_steps_per_s: float
+
+
+def load_reference(path: str | Path) -> list[ReferencePoint]:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError("reference", f"file not found: {p}")
+    with p.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ConfigError("reference", f"{p} lacks column(s) {', '.join(missing)} (needs {', '.join(COLUMNS)})")
+        points = []
+        for i, row in enumerate(reader, start=2):
+            where = f"reference line {i}"
+            mode = row["mode"].strip()
+            if mode not in MODES:
+                raise ConfigError(f"{where}.mode", f"must be one of {', '.join(MODES)}; got {mode!r}")
+            try:
+                gpus = int(row["gpus"])
+                thr = float(row["throughput_env_steps_per_s"])
+            except ValueError:
+                raise ConfigError(where, "gpus must be an integer and throughput_env_steps_per_s a number") from None
+            if gpus < 1 or not thr > 0:
+                raise ConfigError(where, "gpus must be >= 1 and throughput_env_steps_per_s > 0")
+            ratio = (row["allocation_ratio"] or "").strip() or None
+            points.append(ReferencePoint(mode, row["backbone"].strip(), gpus, ratio, thr))
+    if not points:
+        raise ConfigError("reference", f"{p} has no rows")
+    return points
+
+
+def default_workload(profile: Profile, gpus: int) -> Workload:
+    """The profile's default workload at ``gpus`` GPUs: its RLinf config with
+    ``total_num_envs = envs_per_gpu * gpus`` (the profile's env-scaling assumption)."""
+    fields: dict[str, Any] = dict(profile.default_workload)
+    fields["total_num_envs"] = profile.envs_per_gpu * gpus
+    return Workload.from_dict(fields, "profile.default_workload")
+
+
+def default_cluster(profile: Profile, gpus: int) -> Cluster:
+    node = dict(profile.node)
+    node["gpus"] = gpus
+    return Cluster.from_dict(node, "profile.node")
+
+
+def plan_for(profile: Profile, mode: str, gpus: int, ratio: str | None, **knobs: Any) -> Plan:
+    plan = Plan(mode=mode, workload=default_workload(profile, gpus), cluster=default_cluster(profile, gpus),
+                profile=profile.name, allocation_ratio=None if mode == "colocated" else (ratio or "1:1"),
+                **knobs)
+    plan.check()
+    return plan

@@ -1,0 +1,53 @@
+"""Predicted vs published: per-point error, MAPE, best-mode agreement, Spearman rank correlation."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from perfmodel.profile import Profile
+from perfmodel.reference import ReferencePoint, plan_for
+from perfmodel.simulate import simulate
+
+
+def validate(points: list[ReferencePoint], profiles: dict[str, Profile]) -> dict[str, Any]:
+    rows = []
+    for pt in points:
+        prof = profiles[pt.backbone]
+        plan = plan_for(prof, pt.mode, pt.gpus, pt.allocation_ratio)
+        pred = simulate(plan, prof).throughput_env_steps_per_s
+        rows.append({
+            "mode": pt.mode,
+            "backbone": pt.backbone,
+            "gpus": pt.gpus,
+            "allocation_ratio": pt.allocation_ratio,
+            "published": pt.throughput_env_steps_per_s,
+            "predicted": pred,
+            "error_pct": 100.0 * (pred / pt.throughput_env_steps_per_s - 1.0),
+        })
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[(r["backbone"], r["gpus"])].append(r)
+    agreement = []
+    for (backbone, gpus), rs in sorted(groups.items()):
+        best_pub = max(rs, key=lambda r: r["published"])["mode"]
+        best_pred = max(rs, key=lambda r: r["predicted"])["mode"]
+        agreement.append({"backbone": backbone, "gpus": gpus, "published_best": best_pub,
+                          "predicted_best": best_pred, "match": best_pub == best_pred})
+    abs_err = [abs(r["error_pct"]) for r in rows]
+    spearman = None
+    if len(rows) >= 2:
+        from scipy.stats import spearmanr
+
+        spearman = float(spearmanr([r["published"] for r in rows], [r["predicted"] for r in rows]).statistic)
+    return {
+        "points": rows,
+        "mape_pct": float(np.mean(abs_err)),
+        "median_abs_error_pct": float(np.median(abs_err)),
+        "max_abs_error_pct": float(max(abs_err)),
+        "best_mode_agreement": {"matches": sum(a["match"] for a in agreement), "groups": len(agreement),
+                                "per_group": agreement},
+        "spearman": spearman,
+    }

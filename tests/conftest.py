@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A hand-made profile for scenario tests: round numbers so that timelines can be checked by hand.
+# (Tests only; shipped profiles are measured or fitted.)
+SCENARIO_PROFILE: dict[str, Any] = {
+    "schema_version": 1,
+    "name": "scenario",
+    "backbone": "pi05",
+    "node": {"gpus_per_node": 8, "cpu_cores_per_node": 16, "node_ram_gb": 1024,
+             "intra_node_bw_GBps": 100, "inter_node_bw_GBps": 10},
+    "provenance": {"kind": "fitted", "date": "2026-12-02", "method": "hand-made test scenario"},
+    "envs_per_gpu": 8,
+    "default_workload": {"max_episode_steps": 20, "num_action_chunks": 5, "rollout_epoch": 2,
+                         "update_epoch": 2, "micro_batch_size": 8, "global_batch_size": 32},
+    "costs": {
+        "env_step_core_s": 0.1,
+        "env_core_efficiency": 1.0,
+        "env_reset_s": 0.5,
+        "env_memory_gb": 2.0,
+        "infer_s": {"model": "linear", "intercept": 0.2, "slope": 0.05},
+        "train_micro_batch_s": {"model": "linear", "intercept": 0.1, "slope": 0.02},
+        "optimizer_step_s": 0.3,
+        "grad_allreduce_bytes": 1e9,
+        "weight_sync_bytes": 2e9,
+        "offload_s": 1.0,
+        "reload_s": 0.5,
+    },
+}
+
+
+@pytest.fixture
+def scenario_dict() -> dict[str, Any]:
+    return copy.deepcopy(SCENARIO_PROFILE)
+
+
+@pytest.fixture
+def scenario_profile(scenario_dict):
+    from perfmodel.profile import Profile
+
+    return Profile.from_dict(scenario_dict)
+
+
+def run_cli(*args: str, module: str = "perfmodel.cli", cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, timeout=600)
+
+
+def write_json(path: Path, obj: Any) -> Path:
+    path.write_text(json.dumps(obj))
+    return path

@@ -1,0 +1,189 @@
+"""Tiny scenarios with exact timelines, closed forms, the bound, mode ordering, replications."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from perfmodel.bound import bound, closed_form_iteration_s
+from perfmodel.costs import StageCosts
+from perfmodel.plan import MODES
+from perfmodel.profile import Profile
+from perfmodel.reference import plan_for
+from perfmodel.simulate import predict, simulate
+
+
+def test_lockstep_timeline_is_exact(scenario_profile):
+    """Disaggregated 1:1 on 2 GPUs, one worker of 16 envs on 2 cores: every span by hand."""
+    plan = plan_for(scenario_profile, "disaggregated", 2, "1:1")
+    res = simulate(plan, scenario_profile, iterations=2, warmup=1, trace=True)
+    c = StageCosts(plan, scenario_profile)
+    # 16 envs on 2 cores: reset 0.5*16/2 = 4 s; chunk of 5 steps: 0.1*5*16/2 = 4 s; infer(16) = 1.0 s
+    assert c.env_reset_s(16) == pytest.approx(4.0)
+    assert c.env_chunk_s(16) == pytest.approx(4.0)
+    assert c.infer_s(16) == pytest.approx(1.0)
+    spans = [s for s in res.recorder.spans if s[1] == "env_worker_0" or s[1] == "rollout_gpu_0"]
+    first = [(s[0], round(s[3], 9), round(s[4], 9)) for s in spans[:5]]
+    assert first == [("env_reset", 0.0, 4.0), ("inference", 4.0, 5.0), ("env_step", 5.0, 9.0),
+                     ("inference", 9.0, 10.0), ("env_step", 10.0, 14.0)]
+    # rollout: 2 epochs x (4 + 4 chunks x (1 + 4)) = 48 s. Training: 16*4*2 = 128 samples,
+    # 4 global batches of 32 on 1 rank: 4 micro-batches of 8 (0.26 s) + step 0.3 s, 2 passes.
+    rollout = 2 * (4 + 4 * 5)
+    train = 4 * 2 * (4 * 0.26 + 0.3)
+    assert res.recorder.spans and res.counts["optimizer_steps"] == 2 * 4 * 2
+    t_end_0 = rollout + train
+    ends = [s[4] for s in res.recorder.spans if s[0] == "optimizer_step"]
+    assert ends[7] == pytest.approx(t_end_0)
+    # Iteration 1 starts with the weight sync: 2 GB at 100 GB/s = 0.02 s.
+    sync = [s for s in res.recorder.spans if s[0] == "weight_sync"]
+    assert [(round(s[3], 9), round(s[4], 9)) for s in sync] == [(round(t_end_0, 9), round(t_end_0 + 0.02, 9))]
+    assert res.iteration_time_s == pytest.approx(rollout + train + 0.02)
+
+
+@pytest.mark.parametrize("mode", ["colocated", "disaggregated"])
+@pytest.mark.parametrize("gpus,ratio", [(2, "1:1"), (8, "1:1"), (8, "1:3"), (12, "1:2"), (16, "1:1")])
+def test_synchronous_modes_match_closed_form(scenario_profile, mode, gpus, ratio):
+    plan = plan_for(scenario_profile, mode, gpus, None if mode == "colocated" else ratio)
+    res = simulate(plan, scenario_profile, iterations=3, warmup=1)
+    assert res.iteration_time_s == pytest.approx(closed_form_iteration_s(StageCosts(plan, scenario_profile)), rel=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["colocated", "disaggregated"])
+@pytest.mark.parametrize("stages", [2, 4])
+def test_pipelined_closed_form(scenario_dict, mode, stages):
+    """p stages on the worker's CPU and GPU: warm-up + (n - 1) x bottleneck, exactly."""
+    scenario_dict["costs"]["env_reset_s"] = 0.0
+    scenario_dict["node"]["cpu_cores_per_node"] = 8  # 1 core per GPU: a stage takes all cores
+    prof = Profile.from_dict(scenario_dict)
+    plan = plan_for(prof, mode, 2, None if mode == "colocated" else "1:1", pipeline_stage_num=stages)
+    costs = StageCosts(plan, prof)
+    res = simulate(plan, prof, iterations=2, warmup=1)
+    assert res.iteration_time_s == pytest.approx(closed_form_iteration_s(costs), rel=1e-12)
+    # and pipelining beats the lock-step worker
+    lock = plan_for(prof, mode, 2, None if mode == "colocated" else "1:1")
+    assert res.iteration_time_s < simulate(lock, prof, iterations=2, warmup=1).iteration_time_s
+
+
+def test_colocated_adds_phase_switches(scenario_profile):
+    plan = plan_for(scenario_profile, "colocated", 4, None)
+    res = simulate(plan, scenario_profile)
+    costs = StageCosts(plan, scenario_profile)
+    # two switches (offload 1.0 + reload 0.5) per iteration
+    assert res.stage_time_s["phase_switch"] == pytest.approx(2 * 1.5)
+    assert costs.phase_switch_s() == pytest.approx(1.5)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("gpus,ratio", [(2, "1:1"), (8, "1:1"), (8, "1:3"), (12, "1:2"), (32, "1:1")])
+def test_simulation_never_beats_bound(scenario_profile, mode, gpus, ratio):
+    plan = plan_for(scenario_profile, mode, gpus, None if mode == "colocated" else ratio)
+    res = simulate(plan, scenario_profile)
+    b = bound(StageCosts(plan, scenario_profile))
+    assert res.throughput_env_steps_per_s <= b.throughput_env_steps_per_s * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("backbone", ["pi05", "gr00t_n15"])
+@pytest.mark.parametrize("gpus", [8, 16, 32])
+def test_bundled_profiles_respect_bound_and_ordering(backbone, gpus):
+    from perfmodel.profile import load_profile
+
+    prof = load_profile(backbone)
+    thr = {}
+    for mode in MODES:
+        plan = plan_for(prof, mode, gpus, None if mode == "colocated" else "1:1")
+        res = simulate(plan, prof)
+        b = bound(StageCosts(plan, prof))
+        assert res.throughput_env_steps_per_s <= b.throughput_env_steps_per_s * (1 + 1e-9)
+        thr[mode] = res.throughput_env_steps_per_s
+    # Each asynchronous level is never slower than the synchronous base with the same split.
+    for mode in ("train_async", "rollout_async", "streamer"):
+        assert thr[mode] >= thr["disaggregated"] * (1 - 1e-9)
+    assert thr["streamer"] >= thr["rollout_async"] * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("gpus,ratio", [(2, "1:1"), (8, "1:1"), (8, "1:3")])
+def test_async_levels_never_slower_under_equal_costs(scenario_profile, gpus, ratio):
+    thr = {m: simulate(plan_for(scenario_profile, m, gpus, ratio), scenario_profile).throughput_env_steps_per_s
+           for m in MODES[1:]}
+    assert thr["train_async"] >= thr["disaggregated"]
+    assert thr["rollout_async"] >= thr["disaggregated"]
+    assert thr["streamer"] >= thr["rollout_async"] * (1 - 1e-9)
+
+
+def test_simulated_replicas_are_exact_for_deterministic_costs(scenario_profile):
+    for mode in MODES:
+        plan = plan_for(scenario_profile, mode, 16, None if mode == "colocated" else "1:1")
+        few = simulate(plan, scenario_profile, max_workers=1)
+        every = simulate(plan, scenario_profile, max_workers=64)
+        assert few.iteration_time_s == pytest.approx(every.iteration_time_s, rel=1e-12)
+        assert few.counts["env_steps"] == every.counts["env_steps"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_counts_match_workload(scenario_profile, mode):
+    plan = plan_for(scenario_profile, mode, 8, None if mode == "colocated" else "1:1")
+    res = simulate(plan, scenario_profile, iterations=3, warmup=1)
+    w = plan.workload
+    assert res.counts["env_steps"] == w.total_num_envs * w.max_episode_steps * w.rollout_epoch * 3
+    assert res.counts["samples"] == w.samples_per_iteration * 3
+    assert res.counts["optimizer_steps"] == w.optimizer_steps_per_iteration * 3
+    assert res.counts["weight_versions"] == 3
+    if mode in ("colocated", "disaggregated"):
+        assert res.staleness["max"] == 0
+    else:
+        assert res.staleness["max"] <= plan.max_staleness
+
+
+def test_utilization_is_a_fraction(scenario_profile):
+    for mode in MODES:
+        plan = plan_for(scenario_profile, mode, 8, None if mode == "colocated" else "1:1")
+        util = simulate(plan, scenario_profile).utilization
+        for group in util.values():
+            for v in group.values():
+                assert 0.0 <= v <= 1.0 + 1e-9
+
+
+def test_replications_interval_and_seed(scenario_dict):
+    scenario_dict["variability"] = {"env_step_cv": 0.2, "infer_cv": 0.1, "train_cv": 0.1}
+    prof = Profile.from_dict(scenario_dict)
+    plan = plan_for(prof, "rollout_async", 8, "1:1")
+    a = predict(plan, prof, replications=5, seed=7)
+    b = predict(plan, prof, replications=5, seed=7)
+    c = predict(plan, prof, replications=5, seed=8)
+    assert a == b
+    assert a["throughput_env_steps_per_s"] != c["throughput_env_steps_per_s"]
+    lo, hi = a["throughput_ci95"]
+    assert lo < a["throughput_env_steps_per_s"] < hi
+
+
+def test_trace_is_chrome_format(scenario_profile, tmp_path):
+    plan = plan_for(scenario_profile, "streamer", 4, "1:1")
+    out = predict(plan, scenario_profile, trace_path=tmp_path / "t.json")
+    trace = json.loads((tmp_path / "t.json").read_text())
+    events = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    names = {e["name"] for e in events}
+    assert {"env_step", "env_reset", "inference", "train", "optimizer_step", "weight_sync"} <= names
+    assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in events)
+    assert out["trace"] == str(tmp_path / "t.json")
+
+
+def test_dynamic_batching_fires_at_b_max(scenario_profile):
+    """With b_max of one group and no timer, every call is exactly one group's envs."""
+    plan = plan_for(scenario_profile, "rollout_async", 2, "1:1", b_max=4, t_max_s=0.0)
+    res = simulate(plan, scenario_profile, trace=True)
+    batches = {s[5]["batch"] for s in res.recorder.spans if s[0] == "inference"}
+    assert batches == {4}
+    big = plan_for(scenario_profile, "rollout_async", 2, "1:1", b_max=16, t_max_s=10.0)
+    res = simulate(big, scenario_profile, trace=True)
+    assert max(s[5]["batch"] for s in res.recorder.spans if s[0] == "inference") == 16
+
+
+def test_memory_limit_refuses_plan(scenario_dict):
+    from perfmodel.errors import ConfigError
+
+    scenario_dict["node"]["node_ram_gb"] = 10
+    prof = Profile.from_dict(scenario_dict)
+    plan = plan_for(prof, "disaggregated", 2, "1:1")
+    with pytest.raises(ConfigError, match="node_ram_gb"):
+        simulate(plan, prof)
