@@ -13,7 +13,7 @@ import shlex
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -23,7 +23,6 @@ from perfmodel.backbones import get_backbone
 from perfmodel.errors import ConfigError
 from perfmodel.plan import Workload
 from perfmodel.profile import Profile
-from perfmodel.sim import __name__ as _sim  # noqa: F401  (perfmodel is importable: same install)
 
 PUBLISHED_WORKLOAD = dict(total_num_envs=384, max_episode_steps=480, rollout_epoch=4, update_epoch=2,
                           micro_batch_size=128, global_batch_size=1024, group_size=1, algorithm="ppo")
@@ -395,8 +394,6 @@ def measure_comm(cfg: ProfileConfig, weight_bytes: float, bar) -> dict[str, Any]
     backend = "nccl" if cfg.device.startswith("cuda") and torch.cuda.device_count() >= 2 else "gloo"
     ctx = tmp.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=_bcast_main, args=(r, 2, free_port() if False else None, sizes, cfg.repeats,
-                                                   backend, q)) for r in range(0)]
     port = free_port()
     procs = [ctx.Process(target=_bcast_main, args=(r, 2, port, sizes, cfg.repeats, backend, q)) for r in range(2)]
     for p in procs:
