@@ -1,0 +1,94 @@
+"""Stand-in policies: shapes from perfmodel.backbones, parameter and FLOP counts, log-probs."""
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from executor.policies import make_policy, resolve_device
+from perfmodel.backbones import get_backbone
+from perfmodel.errors import ConfigError
+
+BACKBONES = ("pi05", "gr00t_n15")
+
+
+def _obs(n, size=128, seed=0):
+    rng = np.random.default_rng(seed)
+    return {"images": rng.integers(0, 256, (n, 2, size, size, 3), dtype=np.uint8),
+            "state": rng.standard_normal((n, 9)).astype(np.float32), "language": ["open the drawer"] * n}
+
+
+@pytest.mark.parametrize("name", BACKBONES)
+def test_full_scale_params_match_published_totals(name):
+    policy = make_policy(name, "full", device="meta")  # counts without allocating
+    b = get_backbone(name, "full")
+    counts = policy.param_counts()
+    assert abs(counts["total"] / b.published_params - 1) < 0.15
+    assert abs(counts["total"] / b.params - 1) < 0.02
+    assert abs(counts["trained"] / b.trained_params - 1) < 0.03
+
+
+@pytest.mark.parametrize("name", BACKBONES)
+@pytest.mark.parametrize("scale", ("small", "tiny"))
+def test_scaled_params_match_backbone_spec(name, scale):
+    policy = make_policy(name, scale, device="meta")
+    b = get_backbone(name, scale)
+    counts = policy.param_counts()
+    assert abs(counts["total"] / b.params - 1) < 0.05
+    assert abs(counts["trained"] / b.trained_params - 1) < 0.06
+
+
+@pytest.mark.parametrize("name", BACKBONES)
+def test_full_scale_inference_flops_match_cost_model(name):
+    """FLOPs torch counts for one chunk generation agree with perfmodel's count from the shapes
+    (GR00T's VL adapter is not in perfmodel's count: a few % more)."""
+    policy = make_policy(name, "full", device="meta")
+    t = policy.prepare(_obs(1))
+    with FlopCounterMode(display=False) as fc:
+        feats, kvs = policy.encode_prefix(t)
+        ctx, _ = policy.head_context(feats, kvs)
+        x = torch.zeros(1, policy.chunk, 7, device="meta")
+        for _ in range(policy.backbone.denoise_steps):
+            x = x - policy.velocity(x, torch.ones(1, device="meta"), t["state"], ctx)
+    assert abs(fc.get_total_flops() / policy.backbone.inference_flops() - 1) < 0.10
+    assert policy.inference_flops(4) == 4 * policy.backbone.inference_flops()
+    assert policy.train_flops(2) == 2 * policy.backbone.train_flops()
+
+
+@pytest.mark.parametrize("name", BACKBONES)
+def test_generate_and_evaluate_agree(name):
+    policy = make_policy(name, "tiny")
+    b = policy.backbone
+    assert policy.dtype == torch.float32  # float32 on CPU
+    out = policy.generate(_obs(3), generator=torch.Generator().manual_seed(0))
+    assert out.actions.shape == (3, b.action_chunk, 7) == out.noise.shape == out.mean.shape
+    assert out.logprob.shape == out.value.shape == (3,)
+    logp, ent, value = policy.evaluate(_obs(3), out.noise, out.actions)
+    torch.testing.assert_close(logp, out.logprob, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(value, out.value, rtol=1e-5, atol=1e-5)
+    assert torch.isfinite(ent).all()
+    (logp.sum() + value.sum()).backward()
+    trained = [p for p in policy.parameters() if p.requires_grad]
+    assert all(p.grad is not None for p in trained)
+
+
+def test_gr00t_vlm_frozen_pi05_trained():
+    g = make_policy("gr00t_n15", "tiny")
+    assert not any(p.requires_grad for p in g.llm.parameters())
+    assert not any(p.requires_grad for p in g.vision.parameters())
+    assert all(p.requires_grad for p in g.head.parameters())
+    assert g.grad_bytes() < g.weight_bytes()
+    p = make_policy("pi05", "tiny")
+    assert p.grad_bytes() == p.weight_bytes() == 4 * p.param_counts()["total"]
+
+
+def test_bad_device_and_backbone():
+    with pytest.raises(ConfigError, match="backbone"):
+        make_policy("pi0", "tiny")
+    with pytest.raises(ConfigError, match="scale"):
+        make_policy("pi05", "medium")
+    with pytest.raises(ConfigError, match="device"):
+        resolve_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="not available"):
+            resolve_device("cuda")
