@@ -51,7 +51,8 @@ def actor_iteration_s(costs: StageCosts) -> float:
 def bound(costs: StageCosts) -> Bound:
     plan, w = costs.plan, costs.plan.workload
     n = plan.envs_per_worker
-    env_s = w.rollout_epoch * (costs.env_reset_s(n) + w.chunk_steps_per_epoch * costs.env_chunk_s(n))
+    lockstep = MODE_LEVEL[plan.mode] < MODE_LEVEL["rollout_async"]
+    env_s = w.rollout_epoch * (costs.env_reset_s(n) + w.chunk_steps_per_epoch * costs.env_chunk_s(n, lockstep))
     samples_per_worker = n * w.chunk_steps_per_epoch * w.rollout_epoch
     b_hi = max_batch(costs)
     per_sample = min(costs.infer_s(b) / b for b in range(1, b_hi + 1))

@@ -71,6 +71,8 @@ PARAMS = (
     Param("env_step_core_s", 0.005, 0.5, 0.08, "s", True,
           "one LIBERO env step (physics + rendering) on one node core, at full load"),
     Param("inter_node_bw_GBps", 5.0, 50.0, 25.0, "GB/s", True, "per-GPU inter-node bandwidth"),
+    Param("env_lockstep_slowdown", 1e-3, 1.5, 0.3, "", True,
+          "extra time of a lock-step chunk step waiting for the group's slowest env"),
     Param("infer_mfu", 0.005, 0.7, 0.05, "", False, "model-FLOPs utilisation of rollout inference"),
     Param("infer_overhead_s", 1e-3, 3.0, 0.2, "s", False, "fixed time per inference call"),
     Param("train_mfu", 0.02, 0.7, 0.25, "", False, "model-FLOPs utilisation of training"),
@@ -113,6 +115,7 @@ def build_profile(backbone: Backbone, values: dict[str, float], env_memory_gb: f
         offload_s=backbone.train_state_bytes() / NODE["gpus_per_node"] / offload_bw,
         reload_s=backbone.weight_bytes() / offload_bw,
         comm_latency_s=1e-4,
+        env_lockstep_slowdown=v("env_lockstep_slowdown"),
     )
     node = dict(NODE, inter_node_bw_GBps=v("inter_node_bw_GBps"))
     return Profile(

@@ -35,10 +35,12 @@ class StageCosts:
         eff = 1.0 if active == 1 else self.profile.costs.env_core_efficiency
         return per_env_s * n_envs / (active * eff)
 
-    def env_chunk_s(self, n_envs: int) -> float:
-        """``num_action_chunks`` env steps of ``n_envs`` envs of one worker."""
+    def env_chunk_s(self, n_envs: int, lockstep: bool = True) -> float:
+        """``num_action_chunks`` env steps of ``n_envs`` envs of one worker; a lock-step group
+        also waits for its slowest env at every step."""
         k = self.plan.workload.num_action_chunks
-        return self._cpu_time(n_envs, k * self.profile.costs.env_step_core_s)
+        barrier = 1.0 + (self.profile.costs.env_lockstep_slowdown if lockstep else 0.0)
+        return self._cpu_time(n_envs, k * self.profile.costs.env_step_core_s) * barrier
 
     def env_reset_s(self, n_envs: int) -> float:
         return self._cpu_time(n_envs, self.profile.costs.env_reset_s)

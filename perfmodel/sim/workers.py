@@ -39,8 +39,8 @@ class Durations:
         sigma2 = math.log1p(cv * cv)
         return mean * float(self.rng.lognormal(-sigma2 / 2, math.sqrt(sigma2)))
 
-    def env_chunk(self, n: int) -> float:
-        return self._noisy(self.costs.env_chunk_s(n), self.var.env_step_cv)
+    def env_chunk(self, n: int, lockstep: bool) -> float:
+        return self._noisy(self.costs.env_chunk_s(n, lockstep), self.var.env_step_cv)
 
     def env_reset(self, n: int) -> float:
         return self._noisy(self.costs.env_reset_s(n), self.var.env_step_cv)
@@ -239,7 +239,7 @@ class EnvWorker:
                     yield self.generator.submit(n)
                 else:
                     yield from self.generator.infer(n)
-                yield from self._cpu("env_step", lane, self.dur.env_chunk(n), n)
+                yield from self._cpu("env_step", lane, self.dur.env_chunk(n, not self.dynamic), n)
             self.log.env_steps += self.replicas * n * w.max_episode_steps
             # A trajectory is complete at the end of the episode (full horizon, no early reset).
             yield self.buffer.put(self.replicas * n * w.chunk_steps_per_epoch)

@@ -1,0 +1,212 @@
+"""The perfmodel CLI: predictions from bundled profiles, validation, and every bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from conftest import ROOT, run_cli, write_json
+
+REFERENCE = ROOT / "profiles" / "reference" / "rl_vla3_libero.csv"
+
+
+def test_predict_default_command_answers():
+    r = run_cli("predict", "--mode", "rollout_async", "--gpus", "32")
+    assert r.returncode == 0, r.stderr
+    assert "throughput" in r.stdout and "env steps/s" in r.stdout
+
+
+@pytest.mark.parametrize("backbone", ["pi05", "gr00t_n15"])
+@pytest.mark.parametrize("mode", ["colocated", "disaggregated", "train_async", "rollout_async", "streamer"])
+def test_predict_json_every_mode_and_backbone(mode, backbone):
+    r = run_cli("predict", "--mode", mode, "--gpus", "16", "--backbone", backbone, "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    for key in ("mode", "backbone", "gpus", "allocation_ratio", "throughput_env_steps_per_s",
+                "iteration_time_s", "bound_env_steps_per_s", "utilization"):
+        assert key in out
+    assert out["mode"] == mode and out["backbone"] == backbone and out["gpus"] == 16
+    assert out["allocation_ratio"] == (None if mode == "colocated" else "1:1")
+    assert 0 < out["throughput_env_steps_per_s"] <= out["bound_env_steps_per_s"] * (1 + 1e-9)
+    assert math.isclose(out["throughput_env_steps_per_s"] * out["iteration_time_s"],
+                        16 * 48 * 480 * 4, rel_tol=1e-9)
+    for group in out["utilization"].values():
+        assert all(0 <= v <= 1 + 1e-9 for v in group.values())
+
+
+def test_predict_ratio_and_plan_file_agree(tmp_path):
+    r = run_cli("predict", "--mode", "train_async", "--gpus", "16", "--ratio", "3:1", "--json")
+    assert r.returncode == 0, r.stderr
+    direct = json.loads(r.stdout)
+    assert (direct["rollout_gpus"], direct["actor_gpus"]) == (12, 4)
+    from perfmodel.profile import load_profile
+    from perfmodel.reference import plan_for
+
+    plan = plan_for(load_profile("pi05"), "train_async", 16, "3:1")
+    path = write_json(tmp_path / "plan.json", plan.to_dict())
+    r2 = run_cli("predict", "--plan", str(path), "--json")
+    assert r2.returncode == 0, r2.stderr
+    assert json.loads(r2.stdout)["throughput_env_steps_per_s"] == direct["throughput_env_steps_per_s"]
+
+
+def test_predict_trace_and_replications(tmp_path):
+    trace = tmp_path / "trace.json"
+    r = run_cli("predict", "--mode", "streamer", "--gpus", "8", "--trace", str(trace), "--json")
+    assert r.returncode == 0, r.stderr
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert any(e["ph"] == "X" and e["name"] == "inference" for e in events)
+
+
+def test_replications_same_seed_same_output(tmp_path, scenario_dict):
+    scenario_dict["variability"] = {"env_step_cv": 0.1, "infer_cv": 0.1, "train_cv": 0.1}
+    prof = write_json(tmp_path / "p.json", scenario_dict)
+    args = ("predict", "--mode", "rollout_async", "--gpus", "8", "--profile", str(prof),
+            "--replications", "4", "--seed", "3", "--json")
+    a, b = run_cli(*args), run_cli(*args)
+    assert a.returncode == 0, a.stderr
+    assert a.stdout == b.stdout
+    out = json.loads(a.stdout)
+    lo, hi = out["throughput_ci95"]
+    assert lo <= out["throughput_env_steps_per_s"] <= hi and lo < hi
+
+
+def test_validate_json_on_reference():
+    r = run_cli("validate", "--reference", str(REFERENCE), "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert len(out["points"]) == 20
+    for p in out["points"]:
+        assert set(p) >= {"mode", "backbone", "gpus", "allocation_ratio", "published", "predicted", "error_pct"}
+        assert p["error_pct"] == pytest.approx(100 * (p["predicted"] / p["published"] - 1))
+    assert out["mape_pct"] == pytest.approx(sum(abs(p["error_pct"]) for p in out["points"]) / 20)
+    assert out["best_mode_agreement"]["groups"] == 4
+    assert -1 <= out["spearman"] <= 1
+
+
+def test_bundled_calibration_meets_target():
+    """The calibration target on the 20 published points: median |error| <= 5 %, max <= 10 %."""
+    r = run_cli("validate", "--reference", str(REFERENCE), "--json")
+    out = json.loads(r.stdout)
+    errs = sorted(abs(p["error_pct"]) for p in out["points"])
+    median = (errs[9] + errs[10]) / 2
+    assert median <= 5.0, errs
+    assert errs[-1] <= 10.0, errs
+
+
+def test_validate_human_output():
+    r = run_cli("validate", "--reference", str(REFERENCE))
+    assert r.returncode == 0, r.stderr
+    assert "MAPE" in r.stdout and "Spearman" in r.stdout and "best mode agrees" in r.stdout
+
+
+def _bad(*args: str, field: str) -> None:
+    r = run_cli(*args)
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    lines = [l for l in r.stderr.strip().splitlines() if l.strip()]
+    assert len(lines) == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    assert lines[0].startswith("error: ") and field in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("args,field", [
+    (("--mode", "turbo", "--gpus", "8"), "--mode"),
+    (("--mode", "streamer", "--gpus", "8", "--backbone", "llama"), "--backbone"),
+    (("--mode", "streamer", "--gpus", "0"), "--gpus"),
+    (("--mode", "streamer", "--gpus", "-4"), "--gpus"),
+    (("--mode", "streamer", "--gpus", "8", "--ratio", "1-1"), "--ratio"),
+    (("--mode", "streamer", "--gpus", "8", "--ratio", "0:8"), "--ratio"),
+    (("--mode", "streamer", "--gpus", "8", "--ratio", "2:1"), "--ratio"),
+    (("--mode", "colocated", "--gpus", "8", "--ratio", "1:1"), "--ratio"),
+    (("--mode", "streamer", "--gpus", "eight"), "--gpus"),
+    (("--gpus", "8"), "--mode"),
+    (("--mode", "streamer"), "--gpus"),
+    (("--mode", "streamer", "--gpus", "8", "--pipeline-stages", "5"), "pipeline_stage_num"),
+    (("--mode", "streamer", "--gpus", "8", "--replications", "0"), "--replications"),
+    (("--mode", "streamer", "--gpus", "8", "--profile", "/nonexistent/p.json"), "profile"),
+    (("--mode", "streamer", "--gpus", "8", "--plan", "/nonexistent/plan.json"), "plan"),
+])
+def test_predict_bad_input(args, field):
+    _bad("predict", *args, field=field)
+
+
+def test_bad_plan_files(tmp_path):
+    from perfmodel.profile import load_profile
+    from perfmodel.reference import plan_for
+
+    good = plan_for(load_profile("pi05"), "streamer", 8, "1:1").to_dict()
+    cases = {
+        "not_json": ("{ nope", "plan"),
+        "unknown": ({**good, "turbo": True}, "plan.turbo"),
+        "missing_mode": ({k: v for k, v in good.items() if k != "mode"}, "plan.mode"),
+        "missing_cluster": ({k: v for k, v in good.items() if k != "cluster"}, "plan.cluster"),
+        "bad_mode": ({**good, "mode": "fast"}, "plan.mode"),
+        "envs_do_not_divide": ({**good, "workload": {**good["workload"], "total_num_envs": 383}},
+                               "total_num_envs"),
+        "stages_do_not_divide": ({**good, "pipeline_stage_num": 5}, "pipeline_stage_num"),
+        "negative_envs": ({**good, "workload": {**good["workload"], "total_num_envs": -8}},
+                          "plan.workload.total_num_envs"),
+        "unknown_workload_field": ({**good, "workload": {**good["workload"], "horizon": 3}},
+                                   "plan.workload.horizon"),
+        "ratio_for_colocated": ({**good, "mode": "colocated"}, "plan.allocation_ratio"),
+        "ratio_does_not_split": ({**good, "allocation_ratio": "2:1"}, "plan.allocation_ratio"),
+        "nan_bandwidth": ({**good, "cluster": {**good["cluster"], "inter_node_bw_GBps": float("nan")}},
+                          "plan.cluster.inter_node_bw_GBps"),
+    }
+    for name, (content, field) in cases.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(content if isinstance(content, str) else json.dumps(content))
+        _bad("predict", "--plan", str(path), field=field)
+
+
+def test_bad_profile_files(tmp_path, scenario_dict):
+    def variant(**costs):
+        d = json.loads(json.dumps(scenario_dict))
+        d["costs"].update(costs)
+        return d
+
+    cases = {
+        "negative_cost": (variant(optimizer_step_s=-1.0), "profile.costs.optimizer_step_s"),
+        "infinite_cost": (variant(env_reset_s=float("inf")), "profile.costs.env_reset_s"),
+        "zero_env_step": (variant(env_step_core_s=0.0), "profile.costs.env_step_core_s"),
+        "bad_curve": (variant(infer_s={"model": "cubic"}), "profile.costs.infer_s.model"),
+        "unknown_cost": (variant(teleport_s=1.0), "profile.costs.teleport_s"),
+        "missing_costs": ({k: v for k, v in scenario_dict.items() if k != "costs"}, "profile.costs"),
+        "bad_provenance": ({**scenario_dict, "provenance": {"kind": "guessed", "date": "x", "method": "x"}},
+                           "profile.provenance.kind"),
+    }
+    for name, (content, field) in cases.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(content))
+        _bad("predict", "--mode", "streamer", "--gpus", "8", "--profile", str(path), field=field)
+    path = tmp_path / "text.json"
+    path.write_text("this is not json")
+    _bad("predict", "--mode", "streamer", "--gpus", "8", "--profile", str(path), field="profile")
+
+
+def test_plan_that_does_not_fit_node_ram(tmp_path, scenario_dict):
+    scenario_dict["node"]["node_ram_gb"] = 4
+    prof = write_json(tmp_path / "p.json", scenario_dict)
+    _bad("predict", "--mode", "streamer", "--gpus", "8", "--profile", str(prof), field="node_ram_gb")
+
+
+def test_validate_bad_reference(tmp_path):
+    _bad("validate", "--reference", str(tmp_path / "missing.csv"), field="reference")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("mode,gpus\nstreamer,8\n")
+    _bad("validate", "--reference", str(bad), field="reference")
+    worse = tmp_path / "worse.csv"
+    worse.write_text("mode,backbone,gpus,allocation_ratio,throughput_env_steps_per_s\nwarp,pi05,8,1:1,3\n")
+    _bad("validate", "--reference", str(worse), field="mode")
+
+
+def test_perfmodel_does_not_import_heavy_packages():
+    import subprocess
+    import sys
+
+    code = ("import sys, perfmodel.cli, perfmodel.simulate, perfmodel.calibrate; "
+            "bad = [m for m in ('torch', 'ray', 'libero', 'mujoco', 'executor', 'analysis') if m in sys.modules]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
