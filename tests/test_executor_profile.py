@@ -1,0 +1,90 @@
+"""``executor profile``: a measured profile that perfmodel reads; bad input is one line, exit 2."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from executor.profiler import fit_linear
+from perfmodel.profile import Profile
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(*args, module="executor.cli", timeout=600):
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=timeout)
+
+
+def _predict_accepts(path: Path) -> None:
+    for extra in (("--mode", "colocated"), ("--mode", "disaggregated", "--ratio", "1:1")):
+        r = _run("predict", "--profile", str(path), "--gpus", "2", "--json", *extra, module="perfmodel.cli")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)
+
+
+def test_fit_linear_recovers_a_line():
+    c = fit_linear([(1.0, [3.0, 3.0]), (2.0, [5.0]), (4.0, [9.0, 9.0])])
+    assert abs(c["slope"] - 2) < 1e-9 and abs(c["intercept"] - 1) < 1e-9 and c["fit_error_pct"] < 1e-6
+    assert c["samples"][0] == [1.0, [3.0, 3.0]]
+
+
+@pytest.mark.parametrize("args, field", [
+    (("--backbone", "pi06"), "backbone"),
+    (("--backbone", "pi05", "--scale", "huge"), "scale"),
+    (("--backbone", "pi05", "--suite", "libero_100"), "suite"),
+    (("--backbone", "pi05", "--batch-sizes", "1,0"), "batch-sizes"),
+    (("--backbone", "pi05", "--env-counts", "-1"), "env-counts"),
+    (("--backbone", "pi05", "--repeats", "0"), "repeats"),
+    (("--backbone", "pi05", "--image-size", "0"), "image-size"),
+    (("--backbone", "pi05", "--device", "cuda:7"), "device"),
+    (("--backbone", "pi05", "--device", "tpu"), "device"),
+])
+def test_bad_input_is_one_line_exit_2(args, field, tmp_path):
+    r = _run("profile", *args, "--out", str(tmp_path / "p.json"))
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {field}: "), r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "p.json").exists()
+
+
+def test_missing_option_is_one_line_exit_2():
+    r = _run("profile", "--backbone", "pi05")
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == ["error: out: Missing option '--out'."]
+
+
+def test_committed_cpu_profiles_are_measured_and_accepted():
+    paths = sorted((ROOT / "profiles").glob("*_tiny_cpu.json"))
+    assert paths, "profiles/pi05_tiny_cpu.json is committed"
+    for path in paths:
+        p = Profile.from_dict(json.loads(path.read_text()))
+        assert p.provenance["kind"] == "measured" and p.provenance["method"].startswith("executor profile")
+        assert p.node["gpus_per_node"] >= 1 and p.node["cpu_cores_per_node"] >= 1
+        assert p.costs.infer_s.samples and p.costs.infer_s.fit_error_pct is not None
+        _predict_accepts(path)
+
+
+@pytest.mark.slow
+def test_profile_tiny_writes_a_valid_profile(tmp_path):
+    out = tmp_path / "gr00t_tiny_test.json"
+    r = _run("profile", "--backbone", "gr00t_n15", "--scale", "tiny", "--suite", "libero_10", "--out", str(out),
+             "--image-size", "64", "--env-counts", "1,2", "--env-repeats", "1", "--repeats", "2",
+             "--batch-sizes", "1,2", "--train-sizes", "1,2", "--sync-mb", "1", "--no-progress")
+    assert r.returncode == 0, r.stderr[-3000:]
+    d = json.loads(out.read_text())
+    p = Profile.from_dict(d)
+    c = p.costs
+    assert p.backbone == "gr00t_n15" and p.provenance["kind"] == "measured"
+    assert "--scale tiny" in p.provenance["method"] and p.provenance["hardware"]["torch"]
+    assert 0.001 < c.env_step_core_s < 5 and 0 < c.env_core_efficiency <= 1
+    assert c.env_reset_s > c.env_step_core_s and 0.1 < c.env_memory_gb < 10
+    assert c.infer_s(1) > 0 and c.train_micro_batch_s(2) > c.train_micro_batch_s(1) * 0.5
+    assert len(c.infer_s.samples) == 2 and all(len(ys) == 2 for _, ys in c.infer_s.samples)
+    assert c.weight_sync_bytes > c.grad_allreduce_bytes > 0  # frozen VLM: fewer grads than weights
+    assert c.offload_s == 0 == c.reload_s
+    assert p.node["intra_node_bw_GBps"] > 0 and p.node["cpu_cores_per_node"] >= 1
+    assert p.default_workload["num_action_chunks"] == 16
+    assert p.variability.env_step_cv >= 0 and p.variability.infer_cv >= 0
+    _predict_accepts(out)
