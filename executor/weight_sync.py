@@ -41,14 +41,15 @@ def unflatten_into(module: nn.Module, flat: torch.Tensor) -> None:
 class WeightPublisher:
     """The actor side: each ``publish`` snapshots the weights under the next version."""
 
-    def __init__(self, module: nn.Module) -> None:
+    def __init__(self, module: nn.Module, device: str | torch.device | None = None) -> None:
         self.module = module
+        self.device = device  # where snapshots live; None: the module's device
         self.version = 0
         self.last_publish_s = 0.0
 
     def publish(self) -> VersionedWeights:
         t0 = time.perf_counter()
-        flat = flatten(self.module)
+        flat = flatten(self.module, self.device or next(self.module.parameters()).device)
         self.version += 1
         self.last_publish_s = time.perf_counter() - t0
         return VersionedWeights(self.version, flat, flat.numel() * flat.element_size())

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Profile the FULL-scale pi05 and gr00t_n15 stand-ins on one GPU: inference vs batch size, training
+# micro-batch vs size, optimizer step, offload/reload, weight-sync bandwidth. Envs stay on CPU
+# workers: their costs are copied from the committed CPU profiles (profiles/*_tiny_cpu.json).
+# About 5 minutes on one H200. Writes profiles/<backbone>_full_gpu.json (or $OUT_DIR/...).
+#
+#   bash benchmarks/profile_gpu.sh                       # on the GPU machine
+#   DEVICE=cpu SCALE=tiny bash benchmarks/profile_gpu.sh  # dry run of the same path on a CPU box
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+DEVICE=${DEVICE:-cuda}
+SCALE=${SCALE:-full}
+OUT_DIR=${OUT_DIR:-profiles}
+BATCH_SIZES=${BATCH_SIZES:-1,8,32,64}
+TRAIN_SIZES=${TRAIN_SIZES:-1,4,8,16}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+mkdir -p "$OUT_DIR"
+if [ "$DEVICE" != cpu ]; then nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true; fi
+"$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
+for bb in pi05 gr00t_n15; do
+  suffix=$([ "$DEVICE" = cpu ] && echo cpu || echo gpu)
+  "$PY" -m executor.cli profile --backbone "$bb" --scale "$SCALE" --device "$DEVICE" \
+    --env-profile "profiles/${bb}_tiny_cpu.json" --gpus-per-node 8 \
+    --batch-sizes "$BATCH_SIZES" --train-sizes "$TRAIN_SIZES" --repeats 5 --sync-mb 16,64,256 \
+    --out "$OUT_DIR/${bb}_${SCALE}_${suffix}.json" --no-progress
+done
