@@ -39,6 +39,7 @@ NODE = {
     "node_ram_gb": 2048.0,
     "intra_node_bw_GBps": 300.0,  # NVLink 4 effective per-GPU bus bandwidth (assumption)
     "inter_node_bw_GBps": None,  # fitted
+    "actor_cpu_cores_per_gpu": None,  # fitted
 }
 SETTLE_STEPS = 15  # LIBERO reset: scene rebuild + about 15 zero-action settle steps
 ADAM_BYTES_PER_PARAM = 32  # read+write of fp32 master weight, gradient and two moments
@@ -71,6 +72,8 @@ PARAMS = (
     Param("env_step_core_s", 0.005, 0.5, 0.08, "s", True,
           "one LIBERO env step (physics + rendering) on one node core, at full load"),
     Param("inter_node_bw_GBps", 5.0, 50.0, 25.0, "GB/s", True, "per-GPU inter-node bandwidth"),
+    Param("actor_cpu_cores_per_gpu", 0.5, 15.0, 6.0, "cores", True,
+          "CPU cores an actor GPU keeps on a node it shares with env workers"),
     Param("env_lockstep_slowdown", 1e-3, 1.5, 0.3, "", True,
           "extra time of a lock-step chunk step waiting for the group's slowest env"),
     Param("infer_mfu", 0.005, 0.7, 0.05, "", False, "model-FLOPs utilisation of rollout inference"),
@@ -117,7 +120,8 @@ def build_profile(backbone: Backbone, values: dict[str, float], env_memory_gb: f
         comm_latency_s=1e-4,
         env_lockstep_slowdown=v("env_lockstep_slowdown"),
     )
-    node = dict(NODE, inter_node_bw_GBps=v("inter_node_bw_GBps"))
+    node = dict(NODE, inter_node_bw_GBps=v("inter_node_bw_GBps"),
+                actor_cpu_cores_per_gpu=v("actor_cpu_cores_per_gpu"))
     return Profile(
         name=backbone.name,
         backbone=backbone.name,

@@ -20,19 +20,18 @@ class StageCosts:
 
     # --- env workers (CPU) ---
     @property
-    def cores_per_worker(self) -> int:
-        """One env worker per rollout GPU; it gets that GPU's share of the node's cores (a Ray
-        placement-group bundle of 1 GPU + cores/GPU CPUs)."""
-        return max(1, int(self.plan.cluster.cpu_cores_per_gpu))
+    def cores_per_worker(self) -> float:
+        """CPU cores of one env worker (see ``Plan.env_cores_per_worker``), at least one."""
+        return max(1.0, self.plan.env_cores_per_worker)
 
-    def env_cores_used(self, n_envs: int) -> int:
-        return min(n_envs, self.cores_per_worker)
+    def env_cores_used(self, n_envs: int) -> float:
+        return min(float(n_envs), self.cores_per_worker)
 
     def _cpu_time(self, n_envs: int, per_env_s: float) -> float:
         """Wall time for ``n_envs`` env processes each doing ``per_env_s`` of single-core work on
         ``min(n_envs, cores)`` cores, at the profile's multi-core efficiency."""
         active = self.env_cores_used(n_envs)
-        eff = 1.0 if active == 1 else self.profile.costs.env_core_efficiency
+        eff = 1.0 if active <= 1 else self.profile.costs.env_core_efficiency
         return per_env_s * n_envs / (active * eff)
 
     def env_chunk_s(self, n_envs: int, lockstep: bool = True) -> float:

@@ -106,7 +106,11 @@ class Workload:
 
 @dataclass(frozen=True)
 class Cluster:
-    """The machines. Bandwidths are per GPU (per link endpoint), in GB/s."""
+    """The machines. Bandwidths are per GPU (per link endpoint), in GB/s.
+
+    ``actor_cpu_cores_per_gpu``: CPU cores each actor GPU's process keeps (its Ray bundle) when
+    rollout and actor share a node; the env workers share the rest of the node's cores.
+    """
 
     gpus: int
     gpus_per_node: int = 8
@@ -114,6 +118,7 @@ class Cluster:
     node_ram_gb: float = 2048.0
     intra_node_bw_GBps: float = 200.0
     inter_node_bw_GBps: float = 25.0
+    actor_cpu_cores_per_gpu: float = 0.0
 
     @property
     def nodes(self) -> int:
@@ -136,6 +141,7 @@ class Cluster:
                                        min=0.0, strict_min=True),
             inter_node_bw_GBps=f.float("inter_node_bw_GBps", d.inter_node_bw_GBps if d else 25.0,
                                        min=0.0, strict_min=True),
+            actor_cpu_cores_per_gpu=f.float("actor_cpu_cores_per_gpu", d.actor_cpu_cores_per_gpu if d else 0.0),
         )
         f.done()
         return c
@@ -199,6 +205,28 @@ class Plan:
         return self.envs_per_worker // self.pipeline_stage_num
 
     @property
+    def env_cores_per_worker(self) -> float:
+        """CPU cores of one env worker (one per rollout GPU).
+
+        The env workers of a node share its cores, less those kept by actor GPUs placed on the
+        same node (rollout GPUs are placed first, then the actor's). Colocated mode never runs
+        the actor during rollout, so its workers share the whole node. Workers on different
+        nodes may get different shares; all are given the smallest, the one that paces the
+        rollout.
+        """
+        c = self.cluster
+        if self.mode == "colocated":
+            return c.cpu_cores_per_node / c.gpus_per_node
+        g_r = self.rollout_gpus
+        shares = []
+        for node in range(c.nodes):
+            gpus = range(node * c.gpus_per_node, min((node + 1) * c.gpus_per_node, c.gpus))
+            rollout = sum(1 for g in gpus if g < g_r)
+            if rollout:
+                shares.append((c.cpu_cores_per_node - (len(gpus) - rollout) * c.actor_cpu_cores_per_gpu) / rollout)
+        return min(shares)
+
+    @property
     def effective_b_max(self) -> int:
         """Dynamic-batching batch cap; by default one worker's envs (a lock-step worker's batch)."""
         return self.b_max if self.b_max is not None else self.envs_per_worker
@@ -217,6 +245,10 @@ class Plan:
                 raise ConfigError(f"{path}.allocation_ratio",
                                   f"is required for {self.mode} (rollout:actor GPUs, e.g. 1:1)")
             parse_ratio(self.allocation_ratio, self.cluster.gpus, f"{path}.allocation_ratio")
+        if self.env_cores_per_worker <= 0:
+            raise ConfigError(f"{path}.cluster.actor_cpu_cores_per_gpu",
+                              f"actor GPUs would keep all {self.cluster.cpu_cores_per_node} cores of a node "
+                              "that hosts env workers; must be less")
         if self.pipeline_stage_num < 1:
             raise ConfigError(f"{path}.pipeline_stage_num", f"must be an integer >= 1, got {self.pipeline_stage_num}")
         w = self.workload

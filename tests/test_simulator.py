@@ -14,8 +14,11 @@ from perfmodel.reference import plan_for
 from perfmodel.simulate import predict, simulate
 
 
-def test_lockstep_timeline_is_exact(scenario_profile):
-    """Disaggregated 1:1 on 2 GPUs, one worker of 16 envs on 2 cores: every span by hand."""
+def test_lockstep_timeline_is_exact(scenario_dict):
+    """Disaggregated 1:1 on 2 GPUs, one worker of 16 envs on 2 cores (4 on the node, 2 kept
+    by the actor GPU): every span by hand."""
+    scenario_dict["node"]["cpu_cores_per_node"] = 4
+    scenario_profile = Profile.from_dict(scenario_dict)
     plan = plan_for(scenario_profile, "disaggregated", 2, "1:1")
     res = simulate(plan, scenario_profile, iterations=2, warmup=1, trace=True)
     c = StageCosts(plan, scenario_profile)
@@ -54,7 +57,8 @@ def test_synchronous_modes_match_closed_form(scenario_profile, mode, gpus, ratio
 def test_pipelined_closed_form(scenario_dict, mode, stages):
     """p stages on the worker's CPU and GPU: warm-up + (n - 1) x bottleneck, exactly."""
     scenario_dict["costs"]["env_reset_s"] = 0.0
-    scenario_dict["node"]["cpu_cores_per_node"] = 8  # 1 core per GPU: a stage takes all cores
+    scenario_dict["node"]["cpu_cores_per_node"] = 8  # 1 core per env worker: a stage takes all cores
+    scenario_dict["node"]["actor_cpu_cores_per_gpu"] = 7
     prof = Profile.from_dict(scenario_dict)
     plan = plan_for(prof, mode, 2, None if mode == "colocated" else "1:1", pipeline_stage_num=stages)
     costs = StageCosts(plan, prof)
