@@ -209,8 +209,13 @@ def fit(points: list[ReferencePoint], *, max_evals: int = 400,
     t0 = time.time()
     best: tuple[float, np.ndarray] = (math.inf, x0)
 
+    class Budget(Exception):
+        pass
+
     def residuals(x: np.ndarray) -> np.ndarray:
         nonlocal evals, best
+        if evals >= max_evals:
+            raise Budget
         evals += 1
         values = dict(zip(names, np.exp(x)))
         profiles = {b: build_profile(specs[b], values, mem, {}) for b in backbones}
@@ -223,7 +228,10 @@ def fit(points: list[ReferencePoint], *, max_evals: int = 400,
             progress(evals, math.sqrt(best[0] / len(points)))
         return r
 
-    least_squares(residuals, x0, bounds=(lo, hi), diff_step=1e-3, max_nfev=max_evals, x_scale=1.0)
+    try:
+        least_squares(residuals, x0, bounds=(lo, hi), diff_step=1e-3, x_scale=1.0)
+    except Budget:
+        pass  # keep the best point seen within the budget
     values = dict(zip(names, (float(v) for v in np.exp(best[1]))))
     profiles = {b: build_profile(specs[b], values, mem, {}) for b in backbones}
     predicted = predict_points(profiles, points)

@@ -214,6 +214,230 @@ def calibrate(reference: str, out_dir: str, max_evals: int) -> None:
         click.echo(f"  {k} = {v:.6g}")
 
 
+# ---------------------------------------------------------------------------------------------
+# Capacity planning (issue 5): `perfmodel sweep` and `perfmodel plan`. Their code lives in
+# perfmodel/sweep.py and perfmodel/planner.py and is imported lazily inside the commands.
+# ---------------------------------------------------------------------------------------------
+
+
+def _cp_list(option: str, text: str | None, kind, allowed: str) -> tuple | None:
+    if text is None:
+        return None
+    items = [t.strip() for t in str(text).split(",")]
+    if not items or any(t == "" for t in items):
+        _fail(option, f"must be a comma-separated list of {allowed}, got {text!r}")
+    out = []
+    for t in items:
+        if kind is None:
+            out.append(t)
+            continue
+        if t.lower() in ("null", "none") and option == "--b-max":
+            out.append(None)
+            continue
+        try:
+            out.append(kind(t))
+        except ValueError:
+            _fail(option, f"must be a comma-separated list of {allowed}, got {text!r}")
+    return tuple(out)
+
+
+def _cp_ref(backbone: str | None, profile_path: str | None) -> str:
+    if backbone is not None and profile_path is not None:
+        _fail("--profile", "give either --backbone or --profile, not both")
+    if backbone is not None and backbone not in BACKBONE_NAMES:
+        _fail("--backbone", f"must be one of {', '.join(BACKBONE_NAMES)}; got {backbone!r}")
+    return profile_path or backbone or "pi05"
+
+
+def _cp_profile(backbone: str | None, profile_path: str | None):
+    from perfmodel.profile import load_profile
+
+    if backbone is not None and profile_path is not None:
+        _fail("--profile", "give either --backbone or --profile, not both")
+    if backbone is not None and backbone not in BACKBONE_NAMES:
+        _fail("--backbone", f"must be one of {', '.join(BACKBONE_NAMES)}; got {backbone!r}")
+    ref = profile_path or backbone or "pi05"
+    return ref, load_profile(ref)
+
+
+def _cp_check_writable(option: str, path: str | None) -> None:
+    import os
+
+    if path is None:
+        return
+    p = Path(path)
+    if p.is_dir():
+        _fail(option, f"must be a file path, {path} is a directory")
+    parent = p.parent if str(p.parent) else Path(".")
+    probe = parent
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        _fail(option, f"must be a writable path; cannot write {path}")
+
+
+def _cp_spec(profile_ref, modes, gpus, ratios, pipeline_stages, b_max, t_max, price, replications, seed,
+             staleness):
+    from perfmodel.sweep import SweepSpec
+
+    kw: dict[str, Any] = {"profile_ref": profile_ref, "gpu_hour_price": price, "replications": replications,
+                          "seed": seed, "max_staleness": staleness}
+    lists = {
+        "modes": _cp_list("--modes", modes, None, f"modes ({', '.join(MODES)})"),
+        "gpus": gpus,
+        "ratios": _cp_list("--ratios", ratios, None, "R:A ratios (e.g. 1:1,3:1)"),
+        "pipeline_stages": _cp_list("--pipeline-stages", pipeline_stages, int, "integers >= 1"),
+        "b_max": _cp_list("--b-max", b_max, int, "integers >= 1 or null"),
+        "t_max_s": _cp_list("--t-max", t_max, float, "seconds >= 0"),
+    }
+    kw.update({k: v for k, v in lists.items() if v is not None})
+    spec = SweepSpec(**kw)
+    spec.check()
+    return spec
+
+
+def _cp_progress(quiet: bool, desc: str):
+    if quiet:
+        return None, None
+    from tqdm import tqdm
+
+    bar = tqdm(total=0, desc=desc, unit="plan", file=sys.stderr)
+
+    def progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    return bar, progress
+
+
+def _cp_options(f):
+    for opt in reversed([
+        click.option("--backbone", help="bundled profile: pi05 or gr00t_n15 (default pi05)"),
+        click.option("--profile", "profile_path", help="profile JSON file instead of a bundled one"),
+        click.option("--modes", help=f"comma-separated modes (default all: {','.join(MODES)})"),
+        click.option("--ratios", help="comma-separated rollout:actor ratios (default 1:1,3:1,1:3,2:1,1:2)"),
+        click.option("--pipeline-stages", "pipeline_stages", help="comma-separated pipeline_stage_num values (default 1)"),
+        click.option("--b-max", "b_max", help="comma-separated dynamic-batching b_max values, 'null' = one worker's envs (default null)"),
+        click.option("--t-max", "t_max", help="comma-separated dynamic-batching t_max_s values (default 0.05)"),
+        click.option("--staleness", type=int, help="max_staleness for every plan (default: the plan default, 1)"),
+        click.option("--gpu-hour-price", "price", type=float, help="dollars per GPU-hour, for env steps per dollar"),
+        click.option("--replications", type=int, default=1, show_default=True, help="simulations per plan (intervals when > 1)"),
+        click.option("--seed", type=int, default=0, show_default=True),
+        click.option("--jobs", type=int, help="processes (default: all cores)"),
+        click.option("--quiet", is_flag=True, help="no progress bar"),
+    ]):
+        f = opt(f)
+    return f
+
+
+@cli.command("sweep")
+@_cp_options
+@click.option("--gpus", "gpus_text", help="comma-separated GPU counts (default 8,16,24,32,64,128,256)")
+@click.option("-o", "--out", "out", help="write the sweep as JSON (input of `perfmodel plan --sweep` and `analysis report`)")
+@click.option("--csv", "csv_out", help="write the table as CSV")
+@click.option("--json", "as_json", is_flag=True, help="print the sweep JSON instead of the table")
+@click.option("--show-infeasible", is_flag=True, help="list the combinations that cannot run, with the reason")
+def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max, staleness, price, replications,
+              seed, jobs, quiet, gpus_text, out, csv_out, as_json, show_infeasible) -> None:
+    """Predict every mode x GPU count x ratio x knob combination; table, CSV and JSON."""
+    from perfmodel.profile import write_json_atomic
+    from perfmodel.sweep import format_table, run_sweep, write_csv_atomic
+
+    gpus = _cp_list("--gpus", gpus_text, int, "integers >= 1")
+    if jobs is not None and jobs < 1:
+        _fail("--jobs", f"must be an integer >= 1, got {jobs}")
+    _cp_check_writable("--out", out)
+    _cp_check_writable("--csv", csv_out)
+    spec = _cp_spec(_cp_ref(backbone, profile_path), modes, gpus, ratios, pipeline_stages, b_max, t_max, price,
+                    replications, seed, staleness)
+    _, profile = _cp_profile(backbone, profile_path)
+    bar, progress = _cp_progress(quiet, "sweep")
+    doc = run_sweep(spec, profile, jobs=jobs, progress=progress)
+    if bar is not None:
+        bar.close()
+    try:
+        if out:
+            write_json_atomic(out, doc)
+        if csv_out:
+            write_csv_atomic(csv_out, doc)
+    except OSError as e:
+        _fail("--out" if out else "--csv", f"must be a writable path; {e.strerror}: {e.filename}")
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        click.echo(format_table(doc, show_infeasible))
+        for label, path in (("sweep", out), ("csv", csv_out)):
+            if path:
+                click.echo(f"wrote {label} {path}")
+
+
+@cli.command("plan")
+@_cp_options
+@click.option("--gpus", type=int, required=True, help="GPU budget: exactly N (throughput) or at most N (cost)")
+@click.option("--objective", default="throughput", show_default=True,
+              help="throughput (most env steps/s on N GPUs) or cost (most env steps per GPU-hour on <= N GPUs)")
+@click.option("--sweep", "sweep_path", help="choose from this sweep JSON instead of sweeping now")
+@click.option("-o", "--out", "out", help="write the chosen plan (runnable by `executor run` and `perfmodel predict --plan`)")
+@click.option("--details", "details", help="write the choice (prediction, runner-up, explanation) as JSON")
+@click.option("--json", "as_json", is_flag=True, help="print the choice as JSON")
+def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max, staleness, price, replications,
+             seed, jobs, quiet, gpus, objective, sweep_path, out, details, as_json) -> None:
+    """Choose the best plan for N GPUs and explain the choice."""
+    from perfmodel.fields import load_json
+    from perfmodel.planner import OBJECTIVES, choice_summary, choose, chosen_plan, plan_best
+    from perfmodel.profile import write_json_atomic
+
+    if gpus <= 0:
+        _fail("--gpus", f"must be an integer >= 1, got {gpus}")
+    if objective not in OBJECTIVES:
+        _fail("--objective", f"must be one of {', '.join(OBJECTIVES)}; got {objective!r}")
+    if jobs is not None and jobs < 1:
+        _fail("--jobs", f"must be an integer >= 1, got {jobs}")
+    _cp_check_writable("--out", out)
+    _cp_check_writable("--details", details)
+    if sweep_path:
+        doc = load_json(sweep_path, "sweep")
+        if not isinstance(doc, dict) or doc.get("kind") != "perfmodel.sweep" or not isinstance(doc.get("rows"), list):
+            _fail("--sweep", f"{sweep_path} is not a sweep written by `perfmodel sweep -o`")
+        if price is not None:
+            if not price > 0:
+                _fail("--gpu-hour-price", f"must be a positive number (dollars per GPU-hour), got {price}")
+            for r in doc["rows"]:
+                if r["status"] == "ok":
+                    r["env_steps_per_dollar"] = r["env_steps_per_gpu_hour"] / price
+            doc["spec"]["gpu_hour_price"] = price
+        choice = choose(doc, gpus, objective)
+    else:
+        spec = _cp_spec(_cp_ref(backbone, profile_path), modes, None, ratios, pipeline_stages, b_max, t_max, price,
+                        replications, seed, staleness)
+        _, profile = _cp_profile(backbone, profile_path)
+        bar, progress = _cp_progress(quiet, "plan")
+        choice, _ = plan_best(spec, profile, gpus, objective, jobs=jobs, progress=progress)
+        if bar is not None:
+            bar.close()
+    plan = chosen_plan(choice)
+    summary = choice_summary(choice)
+    try:
+        if out:
+            write_json_atomic(out, plan.to_dict())
+        if details:
+            write_json_atomic(details, summary)
+    except OSError as e:
+        _fail("--out", f"must be a writable path; {e.strerror}: {e.filename}")
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    click.echo(choice["explanation"])
+    if out:
+        click.echo(f"wrote plan {out}  (run it: executor run --plan {out}; check it: perfmodel predict --plan {out})")
+    if details:
+        click.echo(f"wrote details {details}")
+
+
+# --------------------------------------- end of capacity planning ---------------------------
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
         rc = cli.main(args=argv, prog_name="perfmodel", standalone_mode=False)

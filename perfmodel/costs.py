@@ -68,9 +68,9 @@ class StageCosts:
             return 0.0
         c = self.plan.cluster
         nbytes = self.profile.costs.grad_allreduce_bytes
-        local = min(g, c.gpus_per_node)
-        nodes = math.ceil(g / c.gpus_per_node)
-        t = 2 * (local - 1) / local * nbytes / (c.intra_node_bw_GBps * 1e9)
+        per_node = [a for _, a in self.plan.node_split() if a]
+        local, nodes = max(per_node), len(per_node)
+        t = 2 * (local - 1) / local * nbytes / (c.intra_node_bw_GBps * 1e9) if local > 1 else 0.0
         if nodes > 1:
             t += 2 * (nodes - 1) / nodes * (nbytes / local) / (c.inter_node_bw_GBps * 1e9)
         return t + self.profile.costs.comm_latency_s
@@ -87,9 +87,9 @@ class StageCosts:
         p, c = self.plan, self.plan.cluster
         if p.mode == "colocated":
             return 0.0
-        # Rollout GPUs are placed first, then the actor's: a cross-node transfer when the
-        # two sets do not share one node.
-        same_node = p.cluster.gpus <= c.gpus_per_node
+        # A cross-node transfer once the cluster spans nodes: the actor's FSDP shards live on
+        # every actor node, so some of every generator's weights come from another node.
+        same_node = c.nodes == 1
         bw = (c.intra_node_bw_GBps if same_node else min(c.inter_node_bw_GBps, c.intra_node_bw_GBps)) * 1e9
         nbytes = self.profile.costs.weight_sync_bytes
         fan_out = max(1.0, p.rollout_gpus / p.actor_gpus)

@@ -204,27 +204,38 @@ class Plan:
     def envs_per_stage(self) -> int:
         return self.envs_per_worker // self.pipeline_stage_num
 
+    def node_split(self) -> list[tuple[int, int]]:
+        """(rollout GPUs, actor GPUs) on each node. Each node is split by the allocation ratio
+        when its GPUs allow it (so every node holds env workers and actor ranks alike);
+        otherwise rollout GPUs are packed first, then the actor's. Colocated: every GPU both."""
+        c = self.cluster
+        sizes = [min(c.gpus_per_node, c.gpus - n * c.gpus_per_node) for n in range(c.nodes)]
+        if self.mode == "colocated":
+            return [(s, s) for s in sizes]
+        r, a = (int(x) for x in (self.allocation_ratio or "1:1").split(":"))
+        if all(s % (r + a) == 0 for s in sizes):
+            return [(s // (r + a) * r, s // (r + a) * a) for s in sizes]
+        out, left = [], self.rollout_gpus
+        for s in sizes:
+            take = min(s, left)
+            left -= take
+            out.append((take, s - take))
+        return out
+
     @property
     def env_cores_per_worker(self) -> float:
         """CPU cores of one env worker (one per rollout GPU).
 
-        The env workers of a node share its cores, less those kept by actor GPUs placed on the
-        same node (rollout GPUs are placed first, then the actor's). Colocated mode never runs
-        the actor during rollout, so its workers share the whole node. Workers on different
-        nodes may get different shares; all are given the smallest, the one that paces the
-        rollout.
+        The env workers of a node share its cores, less those kept by the actor GPUs on the
+        same node (``node_split``). Colocated mode never runs the actor during rollout, so its
+        workers share the whole node. Workers on different nodes may get different shares; all
+        are given the smallest, the one that paces the rollout.
         """
         c = self.cluster
         if self.mode == "colocated":
             return c.cpu_cores_per_node / c.gpus_per_node
-        g_r = self.rollout_gpus
-        shares = []
-        for node in range(c.nodes):
-            gpus = range(node * c.gpus_per_node, min((node + 1) * c.gpus_per_node, c.gpus))
-            rollout = sum(1 for g in gpus if g < g_r)
-            if rollout:
-                shares.append((c.cpu_cores_per_node - (len(gpus) - rollout) * c.actor_cpu_cores_per_gpu) / rollout)
-        return min(shares)
+        return min((c.cpu_cores_per_node - a * c.actor_cpu_cores_per_gpu) / r
+                   for r, a in self.node_split() if r)
 
     @property
     def effective_b_max(self) -> int:

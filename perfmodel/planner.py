@@ -1,0 +1,151 @@
+"""Choose the best plan for a GPU budget from a sweep, and explain the choice.
+
+Objectives:
+- ``throughput``: the most env steps/s using exactly N GPUs.
+- ``cost``: the most env steps per GPU-hour (so per dollar at any fixed price) using at most N
+  GPUs: a smaller cluster that scales better can be cheaper per env step.
+Ties go to the higher throughput, then to the earlier sweep row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from perfmodel.errors import ConfigError
+from perfmodel.plan import Plan
+from perfmodel.profile import Profile
+from perfmodel.sweep import SweepSpec, run_sweep
+
+OBJECTIVES = ("throughput", "cost")
+
+
+def objective_key(objective: str):
+    if objective == "throughput":
+        return lambda r: (r["throughput_env_steps_per_s"], -r["index"])
+    if objective == "cost":
+        return lambda r: (r["env_steps_per_gpu_hour"], r["throughput_env_steps_per_s"], -r["index"])
+    raise ConfigError("--objective", f"must be one of {', '.join(OBJECTIVES)}; got {objective!r}")
+
+
+def candidates(rows: list[dict[str, Any]], gpus: int, objective: str) -> list[dict[str, Any]]:
+    """The feasible rows the objective may choose from, best first."""
+    ok = [r for r in rows if r["status"] == "ok"
+          and (r["gpus"] == gpus if objective == "throughput" else r["gpus"] <= gpus)]
+    return sorted(ok, key=objective_key(objective), reverse=True)
+
+
+def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput") -> dict[str, Any]:
+    """The best row for ``gpus`` under ``objective``, the runner-up (the best row of another
+    mode, or the second-best row when only one mode is feasible) and the explanation."""
+    objective_key(objective)
+    cands = candidates(doc["rows"], gpus, objective)
+    if not cands:
+        swept = sorted({r["gpus"] for r in doc["rows"]})
+        what = f"at {gpus} GPUs" if objective == "throughput" else f"at or below {gpus} GPUs"
+        raise ConfigError("--gpus", f"no feasible plan {what} (swept GPU counts: {swept}; in the whole sweep "
+                                    f"{sum(r['status'] != 'ok' for r in doc['rows'])} combinations infeasible)")
+    best = cands[0]
+    others = [r for r in cands[1:] if r["mode"] != best["mode"]] or cands[1:]
+    runner = others[0] if others else None
+    colocated = [r for r in cands if r["mode"] == "colocated" and r["gpus"] == best["gpus"]]
+    return {
+        "objective": objective,
+        "gpus_budget": gpus,
+        "best": best,
+        "runner_up": runner,
+        "colocated": colocated[0] if colocated else None,
+        "candidates": len(cands),
+        "infeasible": sum(r["status"] != "ok" for r in doc["rows"]
+                          if (r["gpus"] == gpus if objective == "throughput" else r["gpus"] <= gpus)),
+        "explanation": explain(best, runner, colocated[0] if colocated else None, objective, gpus,
+                               doc.get("spec", {}).get("gpu_hour_price"), len(cands)),
+    }
+
+
+def _describe(r: dict[str, Any]) -> str:
+    s = f"{r['mode']} on {r['gpus']} GPUs"
+    if r["allocation_ratio"]:
+        s += f" at {r['allocation_ratio']} (rollout {r['rollout_gpus']} : actor {r['actor_gpus']})"
+    if r["pipeline_stage_num"] != 1:
+        s += f", {r['pipeline_stage_num']} pipeline stages"
+    if r["mode"] in ("rollout_async", "streamer"):
+        s += f", b_max {r['b_max'] if r['b_max'] is not None else 'one worker'}, t_max {r['t_max_s']:g} s"
+    return s
+
+
+def _thr(r: dict[str, Any]) -> str:
+    s = f"{r['throughput_env_steps_per_s']:.1f} env steps/s"
+    if r.get("throughput_ci95"):
+        lo, hi = r["throughput_ci95"]
+        s += f" (95% CI {lo:.1f}..{hi:.1f})"
+    return s
+
+
+def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict[str, Any] | None,
+            objective: str, gpus: int, price: float | None, n_candidates: int) -> str:
+    pred = best["prediction"]
+    res = pred["utilization"]["resources"]
+    busiest = max(res, key=res.get)
+    stages = {k: v for k, v in pred["stage_time_s"].items() if v > 0}
+    top_stage = max(stages, key=stages.get) if stages else "-"
+    parts = [f"Best plan for {'exactly' if objective == 'throughput' else 'at most'} {gpus} GPUs by "
+             f"{'throughput' if objective == 'throughput' else 'env steps per GPU-hour (cost)'}, out of "
+             f"{n_candidates} feasible candidates: {_describe(best)}"
+             + f", predicted {_thr(best)}, {best['env_steps_per_gpu_hour']:.0f} env steps per GPU-hour"
+             + (f" ({best['env_steps_per_dollar']:.0f} per dollar at ${price:g}/GPU-hour)" if price else "") + "."]
+    parts.append(f"The bottleneck is {best['bottleneck']} (analytic bound "
+                 f"{best['bound_env_steps_per_s']:.1f} env steps/s); in the simulation the busiest resource is "
+                 f"{busiest} at {100 * res[busiest]:.0f}% utilization "
+                 f"({', '.join(f'{k} {100 * v:.0f}%' for k, v in res.items() if k != busiest)}), and the "
+                 f"longest stage per iteration is {top_stage} ({stages.get(top_stage, 0):.1f} s per unit).")
+    if runner is not None:
+        rel = 100 * (runner["throughput_env_steps_per_s"] / best["throughput_env_steps_per_s"] - 1)
+        cost_rel = 100 * (runner["env_steps_per_gpu_hour"] / best["env_steps_per_gpu_hour"] - 1)
+        parts.append(f"The runner-up, {_describe(runner)}"
+                     + f", would give {_thr(runner)} ({rel:+.1f}% throughput, {cost_rel:+.1f}% env steps per "
+                     f"GPU-hour), bottleneck {runner['bottleneck']}.")
+    else:
+        parts.append("There is no runner-up: no other combination was feasible.")
+    if colocated is not None and best["mode"] != "colocated":
+        parts.append(f"Colocated on the same {best['gpus']} GPUs would give {_thr(colocated)}, so this plan is "
+                     f"{best['gain_over_colocated_pct']:+.1f}% over colocated.")
+    return " ".join(parts)
+
+
+def planning_spec(base: SweepSpec, gpus: int, objective: str) -> SweepSpec:
+    """The sweep the planner runs: exactly ``gpus`` for throughput; for cost, the default GPU
+    counts below ``gpus`` too (or the given ones, capped at ``gpus``)."""
+    if objective == "throughput":
+        counts = (gpus,)
+    else:
+        counts = tuple(sorted({g for g in base.gpus if g <= gpus} | {gpus}))
+    return replace(base, gpus=counts)
+
+
+def plan_best(base: SweepSpec, profile: Profile, gpus: int, objective: str = "throughput", *,
+              jobs: int | None = None, progress=None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Sweep what ``gpus`` and ``objective`` allow and choose; returns (choice, sweep doc)."""
+    if gpus < 1:
+        raise ConfigError("--gpus", f"must be an integer >= 1, got {gpus}")
+    objective_key(objective)
+    doc = run_sweep(planning_spec(base, gpus, objective), profile, jobs=jobs, progress=progress)
+    return choose(doc, gpus, objective), doc
+
+
+def chosen_plan(choice: dict[str, Any]) -> Plan:
+    """The chosen row's plan, validated as ``perfmodel predict --plan`` and ``executor run`` read it."""
+    return Plan.from_dict(choice["best"]["plan"], "plan")
+
+
+def choice_summary(choice: dict[str, Any]) -> dict[str, Any]:
+    """A JSON-ready summary of a choice (without the full sweep rows)."""
+    def slim(r):
+        if r is None:
+            return None
+        return {k: v for k, v in r.items() if k != "plan"}
+
+    return {"kind": "perfmodel.plan_choice", "objective": choice["objective"], "gpus_budget": choice["gpus_budget"],
+            "plan": choice["best"]["plan"], "best": slim(choice["best"]), "runner_up": slim(choice["runner_up"]),
+            "colocated": slim(choice["colocated"]), "candidates": choice["candidates"],
+            "infeasible": choice["infeasible"], "explanation": choice["explanation"]}

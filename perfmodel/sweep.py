@@ -1,0 +1,403 @@
+"""Capacity-planning sweep: predict every plan of modes x GPU counts x ratios x knobs.
+
+One row per combination, in a deterministic order (GPUs, then mode in ``MODES`` order, then
+ratio, pipeline stages, ``b_max``, ``t_max_s`` in the order given). Combinations that cannot run
+are kept as rows with ``status: "infeasible"`` and the reason (the ratio does not split the GPUs,
+the envs do not divide over the env workers or stages, the envs do not fit a node's RAM); they
+are counted, never fatal. Predictions run in a process pool (one prediction per task).
+
+Derived columns (docs/metrics.md defines the rest):
+
+- ``scaling_efficiency`` = (thr(N) / N) / (thr(N0) / N0), where N0 (``scaling_baseline_gpus``)
+  is the smallest GPU count in the sweep at which the same configuration (mode, ratio, stages,
+  b_max, t_max) was feasible; 1.0 is linear scaling.
+- ``gain_over_colocated_pct`` = 100 x (thr / colocated thr - 1), colocated at the same GPU count
+  and profile (its best row when several pipeline-stage settings were swept); ``None`` when
+  colocated was not swept or infeasible at that count.
+- ``env_steps_per_gpu_hour`` = thr x 3600 / N; ``env_steps_per_dollar`` = that / price
+  (``None`` without a price).
+
+``b_max`` and ``t_max_s`` only act in the dynamic-batching modes (rollout_async, streamer);
+the other modes are swept once with the plan defaults (b_max null, t_max_s 0.05).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Iterable
+
+from perfmodel.errors import ConfigError
+from perfmodel.plan import MODE_LEVEL, MODES, Plan
+from perfmodel.profile import Profile
+
+DEFAULT_GPUS = (8, 16, 24, 32, 64, 128, 256)
+DEFAULT_RATIOS = ("1:1", "3:1", "1:3", "2:1", "1:2")
+DEFAULT_PIPELINE_STAGES = (1,)
+DEFAULT_B_MAX: tuple[int | None, ...] = (None,)
+DEFAULT_T_MAX = (0.05,)
+PLAN_DEFAULT_T_MAX = 0.05
+
+SCALING_NOTE = ("scaling efficiency = (thr(N)/N) / (thr(N0)/N0), N0 = the smallest GPU count in the sweep "
+                "at which the same configuration (mode, ratio, stages, b_max, t_max) is feasible")
+GAIN_NOTE = "gain over colocated = thr / colocated thr at the same GPU count - 1"
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """What to sweep. ``profile_ref`` is what plans record as their ``profile`` (a bundled
+    name or the profile file path as the user gave it)."""
+
+    profile_ref: str
+    modes: tuple[str, ...] = MODES
+    gpus: tuple[int, ...] = DEFAULT_GPUS
+    ratios: tuple[str, ...] = DEFAULT_RATIOS
+    pipeline_stages: tuple[int, ...] = DEFAULT_PIPELINE_STAGES
+    b_max: tuple[int | None, ...] = DEFAULT_B_MAX
+    t_max_s: tuple[float, ...] = DEFAULT_T_MAX
+    gpu_hour_price: float | None = None
+    replications: int = 1
+    seed: int = 0
+    max_staleness: int | None = None
+
+    def check(self) -> None:
+        if not self.modes:
+            raise ConfigError("--modes", f"needs at least one of {', '.join(MODES)}")
+        for m in self.modes:
+            if m not in MODES:
+                raise ConfigError("--modes", f"must be among {', '.join(MODES)}; got {m!r}")
+        if not self.gpus or any(isinstance(g, bool) or not isinstance(g, int) or g < 1 for g in self.gpus):
+            raise ConfigError("--gpus", f"must be a comma-separated list of integers >= 1, got {list(self.gpus)}")
+        if any(m != "colocated" for m in self.modes) and not self.ratios:
+            raise ConfigError("--ratios", "needs at least one R:A ratio for the disaggregated modes")
+        for r in self.ratios:
+            check_ratio_text(r, "--ratios")
+        if not self.pipeline_stages or any(p < 1 for p in self.pipeline_stages):
+            raise ConfigError("--pipeline-stages", f"must be integers >= 1, got {list(self.pipeline_stages)}")
+        if not self.b_max or any(b is not None and b < 1 for b in self.b_max):
+            raise ConfigError("--b-max", f"must be integers >= 1 or 'null', got {list(self.b_max)}")
+        if not self.t_max_s or any(not (t >= 0 and math.isfinite(t)) for t in self.t_max_s):
+            raise ConfigError("--t-max", f"must be finite numbers >= 0 (seconds), got {list(self.t_max_s)}")
+        if self.gpu_hour_price is not None and not (self.gpu_hour_price > 0 and math.isfinite(self.gpu_hour_price)):
+            raise ConfigError("--gpu-hour-price", f"must be a positive number (dollars per GPU-hour), got {self.gpu_hour_price}")
+        if self.replications < 1:
+            raise ConfigError("--replications", f"must be an integer >= 1, got {self.replications}")
+        if self.max_staleness is not None and self.max_staleness < 0:
+            raise ConfigError("--staleness", f"must be an integer >= 0, got {self.max_staleness}")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+
+def check_ratio_text(text: str, field: str) -> tuple[int, int]:
+    """A ratio's syntax (``R:A``, both >= 1), independent of any GPU count."""
+    parts = str(text).split(":")
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        r, a = (int(p) for p in parts)
+    except ValueError:
+        raise ConfigError(field, f"must be R:A ratios with two positive integers (e.g. 1:1,3:1), got {text!r}") from None
+    if r < 1 or a < 1:
+        raise ConfigError(field, f"both sides of a ratio must be >= 1 (e.g. 1:1,3:1), got {text!r}")
+    return r, a
+
+
+@dataclass(frozen=True)
+class Combo:
+    index: int
+    mode: str
+    gpus: int
+    allocation_ratio: str | None
+    pipeline_stage_num: int
+    b_max: int | None
+    t_max_s: float
+
+    @property
+    def config_key(self) -> tuple:
+        """The configuration without the GPU count (for scaling efficiency)."""
+        return (self.mode, self.allocation_ratio, self.pipeline_stage_num, self.b_max, self.t_max_s)
+
+
+def combinations(spec: SweepSpec) -> list[Combo]:
+    out: list[Combo] = []
+    modes = [m for m in MODES if m in spec.modes]
+    for g in sorted(dict.fromkeys(spec.gpus)):
+        for mode in modes:
+            ratios: Iterable[str | None] = [None] if mode == "colocated" else dict.fromkeys(spec.ratios)
+            dynamic = MODE_LEVEL[mode] >= MODE_LEVEL["rollout_async"]
+            batching = ([(b, t) for b in dict.fromkeys(spec.b_max) for t in dict.fromkeys(spec.t_max_s)]
+                        if dynamic else [(None, PLAN_DEFAULT_T_MAX)])
+            for ratio in ratios:
+                for p in dict.fromkeys(spec.pipeline_stages):
+                    for b, t in batching:
+                        out.append(Combo(len(out), mode, g, ratio, p, b, float(t)))
+    return out
+
+
+def _category(err: ConfigError) -> str:
+    f = err.field
+    if f.endswith("allocation_ratio"):
+        return "ratio does not split the GPUs"
+    if f.endswith("pipeline_stage_num"):
+        return "envs per worker do not divide into the pipeline stages"
+    if f.endswith("total_num_envs"):
+        return "envs do not divide over the env workers"
+    return f
+
+
+def build_plan(spec: SweepSpec, profile: Profile, c: Combo) -> Plan:
+    from perfmodel.reference import plan_for
+
+    knobs: dict[str, Any] = {"pipeline_stage_num": c.pipeline_stage_num, "b_max": c.b_max, "t_max_s": c.t_max_s}
+    if spec.max_staleness is not None:
+        knobs["max_staleness"] = spec.max_staleness
+    plan = plan_for(profile, c.mode, c.gpus, c.allocation_ratio, **knobs)
+    return plan.with_(profile=spec.profile_ref)
+
+
+def evaluate(spec: SweepSpec, profile: Profile, c: Combo) -> dict[str, Any]:
+    """One sweep row: the combination, and its prediction or why it cannot run."""
+    from perfmodel.costs import StageCosts
+    from perfmodel.simulate import check_fits, predict
+
+    row: dict[str, Any] = {"index": c.index, "mode": c.mode, "gpus": c.gpus, "allocation_ratio": c.allocation_ratio,
+                           "pipeline_stage_num": c.pipeline_stage_num, "b_max": c.b_max, "t_max_s": c.t_max_s}
+    try:
+        plan = build_plan(spec, profile, c)
+    except ConfigError as e:
+        return {**row, "status": "infeasible", "reason_kind": _category(e), "reason": str(e)}
+    try:
+        check_fits(plan, StageCosts(plan, profile))
+    except ConfigError as e:
+        return {**row, "status": "infeasible", "reason_kind": "envs do not fit node RAM", "reason": str(e)}
+    try:
+        pred = predict(plan, profile, replications=spec.replications, seed=spec.seed)
+    except ConfigError as e:
+        return {**row, "status": "infeasible", "reason_kind": _category(e), "reason": str(e)}
+    except Exception as e:  # a simulator failure on one plan must not lose the whole sweep
+        return {**row, "status": "error", "reason_kind": type(e).__name__, "reason": f"{type(e).__name__}: {e}"}
+    row.update({
+        "status": "ok",
+        "rollout_gpus": pred["rollout_gpus"],
+        "actor_gpus": pred["actor_gpus"],
+        "total_num_envs": pred["total_num_envs"],
+        "throughput_env_steps_per_s": pred["throughput_env_steps_per_s"],
+        "iteration_time_s": pred["iteration_time_s"],
+        "bound_env_steps_per_s": pred["bound_env_steps_per_s"],
+        "bottleneck": pred["bottleneck"],
+        "plan": plan.to_dict(),
+        "prediction": pred,
+    })
+    if "throughput_ci95" in pred:
+        row["throughput_ci95"] = pred["throughput_ci95"]
+    return row
+
+
+# Process-pool plumbing: the spec and profile go to each worker once.
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(spec: SweepSpec, profile_dict: dict[str, Any]) -> None:
+    _WORKER["spec"] = spec
+    _WORKER["profile"] = Profile.from_dict(profile_dict)
+
+
+def _run_one(c: Combo) -> dict[str, Any]:
+    return evaluate(_WORKER["spec"], _WORKER["profile"], c)
+
+
+def derive(rows: list[dict[str, Any]], price: float | None) -> None:
+    """Add scaling efficiency, gain over colocated and cost columns in place."""
+    ok = [r for r in rows if r["status"] == "ok"]
+    base: dict[tuple, dict[str, Any]] = {}
+    for r in sorted(ok, key=lambda r: (r["gpus"], r["index"])):
+        key = (r["mode"], r["allocation_ratio"], r["pipeline_stage_num"], r["b_max"], r["t_max_s"])
+        base.setdefault(key, r)
+    coloc: dict[int, float] = {}
+    for r in ok:
+        if r["mode"] == "colocated":
+            coloc[r["gpus"]] = max(coloc.get(r["gpus"], 0.0), r["throughput_env_steps_per_s"])
+    for r in ok:
+        thr, n = r["throughput_env_steps_per_s"], r["gpus"]
+        b = base[(r["mode"], r["allocation_ratio"], r["pipeline_stage_num"], r["b_max"], r["t_max_s"])]
+        r["scaling_baseline_gpus"] = b["gpus"]
+        r["scaling_efficiency"] = (thr / n) / (b["throughput_env_steps_per_s"] / b["gpus"])
+        c = coloc.get(n)
+        r["colocated_throughput_env_steps_per_s"] = c
+        r["gain_over_colocated_pct"] = 100.0 * (thr / c - 1.0) if c else None
+        r["env_steps_per_gpu_hour"] = thr * 3600.0 / n
+        r["env_steps_per_dollar"] = r["env_steps_per_gpu_hour"] / price if price else None
+
+
+def best_per(rows: list[dict[str, Any]], key: Callable[[dict[str, Any]], Any],
+             value: str = "throughput_env_steps_per_s") -> dict[Any, dict[str, Any]]:
+    """The best feasible row per group (ties: the earliest row)."""
+    out: dict[Any, dict[str, Any]] = {}
+    for r in rows:
+        if r["status"] != "ok":
+            continue
+        k = key(r)
+        if k not in out or r[value] > out[k][value]:
+            out[k] = r
+    return out
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-mode best rows per GPU count (with their own scaling efficiency against the mode's
+    best at its smallest GPU count), best overall per GPU count, and infeasible counts."""
+    per_mode = best_per(rows, lambda r: (r["mode"], r["gpus"]))
+    modes: dict[str, list[dict[str, Any]]] = {}
+    for (mode, gpus), r in sorted(per_mode.items(), key=lambda kv: (MODES.index(kv[0][0]), kv[0][1])):
+        modes.setdefault(mode, []).append(r)
+    best_modes = []
+    for mode, rs in modes.items():
+        b = rs[0]
+        for r in rs:
+            entry = {k: r.get(k) for k in ("index", "gpus", "allocation_ratio", "pipeline_stage_num", "b_max", "t_max_s",
+                                           "throughput_env_steps_per_s", "throughput_ci95", "gain_over_colocated_pct",
+                                           "env_steps_per_gpu_hour", "env_steps_per_dollar", "bottleneck")}
+            entry["mode"] = mode
+            entry["scaling_efficiency"] = ((r["throughput_env_steps_per_s"] / r["gpus"])
+                                           / (b["throughput_env_steps_per_s"] / b["gpus"]))
+            entry["scaling_baseline_gpus"] = b["gpus"]
+            best_modes.append(entry)
+    per_gpus = best_per(rows, lambda r: r["gpus"])
+    infeasible: dict[str, int] = {}
+    for r in rows:
+        if r["status"] != "ok":
+            infeasible[r["reason_kind"]] = infeasible.get(r["reason_kind"], 0) + 1
+    return {
+        "best_per_mode": best_modes,
+        "best_per_gpus": [{"gpus": g, "index": r["index"], "mode": r["mode"], "allocation_ratio": r["allocation_ratio"],
+                           "throughput_env_steps_per_s": r["throughput_env_steps_per_s"]}
+                          for g, r in sorted(per_gpus.items())],
+        "combinations": len(rows),
+        "feasible": sum(r["status"] == "ok" for r in rows),
+        "infeasible": sum(r["status"] == "infeasible" for r in rows),
+        "errors": sum(r["status"] == "error" for r in rows),
+        "not_run_by_reason": infeasible,
+    }
+
+
+def run_sweep(spec: SweepSpec, profile: Profile, *, jobs: int | None = None,
+              progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Evaluate every combination (in ``jobs`` processes; 1 = in this process) and return the
+    sweep document: spec, rows in combination order, summary, and the definitions used."""
+    spec.check()
+    combos = combinations(spec)
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(combos) or 1))
+    rows: list[dict[str, Any]] = []
+    if jobs == 1:
+        for c in combos:
+            rows.append(evaluate(spec, profile, c))
+            if progress:
+                progress(len(rows), len(combos))
+    else:
+        import multiprocessing as mp
+
+        with mp.get_context().Pool(jobs, initializer=_init_worker, initargs=(spec, profile.to_dict())) as pool:
+            for row in pool.imap(_run_one, combos, chunksize=1):
+                rows.append(row)
+                if progress:
+                    progress(len(rows), len(combos))
+    rows.sort(key=lambda r: r["index"])
+    derive(rows, spec.gpu_hour_price)
+    return {
+        "kind": "perfmodel.sweep",
+        "schema_version": 1,
+        "profile": profile.name,
+        "backbone": profile.backbone,
+        "spec": spec.to_dict(),
+        "definitions": {"scaling_efficiency": SCALING_NOTE, "gain_over_colocated_pct": GAIN_NOTE,
+                        "env_steps_per_gpu_hour": "throughput x 3600 / GPUs",
+                        "env_steps_per_dollar": "env_steps_per_gpu_hour / gpu_hour_price"},
+        "rows": rows,
+        "summary": summarize(rows),
+    }
+
+
+CSV_COLUMNS = ("index", "status", "mode", "gpus", "allocation_ratio", "rollout_gpus", "actor_gpus",
+               "pipeline_stage_num", "b_max", "t_max_s", "throughput_env_steps_per_s", "throughput_ci95_low",
+               "throughput_ci95_high", "iteration_time_s", "bound_env_steps_per_s", "bottleneck",
+               "scaling_efficiency", "scaling_baseline_gpus", "gain_over_colocated_pct",
+               "env_steps_per_gpu_hour", "env_steps_per_dollar", "util_env_cpu", "util_rollout_gpu",
+               "util_actor_gpu", "util_gpu", "reason")
+
+
+def csv_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for r in doc["rows"]:
+        row = {k: r.get(k) for k in CSV_COLUMNS}
+        ci = r.get("throughput_ci95")
+        row["throughput_ci95_low"], row["throughput_ci95_high"] = (ci if ci else (None, None))
+        res = (r.get("prediction") or {}).get("utilization", {}).get("resources", {})
+        for k in ("env_cpu", "rollout_gpu", "actor_gpu", "gpu"):
+            row[f"util_{k}"] = res.get(k)
+        out.append({k: ("" if v is None else v) for k, v in row.items()})
+    return out
+
+
+def write_csv_atomic(path: str, doc: dict[str, Any]) -> None:
+    import csv
+    import tempfile
+    from pathlib import Path
+
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(CSV_COLUMNS))
+            w.writeheader()
+            w.writerows(csv_rows(doc))
+        os.replace(tmp, p)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _fmt(v: Any, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
+    """The terminal table: one line per feasible row (infeasible ones counted at the end)."""
+    price = doc["spec"]["gpu_hour_price"]
+    head = (f"{'gpus':>5} {'mode':<14} {'ratio':>5} {'stg':>3} {'b_max':>5} {'t_max':>5} {'env steps/s':>12} "
+            f"{'95% CI':>17} {'scal.eff':>8} {'vs coloc':>9} {'steps/GPU-h':>12} "
+            f"{'steps/$':>10} {'bottleneck':<11}")
+    lines = [head]
+    for r in doc["rows"]:
+        if r["status"] != "ok":
+            if show_infeasible:
+                lines.append(f"{r['gpus']:>5} {r['mode']:<14} {r['allocation_ratio'] or '-':>5} "
+                             f"{r['pipeline_stage_num']:>3} not run: {r['reason']}")
+            continue
+        ci = r.get("throughput_ci95")
+        ci_s = f"{ci[0]:.1f}..{ci[1]:.1f}" if ci else "-"
+        gain = r["gain_over_colocated_pct"]
+        lines.append(
+            f"{r['gpus']:>5} {r['mode']:<14} {r['allocation_ratio'] or '-':>5} {r['pipeline_stage_num']:>3} "
+            f"{_fmt(r['b_max'], 'd'):>5} {r['t_max_s']:>5.3g} {r['throughput_env_steps_per_s']:>12.2f} "
+            f"{ci_s:>17} {r['scaling_efficiency']:>8.3f} {('-' if gain is None else f'{gain:+.1f}%'):>9} "
+            f"{r['env_steps_per_gpu_hour']:>12.0f} {_fmt(r['env_steps_per_dollar'], '.0f'):>10} {r['bottleneck']:<11}")
+    s = doc["summary"]
+    lines.append("")
+    lines.append(f"{s['feasible']} of {s['combinations']} combinations predicted; {s['infeasible']} infeasible"
+                 + (f", {s['errors']} failed" if s["errors"] else "")
+                 + (": " + "; ".join(f"{n} {k}" for k, n in sorted(s["not_run_by_reason"].items()))
+                    if s["not_run_by_reason"] else ""))
+    lines.append(f"note: {SCALING_NOTE}")
+    lines.append(f"note: {GAIN_NOTE}" + ("" if "colocated" in doc["spec"]["modes"] else " (colocated not swept: '-')"))
+    if price is None:
+        lines.append("note: steps/$ needs --gpu-hour-price")
+    else:
+        lines.append(f"note: steps/$ at ${price:g} per GPU-hour")
+    for b in s["best_per_gpus"]:
+        lines.append(f"best at {b['gpus']:>4} GPUs: {b['mode']} {b['allocation_ratio'] or ''} "
+                     f"{b['throughput_env_steps_per_s']:.2f} env steps/s (row {b['index']})")
+    return "\n".join(lines)
