@@ -1,0 +1,112 @@
+"""perfmodel plan: the chosen plan is the best of the sweep under the objective, it is a valid
+runnable plan whose prediction matches, and the explanation names bottleneck and runner-up."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_cli, write_json
+from perfmodel.errors import ConfigError
+from perfmodel.plan import Plan
+from perfmodel.planner import choose, chosen_plan, plan_best
+from perfmodel.simulate import predict
+from perfmodel.sweep import SweepSpec, run_sweep
+
+
+@pytest.fixture
+def sweep_doc(scenario_profile):
+    spec = SweepSpec(profile_ref="scenario", modes=("colocated", "disaggregated", "streamer"), gpus=(8, 16, 24),
+                     pipeline_stages=(1, 2), gpu_hour_price=2.0)
+    return run_sweep(spec, scenario_profile, jobs=2)
+
+
+@pytest.mark.parametrize("gpus", [8, 16, 24])
+def test_throughput_choice_is_max_of_sweep(sweep_doc, gpus):
+    choice = choose(sweep_doc, gpus, "throughput")
+    at_n = [r for r in sweep_doc["rows"] if r["status"] == "ok" and r["gpus"] == gpus]
+    assert choice["best"]["throughput_env_steps_per_s"] == max(r["throughput_env_steps_per_s"] for r in at_n)
+    assert choice["best"]["gpus"] == gpus
+    ru = choice["runner_up"]
+    assert ru is not None and ru["mode"] != choice["best"]["mode"]
+    assert ru["throughput_env_steps_per_s"] == max(r["throughput_env_steps_per_s"] for r in at_n
+                                                   if r["mode"] != choice["best"]["mode"])
+
+
+def test_cost_choice_is_max_per_gpu_hour_within_budget(sweep_doc):
+    choice = choose(sweep_doc, 16, "cost")
+    within = [r for r in sweep_doc["rows"] if r["status"] == "ok" and r["gpus"] <= 16]
+    assert choice["best"]["env_steps_per_gpu_hour"] == max(r["env_steps_per_gpu_hour"] for r in within)
+    assert choice["best"]["env_steps_per_dollar"] == max(r["env_steps_per_dollar"] for r in within)
+
+
+def test_explanation_names_bottleneck_and_runner_up(sweep_doc):
+    choice = choose(sweep_doc, 16, "throughput")
+    text = choice["explanation"]
+    best, ru = choice["best"], choice["runner_up"]
+    assert f"The bottleneck is {best['bottleneck']}" in text
+    assert f"The runner-up, {ru['mode']}" in text
+    assert f"{ru['throughput_env_steps_per_s']:.1f} env steps/s" in text
+    assert f"{best['throughput_env_steps_per_s']:.1f} env steps/s" in text
+
+
+def test_no_feasible_plan_is_a_config_error(sweep_doc):
+    with pytest.raises(ConfigError) as e:
+        choose(sweep_doc, 32, "throughput")
+    assert e.value.field == "--gpus"
+
+
+def test_plan_best_equals_choice_from_full_sweep(sweep_doc, scenario_profile):
+    spec = SweepSpec(profile_ref="scenario", modes=("colocated", "disaggregated", "streamer"),
+                     pipeline_stages=(1, 2), gpu_hour_price=2.0)
+    choice, doc = plan_best(spec, scenario_profile, 16, "throughput", jobs=1)
+    assert {r["gpus"] for r in doc["rows"]} == {16}
+    assert choice["best"]["plan"] == choose(sweep_doc, 16, "throughput")["best"]["plan"]
+    plan = chosen_plan(choice)
+    assert predict(plan, scenario_profile)["throughput_env_steps_per_s"] == choice["best"]["throughput_env_steps_per_s"]
+
+
+def test_cli_plan_writes_runnable_plan(tmp_path, scenario_dict):
+    prof = write_json(tmp_path / "p.json", scenario_dict)
+    sweep, plan_path, details = tmp_path / "s.json", tmp_path / "plan.json", tmp_path / "choice.json"
+    common = ["--profile", str(prof), "--modes", "colocated,streamer", "--quiet"]
+    r = run_cli("sweep", *common, "--gpus", "8,16", "-o", str(sweep))
+    assert r.returncode == 0, r.stderr
+    r = run_cli("plan", *common, "--gpus", "16", "-o", str(plan_path), "--details", str(details))
+    assert r.returncode == 0, r.stderr
+    assert "bottleneck" in r.stdout and "runner-up" in r.stdout
+    doc = json.loads(sweep.read_text())
+    best = max((x for x in doc["rows"] if x["status"] == "ok" and x["gpus"] == 16),
+               key=lambda x: x["throughput_env_steps_per_s"])
+    written = json.loads(plan_path.read_text())
+    assert written == best["plan"]
+    Plan.from_dict(written)  # strict schema: what executor run reads
+    # choosing from the saved sweep gives the same plan
+    plan2 = tmp_path / "plan2.json"
+    r = run_cli("plan", "--sweep", str(sweep), "--gpus", "16", "-o", str(plan2))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(plan2.read_text()) == written
+    # the plan predicts what the sweep said
+    r = run_cli("predict", "--plan", str(plan_path), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["throughput_env_steps_per_s"] == best["throughput_env_steps_per_s"]
+    d = json.loads(details.read_text())
+    assert d["plan"] == written and d["best"]["throughput_env_steps_per_s"] == best["throughput_env_steps_per_s"]
+    assert "runner-up" in d["explanation"] and d["runner_up"]["mode"] != d["best"]["mode"]
+
+
+@pytest.mark.parametrize("args,field", [
+    (["--gpus", "0"], "--gpus"),
+    (["--gpus", "8", "--objective", "speed"], "--objective"),
+    (["--gpus", "8", "--ratios", "a:b"], "--ratios"),
+    (["--gpus", "8", "--gpu-hour-price", "-1"], "--gpu-hour-price"),
+    (["--gpus", "8", "-o", "/proc/nonexistent/plan.json"], "--out"),
+    (["--gpus", "9", "--modes", "streamer", "--ratios", "1:1"], "--gpus"),  # nothing feasible
+])
+def test_cli_plan_bad_input(tmp_path, scenario_dict, args, field):
+    prof = write_json(tmp_path / "p.json", scenario_dict)
+    r = run_cli("plan", "--profile", str(prof), "--quiet", *args)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {field}:"), r.stderr
