@@ -1,0 +1,90 @@
+"""``analysis``: reports from perfmodel and executor outputs (read as files).
+
+Bad input never shows a traceback: one line ``error: <option>: <what is allowed>``, exit code 2.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from perfmodel.errors import ConfigError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """Reports on sweeps, plans, predictions and measured runs."""
+
+
+def _writable(option: str, path: str) -> None:
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(option, f"must be a file path, {path} is a directory")
+    probe = p.parent if str(p.parent) else Path(".")
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(option, f"must be a writable path; cannot write {path}")
+
+
+@cli.command("report")
+@click.option("--sweep", "sweeps", multiple=True, help="sweep JSON from `perfmodel sweep -o` (repeatable)")
+@click.option("--choice", help="plan choice JSON from `perfmodel plan --details`")
+@click.option("--prediction", "predictions", multiple=True, help="`perfmodel predict --json` output (repeatable)")
+@click.option("--run", "runs", multiple=True, help="executor run record JSON (repeatable)")
+@click.option("--trace-sim", help="Chrome trace of a simulated run (`perfmodel predict --trace`)")
+@click.option("--trace-run", help="Chrome trace of a measured run (executor run)")
+@click.option("--reference", "references", multiple=True, help="published reference CSV (repeatable)")
+@click.option("--reference-profile", "reference_profiles", multiple=True,
+              help="BACKBONE=PROFILE.json: profile used to validate that backbone (default: the bundled one)")
+@click.option("--gpus", type=int, help="GPU count for the utilization figure's sweep plans (default: the chosen "
+                                       "plan's, else the largest swept)")
+@click.option("--iteration", type=int, help="which iteration of the traces to draw (default 2, the first after warm-up)")
+@click.option("--title", help="report title")
+@click.option("-o", "--out", "out", required=True, help="HTML report path")
+@click.option("--md", "md", help="Markdown report path (default: the HTML path with .md); figures go beside it")
+def report_cmd(sweeps, choice, predictions, runs, trace_sim, trace_run, references, reference_profiles, gpus,
+               iteration, title, out, md) -> None:
+    """Build a self-contained HTML report (and a Markdown version) with figures."""
+    from analysis.report import load_inputs, write_report
+
+    if gpus is not None and gpus < 1:
+        raise ConfigError("--gpus", f"must be an integer >= 1, got {gpus}")
+    if iteration is not None and iteration < 1:
+        raise ConfigError("--iteration", f"must be an integer >= 1, got {iteration}")
+    _writable("--out", out)
+    if md:
+        _writable("--md", md)
+    inp = load_inputs(sweeps=sweeps, choice=choice, predictions=predictions, runs=runs, trace_sim=trace_sim,
+                      trace_run=trace_run, references=references, reference_profiles=reference_profiles,
+                      gpus=gpus, iteration=iteration, title=title)
+    try:
+        res = write_report(inp, out, md)
+    except OSError as e:
+        raise ConfigError("--out", f"must be a writable path; {e.strerror}: {e.filename}") from None
+    click.echo(f"wrote {res['html']} ({len(res['figures'])} figures embedded)")
+    click.echo(f"wrote {res['markdown']} (figures in {res['figures_dir']})")
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        rc = cli.main(args=argv, prog_name="analysis", standalone_mode=False)
+    except ConfigError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.UsageError as e:
+        click.echo(f"error: {e.format_message()}", err=True)
+        sys.exit(2)
+    except click.Abort:
+        click.echo("error: aborted", err=True)
+        sys.exit(130)
+    sys.exit(rc if isinstance(rc, int) else 0)
+
+
+if __name__ == "__main__":
+    main()
