@@ -353,6 +353,9 @@ def write_csv_atomic(path: str, doc: dict[str, Any]) -> None:
             w = csv.DictWriter(fh, fieldnames=list(CSV_COLUMNS))
             w.writeheader()
             w.writerows(csv_rows(doc))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, p)
     except BaseException:
         if os.path.exists(tmp):
