@@ -78,19 +78,23 @@ class ProfileConfig:
 
 
 def fit_linear(samples: list[tuple[float, list[float]]], origin: bool = False) -> dict[str, Any]:
-    """Least-squares line through all raw samples (``origin``: through 0); fit error = max relative
-    error on the means. Returns a perfmodel Curve dict (model, intercept, slope, samples, fit_error_pct)."""
-    xs = np.array([x for x, ys in samples for _ in ys], float)
-    ys = np.array([y for _, yv in samples for y in yv], float)
-    if origin:
-        slope, intercept = float((xs * ys).sum() / (xs * xs).sum()), 0.0
-    elif len(set(xs.tolist())) >= 2:
-        slope, intercept = np.polyfit(xs, ys, 1)
-    else:  # one size: a line through the origin
-        slope, intercept = float(ys.mean() / xs.mean()), 0.0
-    if intercept + slope * min(xs) <= 0:  # keep times positive: refit through the origin
-        slope, intercept = float((xs * ys).sum() / (xs * xs).sum()), 0.0
-    errs = [abs(intercept + slope * x - statistics.fmean(yv)) / statistics.fmean(yv) * 100 for x, yv in samples]
+    """Least-squares line through the per-size medians of the raw samples (robust to a sample
+    slowed by another process), on relative residuals so that small and large sizes count alike
+    (``origin``: through 0); fit error = max relative error on those medians. Returns a perfmodel Curve dict (model, intercept, slope, samples, fit_error_pct)."""
+    xs = np.array([x for x, _ in samples], float)
+    ys = np.array([statistics.median(yv) for _, yv in samples], float)
+    w = 1.0 / ys  # residual / y: relative error
+
+    def through_origin() -> tuple[float, float]:
+        return float((w * w * xs * ys).sum() / (w * w * xs * xs).sum()), 0.0
+
+    if origin or len(xs) < 2:
+        slope, intercept = through_origin()
+    else:
+        slope, intercept = (float(v) for v in np.polyfit(xs, ys, 1, w=w))
+    if intercept + slope * xs.min() <= 0:  # keep times positive: refit through the origin
+        slope, intercept = through_origin()
+    errs = [abs(intercept + slope * x - statistics.median(yv)) / statistics.median(yv) * 100 for x, yv in samples]
     return {"model": "linear", "intercept": float(intercept), "slope": float(slope),
             "samples": [[float(x), [float(y) for y in yv]] for x, yv in samples],
             "fit_error_pct": round(float(max(errs)), 3)}
@@ -187,42 +191,43 @@ def measure_envs(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any]:
         bar.update(1)
         chunk_samples: list[tuple[float, list[float]]] = []
         step_wall: dict[int, list[float]] = {}
+        step_cpu: dict[int, list[float]] = {}
         cores_used: dict[int, float] = {}
         for n in cfg.env_counts:
             bar.set_description(f"env chunk step x{n}")
             ids = list(range(n))
             worker.chunk_step(rng.uniform(-1, 1, (n, chunk, ACTION_DIM)), ids=ids)  # warm-up
-            walls, cpu_s, steps = [], 0.0, []
+            walls, wall_steps, cpu_steps = [], [], []
             for _ in range(cfg.env_repeats):
                 t0 = time.perf_counter()
                 res = worker.chunk_step(rng.uniform(-1, 1, (n, chunk, ACTION_DIM)), ids=ids)
                 walls.append(time.perf_counter() - t0)
-                cpu_s += float(res["step_cpu_s"].sum())
-                steps.extend(res["step_wall_s"].ravel().tolist())
+                wall_steps.extend(res["step_wall_s"].ravel().tolist())
+                cpu_steps.extend(res["step_cpu_s"].ravel().tolist())
             chunk_samples.append((float(n), walls))
-            step_wall[n] = steps
-            cores_used[n] = cpu_s / sum(walls)
+            step_wall[n], step_cpu[n] = wall_steps, cpu_steps
+            cores_used[n] = sum(cpu_steps) / sum(walls)  # CPU seconds of all envs per wall second
             bar.update(1)
         rss = worker.rss_bytes()
         create_s = worker.create_s
-    alone = [s for s in step_wall[min(cfg.env_counts)]] if min(cfg.env_counts) == 1 else None
-    if alone is None:
+    if 1 not in step_cpu:
         raise ConfigError("env-counts", "must include 1 (one env alone on one core)")
+    # An env process is CPU-bound (one thread: MuJoCo + llvmpipe with LP_NUM_THREADS=1), so its CPU
+    # seconds per step equal its wall seconds on an otherwise idle core; CPU time is used because it
+    # does not count time the process was preempted by other tenants of the machine.
+    alone = step_cpu[1]
     step_core_s = statistics.fmean(alone)
-    # per-core throughput with every core busy, relative to one env alone: fit wall(n) = a * n over
-    # the counts that fill all cores (n >= cores): a = chunk * step_core_s / (cores * efficiency)
+    # Per-core throughput with every core busy relative to one env alone: the CPU time per step
+    # grows with contention for memory bandwidth / shared caches / SMT siblings when all cores are
+    # busy (n >= cores); efficiency = CPU s per step alone / CPU s per step with all cores busy.
+    # (Oversubscription, n > cores, is the simulator's business: it shares the cores itself.)
     c = len(cores)
-    busy = [(n, ws) for n, ws in chunk_samples if n >= c]
-    eff_points = {}
-    if busy:
-        num = sum(n * w for n, ws in busy for w in ws)
-        den = sum(n * n for n, ws in busy for _ in ws)
-        a = num / den
-        efficiency = min(1.0, chunk * step_core_s / (c * a))
-        for n, ws in busy:
-            eff_points[str(int(n))] = round(chunk * step_core_s * n / (c * statistics.fmean(ws)), 4)
-    else:  # fewer envs than cores measured: cannot see contention
-        efficiency = 1.0
+    busy = {n: v for n, v in step_cpu.items() if n >= c}
+    eff_points = {str(n): round(step_core_s / statistics.fmean(v), 4) for n, v in busy.items()}
+    efficiency = min(1.0, step_core_s / statistics.fmean([y for v in busy.values() for y in v])) if busy else 1.0
+    # the same from wall time (includes any preemption by other processes on the machine)
+    wall_eff = {str(int(n)): round(chunk * statistics.fmean(step_wall[1]) * n / (c * statistics.fmean(ws)), 4)
+                for n, ws in chunk_samples if n >= c}
     return {
         "env_step_core_s": step_core_s,
         "env_step_cv": cv(alone),
@@ -231,17 +236,33 @@ def measure_envs(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any]:
         "env_memory_gb": statistics.fmean(rss) / 1e9,
         "extra": {
             "env_chunk_step_s_vs_envs_per_worker": fit_linear(chunk_samples),
-            "env_core_efficiency_points": eff_points,
+            "env_core_efficiency_points_cpu_time": eff_points,
+            "env_core_efficiency_points_wall_time": wall_eff,
             "env_cpu_cores_used_vs_envs": {str(n): round(v, 3) for n, v in cores_used.items()},
+            "env_step_wall_s_per_count": {str(n): [statistics.fmean(v), cv(v)] for n, v in step_wall.items()},
+            "env_step_cpu_s_per_count": {str(n): [statistics.fmean(v), cv(v)] for n, v in step_cpu.items()},
             "env_reset_samples_s": resets,
             "env_create_s": create_s,
             "env_create_wall_s_all_parallel": create_wall,
             "env_rss_gb": [r / 1e9 for r in rss],
-            "env_step_wall_s_per_count": {str(n): [statistics.fmean(v), cv(v)] for n, v in step_wall.items()},
             "worker_cores": list(cores),
             "num_action_chunks": chunk,
         },
     }
+
+
+def busy_warnings(load_before: float, envs: dict[str, Any]) -> list[str]:
+    """Say so when other processes shared the machine during the measurement."""
+    out = []
+    if load_before > 0.5:
+        out.append(f"machine not idle at start: 1-minute load average {load_before:.2f}")
+    used = envs["extra"].get("env_cpu_cores_used_vs_envs", {})
+    cores = len(envs["extra"].get("worker_cores", [])) or 1
+    full = [n for n in used if int(n) >= cores]
+    if full and min(used[n] for n in full) < 0.8 * cores:
+        out.append(f"env processes got {min(used[n] for n in full):.2f} of {cores} cores with all cores busy: "
+                   "other processes competed (wall-time efficiency is low; CPU-time costs are used)")
+    return out
 
 
 def load_env_costs(path: str) -> dict[str, Any]:
@@ -396,7 +417,7 @@ def _bcast_main(rank: int, world: int, port: int, sizes: list[int], repeats: int
     device = f"cuda:{rank}" if backend == "nccl" else "cpu"
     if backend == "nccl":
         torch.cuda.set_device(rank)
-    res = [(n, time_broadcast(n, repeats, 0, device)) for n in sizes]
+    res = [(n, time_broadcast(n, max(10, repeats), 0, device)) for n in sizes]
     if rank == 0:
         q.put(res)
     import torch.distributed as dist
@@ -455,6 +476,7 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
         slots = min(2, os.cpu_count() or 1)
     steps = (0 if cfg.env_profile else 2 + len(cfg.env_counts)) + len(cfg.batch_sizes) + len(cfg.train_sizes) + 2 + 1
     started = time.perf_counter()
+    load_before = os.getloadavg()
     with tqdm(total=steps, file=sys.stderr, disable=not progress, unit="stage") as bar:
         envs = load_env_costs(cfg.env_profile) if cfg.env_profile else measure_envs(cfg, chunk, bar)
         model = measure_model(cfg, slots, bar)
@@ -465,7 +487,7 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
     # envs per device slot: what this node's RAM holds (20 % kept for the policy and learner),
     # capped by the largest env count measured per worker
     ram_cap = int(0.8 * ram / envs["env_memory_gb"]) // slots
-    envs_per_gpu = max(1, min(ram_cap, max(cfg.env_counts) if not on_gpu else 48))
+    envs_per_gpu = max(1, min(ram_cap, max(cfg.env_counts) // slots if not on_gpu else 48))
     if on_gpu:
         wl = dict(PUBLISHED_WORKLOAD, num_action_chunks=chunk, total_num_envs=envs_per_gpu * 8)
     else:
@@ -504,6 +526,8 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
             "image_size": cfg.image_size,
             "hardware": hw,
             "duration_s": round(time.perf_counter() - started, 1),
+            "loadavg_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+            "warnings": busy_warnings(load_before[0], {"extra": {}} if cfg.env_profile else envs),
         },
         "assumptions": {
             "device_slot": (f"one CUDA device ({hw.get('gpu', '')})" if on_gpu else
@@ -513,7 +537,9 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
             "env_placement": "each env in its own process pinned to one core (env i on core i mod cores); "
                              "llvmpipe with one rasteriser thread (LP_NUM_THREADS=1)",
             "env_step": f"one rendered step (physics + agentview and wrist cameras at {cfg.image_size}px); "
-                        "env_step_core_s from one env alone on one core",
+                        "env_step_core_s = CPU seconds per step of one env alone on one core (CPU-bound "
+                        "process: equals wall time on an idle core); efficiency = that / CPU seconds per "
+                        "step with every core busy",
             "env_reset": "reset() with hard reset (scene rebuild) + init state of the suite + 15 zero-action "
                          "settle steps, one env alone",
             "env_memory": "RSS of one env process after stepping (renderer included)",
@@ -531,8 +557,8 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
                                  "losses, no optimizer step",
             "offload": "policy weights .to('cpu') / back to the device" if on_gpu else "0 on CPU (no device memory)",
             "envs_per_gpu": ("published LIBERO example (384 envs on 8 GPUs)" if on_gpu else
-                             f"largest measured env count per worker, within 80 % of node RAM at "
-                             f"{envs['env_memory_gb']:.2f} GB per env"),
+                             f"the largest env count measured on this node ({max(cfg.env_counts)}) over its "
+                             f"{slots} slots, within 80 % of node RAM at {envs['env_memory_gb']:.2f} GB per env"),
         },
         "node": {
             "gpus_per_node": slots,

@@ -12,6 +12,9 @@ from executor.learner import (LearnerConfig, compute_gae, evaluate_loss, free_po
 from executor.policies import make_policy
 from perfmodel.errors import ConfigError
 
+# one intra-op thread: OpenMP workers spin badly when another process holds a core
+torch.set_num_threads(1)
+
 
 def _flat(policy):
     return torch.cat([p.detach().reshape(-1).clone() for p in policy.parameters()])

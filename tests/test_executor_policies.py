@@ -9,6 +9,9 @@ from executor.policies import make_policy, resolve_device
 from perfmodel.backbones import get_backbone
 from perfmodel.errors import ConfigError
 
+# one intra-op thread: OpenMP workers spin badly when another process holds a core
+torch.set_num_threads(1)
+
 BACKBONES = ("pi05", "gr00t_n15")
 
 

@@ -9,6 +9,9 @@ from executor.learner import free_port, init_distributed
 from executor.policies import make_policy
 from executor.weight_sync import WeightPublisher, WeightReceiver, broadcast_weights
 
+# one intra-op thread: OpenMP workers spin badly when another process holds a core
+torch.set_num_threads(1)
+
 
 def _flat(m):
     return torch.cat([p.detach().reshape(-1) for p in m.parameters()])
