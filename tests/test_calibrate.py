@@ -1,0 +1,72 @@
+"""Calibration: the fitted parameters are physical, bounded, and recorded with their fit error."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import ROOT, run_cli
+from perfmodel.backbones import BACKBONES, get_backbone
+from perfmodel.calibrate import PARAMS, build_profile, fit, fitted_profiles
+from perfmodel.profile import Profile, load_profile
+from perfmodel.reference import load_reference
+
+REFERENCE = ROOT / "profiles" / "reference" / "rl_vla3_libero.csv"
+
+
+def test_full_scale_parameter_counts_match_published():
+    for b in BACKBONES.values():
+        assert abs(b.params / b.published_params - 1) <= 0.15, (b.name, b.params)
+
+
+@pytest.mark.parametrize("name", ["pi05", "gr00t_n15"])
+def test_bundled_profile_records_its_fit(name):
+    prof = load_profile(name)
+    prov = prof.provenance
+    assert prov["kind"] == "fitted" and prov["method"].startswith("perfmodel calibrate")
+    points = prov["fit"]["points"]
+    assert len(points) == 20
+    for p in points:
+        assert p["error_pct"] == pytest.approx(100 * (p["predicted"] / p["published"] - 1), abs=1e-2)
+    for pname, rec in prov["parameters"].items():
+        lo, hi = rec["bounds"]
+        assert lo <= rec["value"] <= hi, pname
+    assert prof.assumptions["env_count"]
+
+
+@pytest.mark.parametrize("name", ["pi05", "gr00t_n15"])
+def test_bundled_profile_is_rebuilt_from_its_parameters(name):
+    """The costs in the file are exactly what the physical parameters and shapes give."""
+    prof = load_profile(name)
+    values = {}
+    for pname, rec in prof.provenance["parameters"].items():
+        shared = next(p for p in PARAMS if p.name == pname).shared
+        values[pname if shared else f"{name}.{pname}"] = rec["value"]
+    rebuilt = build_profile(get_backbone(name), values, prof.costs.env_memory_gb, prof.provenance)
+    assert rebuilt.costs == prof.costs
+    assert rebuilt.node == prof.node
+
+
+def test_fit_improves_and_stays_in_bounds():
+    points = [p for p in load_reference(REFERENCE) if p.backbone == "gr00t_n15" and p.gpus == 8][:3]
+    res = fit(points, max_evals=12)
+    assert res.evaluations <= 12
+    for name, value in res.values.items():
+        p = next(q for q in PARAMS if q.name == name.split(".")[-1])
+        assert p.lo * (1 - 1e-9) <= value <= p.hi * (1 + 1e-9)
+    profiles = fitted_profiles(res, "test", "perfmodel calibrate (test)")
+    d = profiles["gr00t_n15"].to_dict()
+    again = Profile.from_dict(json.loads(json.dumps(d)))
+    assert again.provenance["fit"]["points"][0]["published"] == points[0].throughput_env_steps_per_s
+
+
+def test_calibrate_cli_writes_valid_profiles(tmp_path):
+    ref = tmp_path / "ref.csv"
+    lines = REFERENCE.read_text().splitlines()
+    ref.write_text("\n".join([lines[0]] + [l for l in lines[1:] if ",pi05,8," in l][:2]) + "\n")
+    r = run_cli("calibrate", "--reference", str(ref), "--out-dir", str(tmp_path), "--max-evals", "3")
+    assert r.returncode == 0, r.stderr
+    assert "error" in r.stdout and "%" in r.stdout
+    prof = Profile.from_dict(json.loads((tmp_path / "pi05.json").read_text()))
+    assert len(prof.provenance["fit"]["points"]) == 2
