@@ -94,7 +94,7 @@ def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict
              f"{n_candidates} feasible candidates: {_describe(best)}"
              + f", predicted {_thr(best)}, {best['env_steps_per_gpu_hour']:.0f} env steps per GPU-hour"
              + (f" ({best['env_steps_per_dollar']:.0f} per dollar at ${price:g}/GPU-hour)" if price else "") + "."]
-    parts.append(f"The bottleneck is {best['bottleneck']} (analytic bound "
+    parts.append(f"The bottleneck is {best['bottleneck']} (by the analytic bound, "
                  f"{best['bound_env_steps_per_s']:.1f} env steps/s); in the simulation the busiest resource is "
                  f"{busiest} at {100 * res[busiest]:.0f}% utilization "
                  f"({', '.join(f'{k} {100 * v:.0f}%' for k, v in res.items() if k != busiest)}), and the "

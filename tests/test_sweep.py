@@ -134,8 +134,12 @@ def test_cli_sweep_outputs(tmp_path, scenario_dict):
         if j["status"] == "ok":
             assert float(c["throughput_env_steps_per_s"]) == pytest.approx(j["throughput_env_steps_per_s"])
             assert float(c["env_steps_per_dollar"]) == pytest.approx(j["env_steps_per_dollar"])
-    table = [ln for ln in r.stdout.splitlines() if ln.strip().startswith(("8 ", "16 "))]
-    assert len(table) == doc["summary"]["feasible"]
+    table = [ln.split() for ln in r.stdout.splitlines() if ln.strip().startswith(("8 ", "16 "))]
+    ok = [j for j in doc["rows"] if j["status"] == "ok"]
+    assert len(table) == len(ok) == doc["summary"]["feasible"]
+    for cols, j in zip(table, ok):
+        assert (int(cols[0]), cols[1], cols[2]) == (j["gpus"], j["mode"], j["allocation_ratio"] or "-")
+        assert cols[6] == f"{j['throughput_env_steps_per_s']:.2f}"
     assert "scaling efficiency" in r.stdout and "infeasible" in r.stdout
 
 
