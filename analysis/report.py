@@ -18,6 +18,7 @@ from typing import Any
 
 from analysis import figures
 from perfmodel.errors import ConfigError
+from perfmodel.plan import MODES
 
 # The report's figures, in order: (id, caption). The test checks that every one is rendered.
 FIGURES = (
@@ -256,10 +257,12 @@ def _tables(inp: Inputs, extra: dict[str, Any]) -> list[tuple[str, list[str], li
                  _f(e["scaling_efficiency"], ".3f"),
                  "-" if e.get("gain_over_colocated_pct") is None else f"{e['gain_over_colocated_pct']:+.1f}%",
                  _f(e["env_steps_per_gpu_hour"], ".0f"), _f(e.get("env_steps_per_dollar"), ".0f"), e["bottleneck"]]
-                for e in sorted(s["best_per_mode"], key=lambda e: (e["gpus"], e["mode"]))]
+                for e in sorted(s["best_per_mode"], key=lambda e: (e["gpus"], MODES.index(e["mode"])))]
         note = (f"{s['feasible']} of {s['combinations']} combinations predicted, {s['infeasible']} infeasible"
                 + (": " + "; ".join(f"{n} {k}" for k, n in sorted(s["not_run_by_reason"].items()))
-                   if s["not_run_by_reason"] else "") + ". " + doc["definitions"]["scaling_efficiency"] + ".")
+                   if s["not_run_by_reason"] else "") + ". Scaling efficiency here: (thr(N)/N) / (thr(N0)/N0) of the "
+                "mode's best plan, N0 = the mode's smallest swept GPU count; gain over colocated: thr / colocated "
+                "thr at the same GPU count - 1.")
         price = doc["spec"].get("gpu_hour_price")
         note += f" Price: ${price:g} per GPU-hour." if price else " No --gpu-hour-price: steps/$ not computed."
         tables.append((f"Sweep {Path(path).name}: {doc.get('backbone')} (profile {doc.get('profile')}), "
