@@ -14,14 +14,16 @@ SCALE=${SCALE:-full}
 OUT_DIR=${OUT_DIR:-profiles}
 BATCH_SIZES=${BATCH_SIZES:-1,8,32,64}
 TRAIN_SIZES=${TRAIN_SIZES:-1,4,8,16}
+SYNC_MB=${SYNC_MB:-16,64,256}
+REPEATS=${REPEATS:-5}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 mkdir -p "$OUT_DIR"
 if [ "$DEVICE" != cpu ]; then nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true; fi
 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
 for bb in pi05 gr00t_n15; do
-  suffix=$([ "$DEVICE" = cpu ] && echo cpu || echo gpu)
+  suffix=$([ "$DEVICE" = cpu ] && echo cpu_dryrun || echo gpu)  # never overwrites *_tiny_cpu.json
   "$PY" -m executor.cli profile --backbone "$bb" --scale "$SCALE" --device "$DEVICE" \
     --env-profile "profiles/${bb}_tiny_cpu.json" --gpus-per-node 8 \
-    --batch-sizes "$BATCH_SIZES" --train-sizes "$TRAIN_SIZES" --repeats 5 --sync-mb 16,64,256 \
+    --batch-sizes "$BATCH_SIZES" --train-sizes "$TRAIN_SIZES" --repeats "$REPEATS" --sync-mb "$SYNC_MB" \
     --out "$OUT_DIR/${bb}_${SCALE}_${suffix}.json" --no-progress
 done

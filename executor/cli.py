@@ -60,7 +60,7 @@ def main() -> None:
 @main.command()
 @click.option("--backbone", required=True, help="pi05 or gr00t_n15")
 @click.option("--scale", default="tiny", show_default=True, help="tiny, small or full")
-@click.option("--device", default="cpu", show_default=True, help="cpu or cuda[:N]")
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda[:N] or auto")
 @click.option("--suite", default="libero_spatial", show_default=True,
               help="libero_spatial, libero_object, libero_goal or libero_10")
 @click.option("--task-id", default=0, type=int, show_default=True)

@@ -346,18 +346,24 @@ class VLAPolicy(nn.Module):
 
 
 def resolve_device(device: str) -> torch.device:
+    """``cpu``, ``cuda[:N]`` (must exist) or ``auto`` (CUDA when available, else CPU)."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        raise ConfigError("device", f"must be cpu or cuda (or cuda:N), got {device!r}")
+        raise ConfigError("device", f"must be cpu, cuda[:N] or auto, got {device!r}")
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
             raise ConfigError("device", f"{device} is not available on this machine (no CUDA device)")
-        idx = int(device.split(":")[1]) if ":" in device else 0
+        try:
+            idx = int(device.split(":")[1]) if ":" in device else 0
+        except ValueError:
+            raise ConfigError("device", f"must be cpu, cuda[:N] or auto, got {device!r}") from None
         if idx >= torch.cuda.device_count():
             raise ConfigError("device", f"{device} is not available ({torch.cuda.device_count()} CUDA devices)")
     return torch.device(device)
 
 
-def make_policy(name: str, scale: str = "tiny", device: str = "cpu", seed: int = 0,
+def make_policy(name: str, scale: str = "tiny", device: str = "auto", seed: int = 0,
                 dtype: torch.dtype | None = None) -> VLAPolicy:
     """A stand-in policy: bf16 on CUDA, float32 on CPU (unless ``dtype`` is given); ``device``
     ``meta`` builds it without allocating (parameter counts of the full scale)."""

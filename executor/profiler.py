@@ -68,7 +68,7 @@ class ProfileConfig:
             raise ConfigError("gpus-per-node", f"must be an integer >= 1, got {self.gpus_per_node}")
         from executor.policies import resolve_device
 
-        resolve_device(self.device)
+        object.__setattr__(self, "device", str(resolve_device(self.device)))  # auto -> cpu / cuda
         if self.env_profile is not None:
             load_env_costs(self.env_profile)
 
