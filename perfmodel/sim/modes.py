@@ -29,7 +29,7 @@ ASYNC_GROUPS_PER_WORKER = 4
 # the actor and the weights, so a few simulated workers, each standing for W / simulated real
 # ones, give the same timeline as all W (exactly, with deterministic costs; with variability,
 # barrier stragglers are drawn over the simulated replicas only). This keeps large clusters fast.
-DEFAULT_MAX_SIMULATED_WORKERS = 4
+DEFAULT_MAX_SIMULATED_WORKERS = 2
 
 
 def simulated_workers(workers: int, cap: int) -> int:
@@ -83,7 +83,9 @@ def wire(env: simpy.Environment, costs: StageCosts, dur: Durations, rec: Recorde
 
     # One GPU per simulated env worker; colocated's actor trains on these same GPUs.
     rollout_gpus = [simpy.Resource(env, 1) for _ in range(n_sim)]
-    actor_gpus = [simpy.Resource(env, 1) for _ in range(g_a)] if m.disaggregated else rollout_gpus
+    # The data-parallel ranks move in lock-step (every step ends in a collective), so one
+    # Resource stands for the actor's GPUs; colocated's actor takes the rollout GPUs.
+    actor_gpus = [simpy.Resource(env, 1)] if m.disaggregated else rollout_gpus
 
     buffer, weights = SampleBuffer(env), WeightStore(env)
     rollout_log, train_log = RolloutLog(env, n_sim), TrainLog()
