@@ -161,8 +161,8 @@ def validate_cmd(reference: str, as_json: bool) -> None:
                f"Spearman {res['spearman']:.3f}")
     for g in a["per_group"]:
         mark = "ok" if g["match"] else "MISMATCH"
-        click.echo(f"  {g['backbone']} {g['gpus']} GPUs: published best {g['published_best']}, "
-                   f"predicted best {g['predicted_best']} [{mark}]")
+        click.echo(f"  {g['backbone']} {g['gpus']} GPUs: published best {' = '.join(g['published_best'])}, "
+                   f"predicted best {' = '.join(g['predicted_best'])} [{mark}]")
 
 
 @cli.command()
