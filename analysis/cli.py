@@ -6,7 +6,6 @@ Bad input never shows a traceback: one line ``error: <option>: <what is allowed>
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import click
@@ -70,20 +69,9 @@ def report_cmd(sweeps, choice, predictions, runs, trace_sim, trace_run, referenc
 
 
 def main(argv: list[str] | None = None) -> None:
-    try:
-        rc = cli.main(args=argv, prog_name="analysis", standalone_mode=False)
-    except ConfigError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(2)
-    except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
-    except click.UsageError as e:
-        click.echo(f"error: {e.format_message()}", err=True)
-        sys.exit(2)
-    except click.Abort:
-        click.echo("error: aborted", err=True)
-        sys.exit(130)
-    sys.exit(rc if isinstance(rc, int) else 0)
+    from perfmodel.cliutil import run_click
+
+    run_click(cli, "analysis", argv)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ import sys
 import time
 from dataclasses import dataclass
 from datetime import date
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np

@@ -439,20 +439,9 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
 
 
 def main(argv: list[str] | None = None) -> None:
-    try:
-        rc = cli.main(args=argv, prog_name="perfmodel", standalone_mode=False)
-    except ConfigError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(2)
-    except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
-    except click.UsageError as e:
-        click.echo(f"error: {e.format_message()}", err=True)
-        sys.exit(2)
-    except click.Abort:
-        click.echo("error: aborted", err=True)
-        sys.exit(130)
-    sys.exit(rc if isinstance(rc, int) else 0)
+    from perfmodel.cliutil import run_click
+
+    run_click(cli, "perfmodel", argv)
 
 
 if __name__ == "__main__":

@@ -77,7 +77,7 @@ def wire(env: simpy.Environment, costs: StageCosts, dur: Durations, rec: Recorde
          max_workers: int = DEFAULT_MAX_SIMULATED_WORKERS) -> Wiring:
     plan = costs.plan
     m = Mechanisms.of(plan.mode)
-    g_r, g_a = plan.rollout_gpus, plan.actor_gpus
+    g_r = plan.rollout_gpus
     n_sim = simulated_workers(g_r, max_workers)
     replicas = g_r // n_sim
 

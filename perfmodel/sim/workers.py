@@ -202,7 +202,7 @@ class EnvWorker:
         self.version = 0
 
     def run(self, iterations: int) -> Gen:
-        env, w = self.env, self.costs.plan.workload
+        env = self.env
         for k in range(iterations):
             # Synchronous modes (staleness 0) wait for the weights trained on iteration k-1.
             yield self.weights.wait_for(k - self.staleness)
@@ -230,7 +230,7 @@ class EnvWorker:
             yield self.cores.put(cores)
 
     def _group(self, k: int, g: int) -> Gen:
-        env, w, n = self.env, self.costs.plan.workload, self.group_envs
+        w, n = self.costs.plan.workload, self.group_envs
         lane = f"group_{g}"
         for _epoch in range(w.rollout_epoch):
             yield from self._cpu("env_reset", lane, self.dur.env_reset(n), n)
