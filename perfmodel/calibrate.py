@@ -125,6 +125,9 @@ def build_profile(backbone: Backbone, values: dict[str, float], env_memory_gb: f
         reload_s=backbone.weight_bytes() / offload_bw,
         comm_latency_s=1e-4,
         env_lockstep_slowdown=v("env_lockstep_slowdown"),
+        # FSDP over the actor ranks: all-gather every weight for forward, the trained ones
+        # again for backward, per micro-batch.
+        fsdp_gather_bytes=float((backbone.params + backbone.trained_params) * 2),
     )
     node = dict(NODE, inter_node_bw_GBps=v("inter_node_bw_GBps"),
                 actor_cpu_cores_per_gpu=v("actor_cpu_cores_per_gpu"))
@@ -156,6 +159,7 @@ def assumptions(backbone: Backbone) -> dict[str, Any]:
         "trained_part": "whole policy" if backbone.train_vlm else "action head + value head (VLM frozen)",
         "intra_node_bw": "300 GB/s per GPU (NVLink), assumed; inter-node bandwidth fitted",
         "weight_sync": "bf16 weights of the whole policy to every generator, each sync",
+        "actor_sharding": "FSDP over the actor ranks (published: FSDP): weights all-gathered per micro-batch",
         "offload": "colocated swaps: training-state shard (1/8) out, bf16 generator weights in, per switch",
     }
 

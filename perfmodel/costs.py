@@ -58,22 +58,30 @@ class StageCosts:
         return math.ceil(batch / (per_rank * ranks)), per_rank
 
     def micro_batch_s(self, samples: int) -> float:
-        return self.profile.costs.train_micro_batch_s(samples)
+        """Forward + backward of one micro-batch on each rank, with FSDP's weight all-gathers."""
+        return self.profile.costs.train_micro_batch_s(samples) + self.fsdp_gather_s()
 
-    def allreduce_s(self) -> float:
-        """Hierarchical ring all-reduce of the gradients over the actor ranks: a ring inside each
-        node, then a ring across nodes on each GPU's 1/gpus_per_node share."""
-        g = self.plan.actor_gpus
-        if g == 1:
+    def _ring_s(self, nbytes: float, passes: int) -> float:
+        """Hierarchical ring collective over the actor ranks: a ring inside each node, then a
+        ring across nodes on each GPU's 1/local share. ``passes``: 1 for an all-gather or a
+        reduce-scatter, 2 for an all-reduce."""
+        if self.plan.actor_gpus == 1 or nbytes <= 0:
             return 0.0
         c = self.plan.cluster
-        nbytes = self.profile.costs.grad_allreduce_bytes
         per_node = [a for _, a in self.plan.node_split() if a]
         local, nodes = max(per_node), len(per_node)
-        t = 2 * (local - 1) / local * nbytes / (c.intra_node_bw_GBps * 1e9) if local > 1 else 0.0
+        t = passes * (local - 1) / local * nbytes / (c.intra_node_bw_GBps * 1e9) if local > 1 else 0.0
         if nodes > 1:
-            t += 2 * (nodes - 1) / nodes * (nbytes / local) / (c.inter_node_bw_GBps * 1e9)
+            t += passes * (nodes - 1) / nodes * (nbytes / local) / (c.inter_node_bw_GBps * 1e9)
         return t + self.profile.costs.comm_latency_s
+
+    def allreduce_s(self) -> float:
+        """Gradient all-reduce over the actor ranks, once per optimizer step."""
+        return self._ring_s(self.profile.costs.grad_allreduce_bytes, 2)
+
+    def fsdp_gather_s(self) -> float:
+        """FSDP's parameter all-gathers of one micro-batch."""
+        return self._ring_s(self.profile.costs.fsdp_gather_bytes, 1)
 
     def optimizer_step_s(self) -> float:
         """Gradient all-reduce plus the optimizer update, once per global batch."""

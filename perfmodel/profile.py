@@ -115,6 +115,9 @@ class Costs:
     weight_sync_bytes: bytes sent from the actor to each generator per weight sync.
     offload_s / reload_s: colocated mode's model swap, per phase switch, per device.
     comm_latency_s: fixed latency of one collective or transfer.
+    fsdp_gather_bytes: parameter bytes each actor rank all-gathers per micro-batch when the
+        actor shards its weights (FSDP: the whole model for forward, the trained part again
+        for backward); 0 without sharding.
     env_lockstep_slowdown: extra fraction of time a lock-step chunk step takes over the same
         envs running free: the barrier waits for the slowest env of the group at every step
         (dynamic batching lets each env go on by itself, without the barrier).
@@ -133,6 +136,7 @@ class Costs:
     reload_s: float
     comm_latency_s: float = 0.0
     env_lockstep_slowdown: float = 0.0
+    fsdp_gather_bytes: float = 0.0
 
     @classmethod
     def from_dict(cls, obj: Any, path: str) -> "Costs":
@@ -151,6 +155,7 @@ class Costs:
             reload_s=f.float("reload_s"),
             comm_latency_s=f.float("comm_latency_s", 0.0),
             env_lockstep_slowdown=f.float("env_lockstep_slowdown", 0.0),
+            fsdp_gather_bytes=f.float("fsdp_gather_bytes", 0.0),
         )
         f.done()
         for name in ("infer_s", "train_micro_batch_s"):

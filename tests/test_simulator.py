@@ -191,3 +191,19 @@ def test_memory_limit_refuses_plan(scenario_dict):
     plan = plan_for(prof, "disaggregated", 2, "1:1")
     with pytest.raises(ConfigError, match="node_ram_gb"):
         simulate(plan, prof)
+
+
+def test_collectives_follow_placement(scenario_dict):
+    """Ring collectives: inside a node at the intra-node bandwidth, across nodes on each GPU's
+    share at the inter-node bandwidth (scenario: 100 and 10 GB/s, 8 GPUs per node)."""
+    scenario_dict["costs"]["fsdp_gather_bytes"] = 1e9
+    prof = Profile.from_dict(scenario_dict)
+    one_node = StageCosts(plan_for(prof, "disaggregated", 8, "1:1"), prof)  # 4 actor ranks, 1 node
+    assert one_node.fsdp_gather_s() == pytest.approx(0.75 * 1e9 / 100e9)
+    assert one_node.allreduce_s() == pytest.approx(2 * 0.75 * 1e9 / 100e9)  # grad bytes 1e9
+    two_nodes = StageCosts(plan_for(prof, "disaggregated", 16, "1:1"), prof)  # 4 + 4 ranks
+    assert two_nodes.fsdp_gather_s() == pytest.approx(0.75 * 1e9 / 100e9 + 0.5 * (1e9 / 4) / 10e9)
+    assert two_nodes.micro_batch_s(8) == pytest.approx(0.1 + 0.02 * 8 + two_nodes.fsdp_gather_s())
+    # Weight sync crosses nodes once the cluster spans them: 2 GB at 10 GB/s.
+    assert two_nodes.weight_sync_s() == pytest.approx(2e9 / 10e9)
+    assert one_node.weight_sync_s() == pytest.approx(2e9 / 100e9)
