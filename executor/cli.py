@@ -104,5 +104,10 @@ def profile(backbone, scale, device, suite, task_id, out, image_size, env_counts
                f"optimizer {c.optimizer_step_s * 1e3:.1f} ms, sync {p.node['intra_node_bw_GBps']:.2f} GB/s")
 
 
+from executor.run import run  # noqa: E402  (executor run: issue 4)
+
+main.add_command(run)
+
+
 if __name__ == "__main__":
     main()
