@@ -104,16 +104,23 @@ def cv(values: list[float]) -> float:
     return float(np.std(values) / np.mean(values)) if len(values) > 1 and np.mean(values) > 0 else 0.0
 
 
-def timed(fn: Callable[[], Any], repeats: int, warmup: int, sync: Callable[[], None]) -> list[float]:
+def timed(fn: Callable[[], Any], repeats: int, warmup: int, sync: Callable[[], None],
+          cpu_time: bool = False, wall: list[float] | None = None) -> list[float]:
+    """Seconds of ``repeats`` calls after ``warmup`` calls. ``cpu_time``: this process's CPU
+    seconds (for single-threaded CPU work: its time on a dedicated core, not counting preemption by
+    other processes); the wall seconds are appended to ``wall``."""
     for _ in range(warmup):
         fn()
     sync()
     out = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn()
         sync()
-        out.append(time.perf_counter() - t0)
+        w, c = time.perf_counter() - t0, time.process_time() - c0
+        out.append(c if cpu_time else w)
+        if wall is not None:
+            wall.append(w)
     return out
 
 
@@ -176,7 +183,10 @@ def measure_envs(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any]:
 
     cores = tuple(sorted(os.sched_getaffinity(0)))
     n_max = max(cfg.env_counts)
-    chunks_env0 = len(cfg.env_counts) * (1 + cfg.env_repeats)
+    # one env alone is measured first and again last, so that drift over the episode (the scene
+    # settling, the arm moving) does not bias the comparison with the busy counts
+    order = list(cfg.env_counts) + ([1] if 1 in cfg.env_counts and len(cfg.env_counts) > 1 else [])
+    chunks_env0 = len(order) * (1 + cfg.env_repeats)
     env_cfg = EnvConfig(suite=cfg.suite, task_id=cfg.task_id, image_size=cfg.image_size,
                         max_episode_steps=chunk * chunks_env0, num_action_chunks=chunk, render=True)
     rng = np.random.default_rng(0)
@@ -189,11 +199,10 @@ def measure_envs(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any]:
         worker.reset()  # warm-up: every env, in parallel
         resets = [float(worker.reset(ids=[0])["reset_s"][0]) for _ in range(cfg.reset_repeats)]  # env 0 alone
         bar.update(1)
-        chunk_samples: list[tuple[float, list[float]]] = []
+        chunk_walls: dict[int, list[float]] = {}
         step_wall: dict[int, list[float]] = {}
         step_cpu: dict[int, list[float]] = {}
-        cores_used: dict[int, float] = {}
-        for n in cfg.env_counts:
+        for n in order:
             bar.set_description(f"env chunk step x{n}")
             ids = list(range(n))
             worker.chunk_step(rng.uniform(-1, 1, (n, chunk, ACTION_DIM)), ids=ids)  # warm-up
@@ -204,10 +213,13 @@ def measure_envs(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any]:
                 walls.append(time.perf_counter() - t0)
                 wall_steps.extend(res["step_wall_s"].ravel().tolist())
                 cpu_steps.extend(res["step_cpu_s"].ravel().tolist())
-            chunk_samples.append((float(n), walls))
-            step_wall[n], step_cpu[n] = wall_steps, cpu_steps
-            cores_used[n] = sum(cpu_steps) / sum(walls)  # CPU seconds of all envs per wall second
+            chunk_walls.setdefault(n, []).extend(walls)
+            step_wall.setdefault(n, []).extend(wall_steps)
+            step_cpu.setdefault(n, []).extend(cpu_steps)
             bar.update(1)
+        chunk_samples = [(float(n), chunk_walls[n]) for n in sorted(chunk_walls)]
+        # CPU seconds of all envs per wall second
+        cores_used = {n: sum(step_cpu[n]) / sum(chunk_walls[n]) for n in sorted(chunk_walls)}
         rss = worker.rss_bytes()
         create_s = worker.create_s
     if 1 not in step_cpu:
@@ -300,6 +312,9 @@ def measure_model(cfg: ProfileConfig, slots: int, bar) -> dict[str, Any]:
     dev = torch.device(cfg.device)
     if dev.type == "cpu":  # one device slot = cpu_count / slots cores
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // slots))
+    # one torch thread on CPU: CPU seconds = seconds on a dedicated core (robust to other tenants)
+    cpu_time = dev.type == "cpu" and torch.get_num_threads() == 1
+    wall_samples: dict[str, list] = {"infer_s": [], "train_micro_batch_s": []}
 
     def sync() -> None:
         if dev.type == "cuda":
@@ -318,7 +333,9 @@ def measure_model(cfg: ProfileConfig, slots: int, bar) -> dict[str, Any]:
     for b in cfg.batch_sizes:
         bar.set_description(f"inference batch {b}")
         o = obs(b)
-        infer_samples.append((float(b), timed(lambda: policy.generate(o), cfg.repeats, 2, sync)))
+        walls: list[float] = []
+        infer_samples.append((float(b), timed(lambda: policy.generate(o), cfg.repeats, 2, sync, cpu_time, walls)))
+        wall_samples["infer_s"].append([float(b), walls])
         bar.update(1)
 
     lcfg = LearnerConfig()
@@ -333,10 +350,12 @@ def measure_model(cfg: ProfileConfig, slots: int, bar) -> dict[str, Any]:
             opt.zero_grad(set_to_none=True)
             compute_losses(policy, batch, lcfg, use_value=True)["loss"].backward()
 
-        train_samples.append((float(m), timed(fwd_bwd, cfg.repeats, 1, sync)))
+        walls = []
+        train_samples.append((float(m), timed(fwd_bwd, cfg.repeats, 1, sync, cpu_time, walls)))
+        wall_samples["train_micro_batch_s"].append([float(m), walls])
         bar.update(1)
     bar.set_description("optimizer step")
-    opt_s = timed(opt.step, cfg.repeats, 1, sync)  # gradients of the last micro-batch are present
+    opt_s = timed(opt.step, cfg.repeats, 1, sync, cpu_time)  # gradients of the last micro-batch are present
     bar.update(1)
     opt.zero_grad(set_to_none=True)
     counts = policy.param_counts()
@@ -394,6 +413,8 @@ def measure_model(cfg: ProfileConfig, slots: int, bar) -> dict[str, Any]:
             "achieved_inference_tflops": policy.inference_flops(b_big) / t_inf / 1e12,
             "achieved_train_tflops": policy.train_flops(m_big) / t_tr / 1e12,
             "optimizer_step_samples_s": opt_s,
+            "timing": "process CPU seconds (one torch thread)" if cpu_time else "wall seconds (device synchronised)",
+            "wall_samples_s": wall_samples,
             "weight_sync_inprocess_s": inproc,
             "offload_samples_s": offload,
             "reload_samples_s": reload,
@@ -474,7 +495,7 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
         slots = torch.cuda.device_count()
     else:
         slots = min(2, os.cpu_count() or 1)
-    steps = (0 if cfg.env_profile else 2 + len(cfg.env_counts)) + len(cfg.batch_sizes) + len(cfg.train_sizes) + 2 + 1
+    steps = (0 if cfg.env_profile else 2 + len(cfg.env_counts) + (1 in cfg.env_counts and len(cfg.env_counts) > 1)) + len(cfg.batch_sizes) + len(cfg.train_sizes) + 2 + 1
     started = time.perf_counter()
     load_before = os.getloadavg()
     with tqdm(total=steps, file=sys.stderr, disable=not progress, unit="stage") as bar:
@@ -553,6 +574,9 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
                          "machine (loopback), linear fit: intercept = comm_latency_s, 1/slope = bandwidth",
             "weights": f"random weights in {model['extra']['dtype']}, {cfg.scale} scale of the backbone "
                        "shapes in perfmodel.backbones; step time does not depend on weight values",
+            "model_timing": ("CPU: process CPU seconds of one call with one torch thread = its time on a "
+                             "dedicated core (not counting preemption by other processes); wall samples "
+                             "in extra.wall_samples_s" if not on_gpu else "wall seconds, CUDA synchronised"),
             "train_micro_batch": "forward of the full denoising chain + backward of the trained part + PPO "
                                  "losses, no optimizer step",
             "offload": "policy weights .to('cpu') / back to the device" if on_gpu else "0 on CPU (no device memory)",
