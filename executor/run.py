@@ -115,7 +115,8 @@ def _host() -> dict[str, Any]:
 
     return {"hostname": socket.gethostname(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
             "python": platform.python_version(), "torch": torch.__version__,
-            "cuda": torch.cuda.is_available(), "ram_available_gb": round(available_ram_gb(), 2)}
+            "cuda": torch.cuda.is_available(), "ram_available_gb": round(available_ram_gb(), 2),
+            "loadavg_1min": os.getloadavg()[0]}
 
 
 def execute(plan: Plan, *, iterations: int = DEFAULT_ITERATIONS, warmup: int = DEFAULT_WARMUP,
@@ -154,6 +155,7 @@ def execute(plan: Plan, *, iterations: int = DEFAULT_ITERATIONS, warmup: int = D
             raise ConfigError("plan.cluster.gpus", f"{plan.cluster.gpus} device slots but the Ray cluster "
                               f"at {address} has {res.get(key, 0):g} {key}")
 
+    load_before = os.getloadavg()[0]
     wall0 = time.time()
     rec = Recorder(keep_spans=True)
     ctx = Context(plan, rec, t0=wall0)
@@ -262,6 +264,8 @@ def execute(plan: Plan, *, iterations: int = DEFAULT_ITERATIONS, warmup: int = D
         "episodes": rl.episodes if rl else 0,
         "successes": rl.successes if rl else 0,
         "generator_versions": [g.version for g in wiring.generators] if wiring else [],
+        "weight_syncs": list(ctx.weight_syncs),
+        "initial_weight_checksum": ctx.initial_weight_checksum,
         "iteration_done_s": tl.iteration_done if tl else [],
         "measured_window_s": m["window_s"],
         "measured_iterations": m["measured_iterations"],
@@ -272,8 +276,11 @@ def execute(plan: Plan, *, iterations: int = DEFAULT_ITERATIONS, warmup: int = D
                     "hard_reset": opts.hard_reset, "torch_threads": opts.torch_threads,
                     "ray_address": address, "iterations": iterations, "warmup_iterations": warmup},
         "versions": _versions(),
-        "host": _host(),
+        "host": {**_host(), "loadavg_1min_before": load_before},
     }
+    if load_before > 0.5:
+        record["warnings"] = [f"machine not idle at start: 1-minute load average {load_before:.2f} "
+                              "(other processes share the cores the plan's costs assume)"]
     if profile is not None and status == "ok" and m["throughput_env_steps_per_s"] is not None:
         from perfmodel.simulate import predict
 

@@ -23,6 +23,9 @@ from typing import Any
 
 import numpy as np
 
+# What a dead or broken env process raises on its pipe (EnvWorker turns EOF into RuntimeError).
+ENV_FAULTS = (RuntimeError, OSError, EOFError)
+
 
 def _torch_threads(n: int) -> None:
     import torch
@@ -73,8 +76,8 @@ class EnvWorkerActor:
         t0 = time.time()
         try:
             res = self.groups[g].reset()
-        except RuntimeError as e:
-            return self._restart(g, str(e))
+        except ENV_FAULTS as e:
+            return self._restart(g, f"{type(e).__name__}: {e}")
         obs = res["obs"]
         obs["language"] = self.language[g]
         return {"obs": obs, "t0": t0, "t1": time.time()}
@@ -83,8 +86,8 @@ class EnvWorkerActor:
         t0 = time.time()
         try:
             res = self.groups[g].chunk_step(actions)
-        except RuntimeError as e:
-            return self._restart(g, str(e))
+        except ENV_FAULTS as e:
+            return self._restart(g, f"{type(e).__name__}: {e}")
         obs = res["obs"]
         obs["language"] = self.language[g]
         return {"obs": obs, "rewards": res["rewards"], "success": res["success"],
@@ -118,7 +121,10 @@ class GeneratorActor:
         self.calls = 0
 
     def ready(self) -> dict[str, Any]:
-        return {"pid": os.getpid(), "version": self.receiver.version}
+        from executor.weight_sync import flatten
+
+        return {"pid": os.getpid(), "version": self.receiver.version,
+                "checksum": float(flatten(self.policy).double().sum())}
 
     def generate(self, obs: dict[str, Any]) -> dict[str, Any]:
         t0 = time.time()
@@ -131,8 +137,9 @@ class GeneratorActor:
     def load(self, weights: Any) -> dict[str, Any]:
         t0 = time.time()
         loaded = self.receiver.load(weights)
+        t1 = time.time()
         return {"loaded": loaded, "version": self.receiver.version, "bytes": weights.nbytes,
-                "t0": t0, "t1": time.time()}
+                "checksum": float(weights.flat.double().sum()), "t0": t0, "t1": t1}
 
 
 class TrainerActor:

@@ -36,6 +36,8 @@ class Context:
     lock: threading.Lock = field(default_factory=threading.Lock)
     errors: list[BaseException] = field(default_factory=list)
     faults: list[dict[str, Any]] = field(default_factory=list)
+    weight_syncs: list[dict[str, Any]] = field(default_factory=list)
+    initial_weight_checksum: float | None = None
     progress: Callable[[int], None] | None = None
 
     def rel(self, t: float) -> float:
@@ -300,6 +302,11 @@ class EnvWorker:
                     self.ctx.span("weight_sync", self.generator.name, "weight_sync", res,
                                   version=res["version"], bytes=res["bytes"])
                     self.version = self.generator.version = res["version"]
+                    with self.ctx.lock:
+                        self.ctx.weight_syncs.append({"generator": self.generator.name, "iteration": k,
+                                                      "version": res["version"], "bytes": res["bytes"],
+                                                      "checksum": res["checksum"],
+                                                      "seconds": res["t1"] - res["t0"]})
                 with self.log.cond:
                     self.log.behaviour_version.setdefault(k, []).append(self.version)
                 threads = [threading.Thread(target=self._group_safe, args=(k, g), daemon=True)

@@ -118,7 +118,8 @@ def wire(ctx: Context, opts: RunOptions, learner_cfg: Any) -> Wiring:
     ranks = [ray.remote(TrainerActor).options(**on(s, gpu_act)).remote(
         r, g_a, port, opts.backbone, opts.scale, opts.device if not cuda else "cuda", opts.seed,
         opts.torch_threads, learner_cfg) for r, s in enumerate(actor_slots)]
-    ray.get([a.ready.remote() for a in env_actors + gen_actors + ranks])
+    ready = ray.get([a.ready.remote() for a in env_actors + gen_actors + ranks])
+    ctx.initial_weight_checksum = ready[len(env_actors)]["checksum"]
 
     buffer, weights = SampleBuffer(ctx), WeightStore(ctx)
     rollout_log, train_log = RolloutLog(ctx, g_r), TrainLog()

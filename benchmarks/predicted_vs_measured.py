@@ -1,0 +1,93 @@
+"""Predicted vs measured throughput for every mode on this machine.
+
+Runs ``executor run PLAN --compare --json`` for each bundled example plan (one fresh process
+and local Ray session per plan, so runs do not share warm state), then prints one row per mode:
+predicted and measured env steps/s, error, iteration times, per-stage measured vs predicted,
+and the 1-minute load average at the start (other tenants on the cores bias the measurement).
+
+    python benchmarks/predicted_vs_measured.py                        # the five pi05_4envs_* plans
+    python benchmarks/predicted_vs_measured.py --plans 'examples/plans/pi05_4envs_streamer.json' \
+        --iterations 3 --out runs/bench --json bench.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODES = ("colocated", "disaggregated", "train_async", "rollout_async", "streamer")
+
+
+def run_one(plan: str, out: Path, iterations: int, warmup: int, extra: list[str]) -> dict:
+    cmd = [sys.executable, "-m", "executor.cli", "run", plan, "--out", str(out), "--iterations", str(iterations),
+           "--warmup-iterations", str(warmup), "--compare", "--json", "--no-progress", *extra]
+    t0 = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    lines = [x for x in p.stdout.splitlines() if x.startswith("{")]
+    if p.returncode != 0 or not lines:
+        return {"plan": plan, "status": "failed", "error": (p.stderr.strip().splitlines() or ["?"])[-1],
+                "wall_s": time.time() - t0}
+    rec = json.loads(lines[-1])
+    rec["plan_file"] = plan
+    rec["wall_s"] = time.time() - t0
+    return rec
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--plans", default=str(ROOT / "examples" / "plans" / "pi05_4envs_*.json"))
+    ap.add_argument("--iterations", type=int, default=3)
+    ap.add_argument("--warmup-iterations", type=int, default=1)
+    ap.add_argument("--out", default=str(ROOT / "runs" / "bench"))
+    ap.add_argument("--json", default=None, help="write all records here")
+    ap.add_argument("extra", nargs="*", help="more options for executor run (after --)")
+    a = ap.parse_args()
+    plans = sorted(glob.glob(a.plans), key=lambda p: next((i for i, m in enumerate(MODES) if m in Path(p).stem), 9))
+    if not plans:
+        print(f"error: --plans: no plan matches {a.plans}", file=sys.stderr)
+        return 2
+    rows = []
+    for plan in plans:
+        name = Path(plan).stem
+        rec = run_one(plan, Path(a.out) / name, a.iterations, a.warmup_iterations, a.extra)
+        rows.append(rec)
+        if rec.get("status") != "ok":
+            print(f"{name}: failed: {rec.get('error')}", flush=True)
+            continue
+        print(f"{name}: predicted {rec['predicted_throughput_env_steps_per_s']:.3f}  measured "
+              f"{rec['throughput_env_steps_per_s']:.3f} env steps/s  error {rec['error_pct']:+.1f} %  "
+              f"(load {rec['host']['loadavg_1min_before']:.2f}, {rec['wall_s']:.0f} s)", flush=True)
+    print()
+    hdr = f"{'mode':<14} {'pred':>7} {'meas':>7} {'err %':>7} {'it pred':>8} {'it meas':>8} " \
+          f"{'reset p/m':>11} {'step p/m':>11} {'load':>5}"
+    print(hdr)
+    print("-" * len(hdr))
+    for r in rows:
+        if r.get("status") != "ok":
+            print(f"{Path(r['plan']).stem:<14} failed: {r.get('error')}")
+            continue
+        st = r["stages"]
+
+        def pm(s):
+            v = st.get(s)
+            return f"{v['predicted_s']:.1f}/{v['measured_s']:.1f}" if v else "-"
+        print(f"{r['mode']:<14} {r['predicted_throughput_env_steps_per_s']:>7.3f} {r['throughput_env_steps_per_s']:>7.3f} "
+              f"{r['error_pct']:>+7.1f} {r['predicted_iteration_time_s']:>8.2f} {r['iteration_time_s']:>8.2f} "
+              f"{pm('env_reset'):>11} {pm('env_step'):>11} {r['host']['loadavg_1min_before']:>5.2f}")
+    ok = [r for r in rows if r.get("status") == "ok"]
+    if ok:
+        worst = max(abs(r["error_pct"]) for r in ok)
+        print(f"\nmax |error| {worst:.1f} % over {len(ok)} mode(s); target 10 %")
+    if a.json:
+        Path(a.json).write_text(json.dumps(rows, indent=2) + "\n")
+    return 0 if len(ok) == len(rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

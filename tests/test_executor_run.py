@@ -1,0 +1,204 @@
+"""executor run: every mode end to end on a tiny plan with real LIBERO scenes on CPU (slow),
+counts, weight versions and the trace; bad plans refused before anything starts (fast)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from perfmodel.plan import MODES, Plan
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# 2 envs x 10 steps (2 chunks of 5), 64 px, soft reset: a few seconds of env work per iteration.
+TINY = {
+    "mode": "disaggregated", "allocation_ratio": "1:1", "pipeline_stage_num": 1, "b_max": None,
+    "t_max_s": 0.05, "max_staleness": 1, "profile": "pi05_tiny_cpu",
+    "workload": {"total_num_envs": 2, "max_episode_steps": 10, "num_action_chunks": 5, "rollout_epoch": 1,
+                 "update_epoch": 1, "micro_batch_size": 2, "global_batch_size": 4, "group_size": 1,
+                 "algorithm": "ppo"},
+    "cluster": {"gpus": 2, "gpus_per_node": 2, "cpu_cores_per_node": 2, "node_ram_gb": 24,
+                "intra_node_bw_GBps": 2.4, "inter_node_bw_GBps": 2.4},
+}
+
+
+def tiny_plan(mode: str, **changes) -> dict:
+    d = copy.deepcopy(TINY)
+    d["mode"] = mode
+    if mode == "colocated":
+        d["allocation_ratio"] = None
+    d.update(changes)
+    return d
+
+
+def write_plan(tmp_path: Path, d: dict, name: str = "plan.json") -> str:
+    p = tmp_path / name
+    p.write_text(json.dumps(d))
+    return str(p)
+
+
+def cli(args):
+    from executor.cli import main
+
+    return CliRunner().invoke(main, args)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad plans: refused with one line before anything starts
+
+
+@pytest.mark.parametrize("change,field", [
+    (lambda d: d["cluster"].update(gpus=(os.cpu_count() or 1) + 2, gpus_per_node=(os.cpu_count() or 1) + 2),
+     "plan.cluster.gpus"),
+    (lambda d: d.update(allocation_ratio="2:1"), "plan.allocation_ratio"),
+    (lambda d: d["workload"].update(num_action_chunks=20, max_episode_steps=20), "plan.workload.num_action_chunks"),
+    (lambda d: d["workload"].update(total_num_envs=64), "plan.workload.total_num_envs"),  # RAM
+    (lambda d: d.update(mode="pipelined"), "plan.mode"),
+])
+def test_bad_plan_is_refused_with_one_line(tmp_path, change, field):
+    d = copy.deepcopy(TINY)
+    change(d)
+    r = cli(["run", write_plan(tmp_path, d), "--out", str(tmp_path / "run"), "--no-progress"])
+    assert r.exit_code == 2, r.output
+    lines = [x for x in r.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: {field}:"), r.output
+    assert not (tmp_path / "run").exists()
+
+
+def test_missing_plan_and_bad_options_are_one_line(tmp_path):
+    r = cli(["run"])
+    assert r.exit_code == 2 and r.output.startswith("error: plan:"), r.output
+    p = write_plan(tmp_path, TINY)
+    r = cli(["run", p, "--iterations", "2", "--warmup-iterations", "2"])
+    assert r.exit_code == 2 and r.output.startswith("error: warmup-iterations:"), r.output
+    r = cli(["run", "--plan", p, "--compare", "--profile", str(tmp_path / "nope.json")])
+    assert r.exit_code == 2 and r.output.startswith("error: profile:"), r.output
+    r = cli(["run", str(tmp_path / "missing.json")])
+    assert r.exit_code == 2 and r.output.startswith("error: plan"), r.output
+
+
+def test_bundled_example_plans_are_valid_and_fit_this_machine():
+    from executor.run import check_plan_fits, resolve_backbone
+
+    plans = sorted((ROOT / "examples" / "plans").glob("*.json"))
+    assert {Plan.load(p).mode for p in plans} >= set(MODES)
+    for p in plans:
+        plan = Plan.load(p)
+        check_plan_fits(plan, resolve_backbone(plan), "tiny", 1.9, local=(plan.cluster.gpus <= (os.cpu_count() or 1)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Every mode for real (one Ray session for the module)
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    ray = pytest.importorskip("ray")
+    pytest.importorskip("libero")
+    ray.init(num_cpus=max(2, os.cpu_count() or 1), include_dashboard=False, log_to_driver=False,
+             configure_logging=False)
+    yield ray
+    ray.shutdown()
+
+
+def run_mode(plan_dict: dict, iterations: int = 2, warmup: int = 1, **opts):
+    from executor.run import execute
+    from executor.runtime.modes import RunOptions
+
+    plan = Plan.from_dict(plan_dict)
+    return plan, *execute(plan, iterations=iterations, warmup=warmup, progress=False,
+                          opts=RunOptions(image_size=64, hard_reset=False, **opts))
+
+
+def check_record(plan: Plan, record: dict, rec, iterations: int = 2, synced: bool = True) -> None:
+    w = plan.workload
+    c = record["counts"]
+    assert record["status"] == "ok" and record["error"] is None
+    assert c["env_steps"] == w.total_num_envs * w.max_episode_steps * w.rollout_epoch * iterations
+    assert record["env_steps_match"] is True
+    assert c["iterations"] == iterations
+    assert c["samples"] == w.samples_per_iteration * iterations
+    assert c["optimizer_steps"] == w.optimizer_steps_per_iteration * iterations
+    assert c["weight_versions"] == iterations
+    assert c["inference_calls"] >= 1
+    # generators picked up newer weights, whose contents changed (the update trained); with
+    # staleness 1 and 2 iterations an asynchronous rollout may legitimately never wait for them
+    syncs = record["weight_syncs"]
+    assert all(s["version"] >= 1 and s["checksum"] != record["initial_weight_checksum"] for s in syncs)
+    if synced:
+        assert syncs and max(record["generator_versions"]) >= 1
+    assert record["last_train_metrics"]["grad_norm"] > 0
+    assert record["throughput_env_steps_per_s"] > 0 and record["iteration_time_s"] > 0
+    from perfmodel.sim.recorder import STAGES
+
+    assert set(record["stage_time_s"]) == set(STAGES)
+    assert set(record["utilization"]["stages"]) == set(STAGES)
+    res = set(record["utilization"]["resources"])
+    assert res == ({"gpu", "env_cpu"} if plan.mode == "colocated" else {"rollout_gpu", "actor_gpu", "env_cpu"})
+    # the trace has the simulator's event format and resource names
+    trace = rec.chrome_trace({"plan": plan.to_dict()})
+    names = {e["name"] for e in trace["traceEvents"] if e["ph"] == "X"}
+    assert {"env_reset", "env_step", "inference", "train", "optimizer_step"} <= names
+    assert ("weight_sync" in names) == bool(syncs)
+    procs = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}
+    assert "actor" in procs and "env_worker_0" in procs and "rollout_gpu_0" in procs
+    assert all(e["dur"] >= 0 for e in trace["traceEvents"] if e["ph"] == "X")
+
+
+@pytest.mark.slow
+def test_colocated(ray_session):
+    plan, record, rec = run_mode(tiny_plan("colocated"))
+    check_record(plan, record, rec)
+    assert plan.rollout_gpus == 2 and record["staleness"]["max"] == 0
+    assert set(record["generator_versions"]) == {1}
+
+
+@pytest.mark.slow
+def test_disaggregated_two_pipeline_stages(ray_session):
+    plan, record, rec = run_mode(tiny_plan("disaggregated", pipeline_stage_num=2))
+    check_record(plan, record, rec)
+    lanes = {(e["pid"], e["args"]["name"]) for e in rec.chrome_trace()["traceEvents"] if e["name"] == "thread_name"}
+    assert {n for _, n in lanes} >= {"group_0", "group_1"}
+    assert record["staleness"]["max"] == 0
+
+
+@pytest.mark.slow
+def test_train_async_survives_a_killed_env_process(ray_session):
+    plan, record, rec = run_mode(tiny_plan("train_async", max_staleness=0), inject_env_fault=(1, 0))
+    check_record(plan, record, rec)  # the counts stay right: the episode was re-run
+    assert record["env_restarts"] == 1 and record["faults"][0]["kind"] == "env_process_died"
+    assert record["rerun_episodes"] == plan.envs_per_stage
+    assert record["staleness"]["max"] <= plan.max_staleness
+
+
+@pytest.mark.slow
+def test_rollout_async_dynamic_batching(ray_session):
+    plan, record, rec = run_mode(tiny_plan("rollout_async", b_max=2, t_max_s=0.02))
+    check_record(plan, record, rec, synced=False)
+    assert record["staleness"]["max"] <= plan.max_staleness
+    batches = [e["args"]["batch"] for e in rec.chrome_trace()["traceEvents"] if e["name"] == "inference"]
+    assert batches and max(batches) <= 2
+    assert sum(batches) == plan.workload.total_num_envs * plan.workload.chunk_steps_per_epoch * 2
+
+
+@pytest.mark.slow
+def test_streamer_cli_compare_json_and_run_dir(ray_session, tmp_path):
+    out = tmp_path / "runs" / "s"
+    p = write_plan(tmp_path, tiny_plan("streamer"))
+    r = cli(["run", "--plan", p, "--out", str(out), "--iterations", "2", "--image-size", "64", "--soft-reset",
+             "--compare", "--json", "--no-progress"])
+    assert r.exit_code == 0, r.output
+    record = json.loads(r.output.strip().splitlines()[-1])
+    plan = Plan.load(p)
+    assert record["counts"]["env_steps"] == plan.workload.env_steps_per_iteration * 2
+    assert record["predicted_throughput_env_steps_per_s"] > 0 and "error_pct" in record
+    assert record["counts"]["micro_batches"] == plan.workload.samples_per_iteration * 2 // 2
+    assert {x.name for x in out.iterdir()} == {"plan.json", "profile.json", "record.json", "trace.json"}
+    trace = json.loads((out / "trace.json").read_text())
+    assert trace["otherData"]["plan"] == plan.to_dict()
+    assert json.loads((out / "record.json").read_text())["counts"] == record["counts"]
