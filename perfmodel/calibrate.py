@@ -239,8 +239,17 @@ def fit(points: list[ReferencePoint], *, max_evals: int = 400,
             progress(evals, math.sqrt(best[0] / len(points)))
         return r
 
+    # The simulated throughput is piecewise smooth in the parameters (discrete events), so a
+    # local solver can stall; restart it from the best point, nudged (seeded, so the fit is
+    # reproducible), until the budget is spent.
+    rng = np.random.default_rng(0)
+    start_x = x0
     try:
-        least_squares(residuals, x0, bounds=(lo, hi), diff_step=1e-3, x_scale=1.0)
+        while evals < max_evals:
+            before = best[0]
+            least_squares(residuals, start_x, bounds=(lo, hi), diff_step=1e-2, x_scale=1.0)
+            nudge = 0.05 if best[0] < before - 1e-12 else 0.2
+            start_x = np.clip(best[1] + rng.normal(0.0, nudge, size=len(names)), lo, hi)
     except Budget:
         pass  # keep the best point seen within the budget
     values = dict(zip(names, (float(v) for v in np.exp(best[1]))))
