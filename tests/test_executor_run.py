@@ -202,3 +202,23 @@ def test_streamer_cli_compare_json_and_run_dir(ray_session, tmp_path):
     trace = json.loads((out / "trace.json").read_text())
     assert trace["otherData"]["plan"] == plan.to_dict()
     assert json.loads((out / "record.json").read_text())["counts"] == record["counts"]
+
+
+@pytest.mark.slow
+def test_interrupt_writes_a_partial_record(ray_session, tmp_path):
+    import threading
+
+    from executor.run import RunFailed, execute, write_run_dir
+    from executor.runtime.modes import RunOptions
+
+    plan = Plan.from_dict(tiny_plan("disaggregated"))
+    stop = threading.Event()
+    stop.set()  # as if Ctrl-C came right after the actors started
+    with pytest.raises(RunFailed) as e:
+        execute(plan, iterations=2, warmup=1, progress=False, stop=stop,
+                opts=RunOptions(image_size=64, hard_reset=False))
+    record = e.value.record
+    assert record["status"] == "interrupted" and "interrupted" in record["error"]
+    assert record["env_steps_match"] is False and record["throughput_env_steps_per_s"] is None
+    write_run_dir(tmp_path / "r", plan, record, e.value.rec, None)
+    assert json.loads((tmp_path / "r" / "record.json").read_text())["status"] == "interrupted"
