@@ -37,6 +37,13 @@ def normal_priority() -> None:
         pass
 
 
+def _sync(device: str) -> None:
+    import torch
+
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+
+
 def _torch_threads(n: int) -> None:
     normal_priority()
     import torch
@@ -138,6 +145,13 @@ class GeneratorActor:
         return {"pid": os.getpid(), "version": self.receiver.version,
                 "checksum": float(flatten(self.policy).double().sum())}
 
+    def to_device(self, device: str) -> dict[str, Any]:
+        """Colocated on GPU: offload the policy to host memory (``cpu``) or reload it."""
+        t0 = time.time()
+        self.policy.to(device)
+        _sync(device)
+        return {"t0": t0, "t1": time.time()}
+
     def generate(self, obs: dict[str, Any]) -> dict[str, Any]:
         t0 = time.time()
         out = self.policy.generate(obs, generator=self.gen)
@@ -212,6 +226,17 @@ class TrainerActor:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return {"t0": t0, "t1": time.time(), "grad_norm": float(norm), **self.metrics}
+
+    def to_device(self, device: str) -> dict[str, Any]:
+        """Colocated on GPU: offload the policy and optimizer state to host memory or reload."""
+        t0 = time.time()
+        self.policy.to(device)
+        for state in self.optimizer.state.values():
+            for k, v in state.items():
+                if hasattr(v, "to") and getattr(v, "dim", lambda: 0)() > 0:
+                    state[k] = v.to(device)
+        _sync(device)
+        return {"t0": t0, "t1": time.time()}
 
     def publish(self) -> Any:
         return self.publisher.publish()

@@ -392,9 +392,21 @@ class Actor:
     """
 
     def __init__(self, ctx: Context, ranks: list[Any], buffer: SampleBuffer, weights: WeightStore,
-                 log: TrainLog, rollout_done: Callable[[int], None] | None, stream: bool) -> None:
+                 log: TrainLog, rollout_done: Callable[[int], None] | None, stream: bool,
+                 swap: list[Any] | None = None, device: str = "cpu") -> None:
         self.ctx, self.ranks, self.buffer, self.weights, self.log = ctx, ranks, buffer, weights, log
         self.rollout_done, self.stream = rollout_done, stream
+        self.swap, self.device = swap, device  # colocated on GPU: the generators to offload
+
+    def _switch(self, direction: str) -> None:
+        """Colocated on GPU: offload one phase's models to host memory, reload the other's."""
+        if not self.swap:
+            return
+        off, on = (self.swap, self.ranks) if direction == "to_train" else (self.ranks, self.swap)
+        res = self._all([h.to_device.remote("cpu") for h in off])
+        res += self._all([h.to_device.remote(self.device) for h in on])
+        t = {"t0": min(r["t0"] for r in res), "t1": max(r["t1"] for r in res)}
+        self.ctx.span("phase_switch", "all_gpus", "phase_switch", t, units=len(self.swap), direction=direction)
 
     def micro_batching(self, size: int) -> tuple[int, int]:
         """(micro-steps, samples per rank per micro-step), as ``perfmodel.costs.StageCosts``."""
@@ -408,11 +420,13 @@ class Actor:
             for k in range(iterations):
                 if self.rollout_done is not None:
                     self.rollout_done(k)
+                self._switch("to_train")
                 remaining = w.samples_per_iteration
                 while remaining > 0:
                     size = min(w.global_batch_size, remaining)
                     remaining -= size
                     self._global_batch(size)
+                self._switch("to_rollout")
                 ref = self.ranks[0].publish.remote()
                 self.ctx.get(ref)  # the snapshot exists before the version is announced
                 self.log.iteration_done.append(self.ctx.rel(time.time()))

@@ -134,6 +134,7 @@ def wire(ctx: Context, opts: RunOptions, learner_cfg: Any) -> Wiring:
                for i, (h, gen) in enumerate(zip(env_actors, generators))]
     actor = Actor(ctx, ranks, buffer, weights, train_log,
                   rollout_done=None if m.async_training else rollout_log.wait_all_done,
-                  stream=m.streaming)
+                  stream=m.streaming,
+                  swap=gen_actors if (cuda and not m.disaggregated) else None, device="cuda")
     return Wiring(workers, generators, actor, buffer, weights, rollout_log, train_log, m.dynamic_batching,
                   {"env_workers": env_actors, "generators": gen_actors, "trainers": ranks}, pg)
