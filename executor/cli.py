@@ -68,6 +68,7 @@ def main() -> None:
 @click.option("--image-size", default=128, type=int, show_default=True, help="camera height and width")
 @click.option("--env-counts", default="1,2,4", show_default=True, help="envs per worker to measure")
 @click.option("--env-repeats", default=3, type=int, show_default=True, help="measured chunks per env count")
+@click.option("--reset-repeats", default=2, type=int, show_default=True, help="measured resets of one env")
 @click.option("--batch-sizes", default="1,2,4,8", show_default=True, help="inference batch sizes")
 @click.option("--train-sizes", default="1,2,4,8", show_default=True, help="training micro-batch sizes")
 @click.option("--repeats", default=5, type=int, show_default=True, help="measured calls per model size")
@@ -77,8 +78,8 @@ def main() -> None:
 @click.option("--env-profile", default=None,
               help="take env costs from this measured (CPU) profile instead of measuring envs here")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
-def profile(backbone, scale, device, suite, task_id, out, image_size, env_counts, env_repeats, batch_sizes,
-            train_sizes, repeats, sync_mb, gpus_per_node, env_profile, no_progress) -> None:
+def profile(backbone, scale, device, suite, task_id, out, image_size, env_counts, env_repeats, reset_repeats,
+            batch_sizes, train_sizes, repeats, sync_mb, gpus_per_node, env_profile, no_progress) -> None:
     """Measure env, inference, training and sync costs into a perfmodel profile."""
     from executor.profiler import ProfileConfig, command_line, run_profile
 
@@ -87,6 +88,7 @@ def profile(backbone, scale, device, suite, task_id, out, image_size, env_counts
         image_size=_positive("image-size", image_size),
         env_counts=_sizes("env-counts", env_counts),
         env_repeats=_positive("env-repeats", env_repeats),
+        reset_repeats=_positive("reset-repeats", reset_repeats),
         batch_sizes=_sizes("batch-sizes", batch_sizes),
         train_sizes=_sizes("train-sizes", train_sizes),
         repeats=_positive("repeats", repeats),

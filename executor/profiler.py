@@ -64,6 +64,8 @@ class ProfileConfig:
             v = getattr(self, name)
             if not v or any(x <= 0 for x in v):
                 raise ConfigError(name.replace("_", "-"), f"must be a list of positive sizes, got {list(v)}")
+        if self.env_profile is None and 1 not in self.env_counts:
+            raise ConfigError("env-counts", f"must include 1 (one env alone on one core), got {list(self.env_counts)}")
         if self.gpus_per_node is not None and self.gpus_per_node < 1:
             raise ConfigError("gpus-per-node", f"must be an integer >= 1, got {self.gpus_per_node}")
         from executor.policies import resolve_device

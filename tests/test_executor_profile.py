@@ -40,6 +40,8 @@ def test_fit_linear_recovers_a_line():
     (("--backbone", "pi05", "--env-counts", "-1"), "env-counts"),
     (("--backbone", "pi05", "--repeats", "0"), "repeats"),
     (("--backbone", "pi05", "--image-size", "0"), "image-size"),
+    (("--backbone", "pi05", "--reset-repeats", "0"), "reset-repeats"),
+    (("--backbone", "pi05", "--env-counts", "2,4"), "env-counts"),
     (("--backbone", "pi05", "--device", "cuda:7"), "device"),
     (("--backbone", "pi05", "--device", "tpu"), "device"),
 ])
@@ -69,24 +71,25 @@ def test_committed_cpu_profiles_are_measured_and_accepted():
 
 @pytest.mark.slow
 def test_profile_tiny_writes_a_valid_profile(tmp_path):
-    out = tmp_path / "gr00t_tiny_test.json"
-    r = _run("profile", "--backbone", "gr00t_n15", "--scale", "tiny", "--suite", "libero_10", "--out", str(out),
-             "--image-size", "64", "--env-counts", "1,2", "--env-repeats", "1", "--repeats", "2",
-             "--batch-sizes", "1,2", "--train-sizes", "1,2", "--sync-mb", "1", "--no-progress")
+    out = tmp_path / "pi05_tiny_test.json"
+    r = _run("profile", "--backbone", "pi05", "--scale", "tiny", "--suite", "libero_10", "--out", str(out),
+             "--image-size", "64", "--env-counts", "1,2", "--env-repeats", "1", "--reset-repeats", "1",
+             "--repeats", "2", "--batch-sizes", "1,2", "--train-sizes", "1,2", "--sync-mb", "1", "--no-progress")
     assert r.returncode == 0, r.stderr[-3000:]
     d = json.loads(out.read_text())
     p = Profile.from_dict(d)
     c = p.costs
-    assert p.backbone == "gr00t_n15" and p.provenance["kind"] == "measured"
+    assert p.backbone == "pi05" and p.provenance["kind"] == "measured"
     assert "--scale tiny" in p.provenance["method"] and p.provenance["hardware"]["torch"]
     assert 0.001 < c.env_step_core_s < 5 and 0 < c.env_core_efficiency <= 1
     assert c.env_reset_s > c.env_step_core_s and 0.1 < c.env_memory_gb < 10
     assert c.infer_s(1) > 0 and c.train_micro_batch_s(2) > c.train_micro_batch_s(1) * 0.5
     assert len(c.infer_s.samples) == 2 and all(len(ys) == 2 for _, ys in c.infer_s.samples)
-    assert c.weight_sync_bytes > c.grad_allreduce_bytes > 0  # frozen VLM: fewer grads than weights
+    assert c.weight_sync_bytes == c.grad_allreduce_bytes > 0  # pi0.5 trains the whole policy
     assert c.offload_s == 0 == c.reload_s
     assert p.node["intra_node_bw_GBps"] > 0 and p.node["cpu_cores_per_node"] >= 1
-    assert p.default_workload["num_action_chunks"] == 16
+    assert p.default_workload["num_action_chunks"] == 10
+    assert set(p.extra["env_cpu_cores_used_vs_envs"]) == {"1", "2"}
     assert p.variability.env_step_cv >= 0 and p.variability.infer_cv >= 0
     _predict_accepts(out)
 
