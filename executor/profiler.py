@@ -510,7 +510,10 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
     # envs per device slot: what this node's RAM holds (20 % kept for the policy and learner),
     # capped by the largest env count measured per worker
     ram_cap = int(0.8 * ram / envs["env_memory_gb"]) // slots
-    envs_per_gpu = max(1, min(ram_cap, max(cfg.env_counts) // slots if not on_gpu else 48))
+    if on_gpu:  # the published setup; envs run on the CPU side of the node, RAM permitting
+        envs_per_gpu = PUBLISHED_WORKLOAD["total_num_envs"] // 8
+    else:
+        envs_per_gpu = max(1, min(ram_cap, max(cfg.env_counts) // slots))
     if on_gpu:
         wl = dict(PUBLISHED_WORKLOAD, num_action_chunks=chunk, total_num_envs=envs_per_gpu * 8)
     else:
@@ -582,7 +585,8 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
             "train_micro_batch": "forward of the full denoising chain + backward of the trained part + PPO "
                                  "losses, no optimizer step",
             "offload": "policy weights .to('cpu') / back to the device" if on_gpu else "0 on CPU (no device memory)",
-            "envs_per_gpu": ("published LIBERO example (384 envs on 8 GPUs)" if on_gpu else
+            "envs_per_gpu": (f"published LIBERO example (384 envs on 8 GPUs); at {envs['env_memory_gb']:.2f} GB "
+                             f"per env that is {48 * envs['env_memory_gb']:.0f} GB of env RAM per GPU" if on_gpu else
                              f"the largest env count measured on this node ({max(cfg.env_counts)}) over its "
                              f"{slots} slots, within 80 % of node RAM at {envs['env_memory_gb']:.2f} GB per env"),
         },
