@@ -262,7 +262,9 @@ class EnvWorker:
             child.close()
             self._conns.append(parent)
             self._procs.append(p)
-        self.create_s = [r["create_s"] for r in self._gather(range(self.num_envs))]
+        created = self._gather(range(self.num_envs))
+        self.create_s = [r["create_s"] for r in created]
+        self.languages = [r["language"] for r in created]  # task instruction of each env (the prompt)
 
     def _gather(self, ids) -> list[Any]:
         out = []

@@ -41,6 +41,7 @@ def test_worker_renders_scene_and_steps_by_chunks():
     cfg = EnvConfig(suite="libero_goal", task_id=3, image_size=64, max_episode_steps=10, num_action_chunks=5,
                     settle_steps=5)
     with EnvWorker(cfg, num_envs=1) as worker:
+        assert worker.languages[0] == _benchmark("libero_goal").get_task(3).language
         first = worker.reset([0])["obs"]
         imgs = first["images"]
         assert imgs.shape == (1, 2, 64, 64, 3) and imgs.dtype == np.uint8
