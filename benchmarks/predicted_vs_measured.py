@@ -39,6 +39,14 @@ def run_one(plan: str, out: Path, iterations: int, warmup: int, extra: list[str]
     return rec
 
 
+def share(r: dict) -> str:
+    """CPU seconds the env processes got / wall seconds x cores the plan gives them (reset, step):
+    below 1, other processes on the machine took the env cores."""
+    e = r.get("env_cpu") or {}
+    vals = [(e.get(s) or {}).get("cpu_share") for s in ("env_reset", "env_step")]
+    return "/".join("-" if v is None else f"{v:.2f}" for v in vals)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--plans", default=str(ROOT / "examples" / "plans" / "pi05_4envs_*.json"))
@@ -65,7 +73,8 @@ def main() -> int:
               f"(load {rec['host']['loadavg_1min_before']:.2f}, {rec['wall_s']:.0f} s)", flush=True)
     print()
     hdr = f"{'mode':<14} {'pred':>7} {'meas':>7} {'err %':>7} {'it pred':>8} {'it meas':>8} " \
-          f"{'reset p/m':>11} {'step p/m':>11} {'load':>5}"
+          f"{'reset p/m':>11} {'step p/m':>11} {'cpu share':>9} {'load':>5}"
+    print("(reset, step: predicted/measured s per iteration per worker's cores; cpu share: reset/step)")
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
@@ -79,7 +88,7 @@ def main() -> int:
             return f"{v['predicted_s']:.1f}/{v['measured_s']:.1f}" if v else "-"
         print(f"{r['mode']:<14} {r['predicted_throughput_env_steps_per_s']:>7.3f} {r['throughput_env_steps_per_s']:>7.3f} "
               f"{r['error_pct']:>+7.1f} {r['predicted_iteration_time_s']:>8.2f} {r['iteration_time_s']:>8.2f} "
-              f"{pm('env_reset'):>11} {pm('env_step'):>11} {r['host']['loadavg_1min_before']:>5.2f}")
+              f"{pm('env_reset'):>11} {pm('env_step'):>11} {share(r):>9} {r['host']['loadavg_1min_before']:>5.2f}")
     ok = [r for r in rows if r.get("status") == "ok"]
     if ok:
         worst = max(abs(r["error_pct"]) for r in ok)

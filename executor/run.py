@@ -271,6 +271,7 @@ def execute(plan: Plan, *, iterations: int = DEFAULT_ITERATIONS, warmup: int = D
         "measured_window_s": m["window_s"],
         "measured_iterations": m["measured_iterations"],
         "last_train_metrics": tl.last_metrics if tl else {},
+        "env_cpu": env_cpu_diagnostics(plan, ctx, rec, profile),
         "wall_clock": {"started_utc": datetime.fromtimestamp(wall0, timezone.utc).isoformat(timespec="seconds"),
                        "startup_s": startup_s, "total_s": time.time() - wall0},
         "options": {"scale": opts.scale, "device": opts.device, "image_size": opts.image_size, "suite": opts.suite,
@@ -293,6 +294,27 @@ def execute(plan: Plan, *, iterations: int = DEFAULT_ITERATIONS, warmup: int = D
     if status != "ok":
         raise RunFailed(error or status, record, rec) from None
     return record, rec
+
+
+def env_cpu_diagnostics(plan: Plan, ctx: Any, rec: Recorder, profile: Any) -> dict[str, Any]:
+    """Why env stages took what they took: CPU seconds the env processes used per unit of work
+    (compare with the profile's env_reset_s / env_step_core_s) and their CPU share, the CPU
+    seconds they got over the wall seconds x cores the plan gives the stage (1.0: they had
+    their cores; less: other processes on the machine took them). Whole run, warm-up included."""
+    from executor.runtime.record import env_busy_capped
+
+    out: dict[str, Any] = {}
+    capped = env_busy_capped(plan, rec, float("-inf"), float("inf"))
+    for stage, (cpu, _, work) in ctx.env_cpu.items():
+        core_wall = capped[stage]
+        unit = "env" if stage == "env_reset" else "env step"
+        d = {"cpu_s": cpu, "core_wall_s": core_wall, f"cpu_s_per_{unit.replace(' ', '_')}": cpu / work if work else None,
+             f"core_wall_s_per_{unit.replace(' ', '_')}": core_wall / work if work else None,
+             "cpu_share": cpu / core_wall if core_wall else None}
+        if profile is not None:
+            d["profile_s"] = profile.costs.env_reset_s if stage == "env_reset" else profile.costs.env_step_core_s
+        out[stage] = d
+    return out
 
 
 def _describe(e: BaseException) -> str:

@@ -133,6 +133,7 @@ def check_record(plan: Plan, record: dict, rec, iterations: int = 2, synced: boo
     if synced:
         assert syncs and max(record["generator_versions"]) >= 1
     assert record["last_train_metrics"]["grad_norm"] > 0
+    assert record["env_cpu"]["env_step"]["cpu_s"] > 0 and 0 < record["env_cpu"]["env_step"]["cpu_share"] <= 1.5
     assert record["throughput_env_steps_per_s"] > 0 and record["iteration_time_s"] > 0
     from perfmodel.sim.recorder import STAGES
 
@@ -222,3 +223,18 @@ def test_interrupt_writes_a_partial_record(ray_session, tmp_path):
     assert record["env_steps_match"] is False and record["throughput_env_steps_per_s"] is None
     write_run_dir(tmp_path / "r", plan, record, e.value.rec, None)
     assert json.loads((tmp_path / "r" / "record.json").read_text())["status"] == "interrupted"
+
+
+def test_env_busy_never_exceeds_a_workers_cores():
+    from executor.runtime.record import env_busy_capped
+    from perfmodel.sim.recorder import Recorder
+
+    plan = Plan.from_dict(tiny_plan("colocated"))  # 2 workers, 1 core each
+    rec = Recorder(keep_spans=True)
+    # two single-env groups time-sliced on worker 0's one core, 0-2 s and 1-3 s; worker 1 idle
+    rec.span("env_step", "env_worker_0", "group_0", 0.0, 2.0, cores=1.0)
+    rec.span("env_reset", "env_worker_0", "group_1", 1.0, 3.0, cores=1.0)
+    busy = env_busy_capped(plan, rec, 0.0, 10.0)
+    assert busy["env_step"] + busy["env_reset"] == pytest.approx(3.0)  # the core was busy 0-3 s
+    assert busy["env_step"] == pytest.approx(1.5) and busy["env_reset"] == pytest.approx(1.5)
+    assert env_busy_capped(plan, rec, 1.5, 2.5)["env_reset"] == pytest.approx(0.75)

@@ -25,6 +25,7 @@ import numpy as np
 
 # What a dead or broken env process raises on its pipe (EnvWorker turns EOF into RuntimeError).
 ENV_FAULTS = (RuntimeError, OSError, EOFError)
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def normal_priority() -> None:
@@ -91,18 +92,30 @@ class EnvWorkerActor:
         self.restarts += 1
         return {"fault": err}
 
+    def _cpu_s(self, g: int) -> float:
+        """CPU seconds (user + system) used so far by group ``g``'s env processes."""
+        total = 0.0
+        for pid in self.groups[g].pids:
+            try:
+                with open(f"/proc/{pid}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / _TICKS
+            except (OSError, IndexError, ValueError):
+                pass
+        return total
+
     def reset(self, g: int, epoch: int) -> dict[str, Any]:
-        t0 = time.time()
+        t0, c0 = time.time(), self._cpu_s(g)
         try:
             res = self.groups[g].reset()
         except ENV_FAULTS as e:
             return self._restart(g, f"{type(e).__name__}: {e}")
         obs = res["obs"]
         obs["language"] = self.language[g]
-        return {"obs": obs, "t0": t0, "t1": time.time()}
+        return {"obs": obs, "t0": t0, "t1": time.time(), "cpu_s": self._cpu_s(g) - c0}
 
     def chunk(self, g: int, actions: np.ndarray) -> dict[str, Any]:
-        t0 = time.time()
+        t0, c0 = time.time(), self._cpu_s(g)
         try:
             res = self.groups[g].chunk_step(actions)
         except ENV_FAULTS as e:
@@ -110,7 +123,7 @@ class EnvWorkerActor:
         obs = res["obs"]
         obs["language"] = self.language[g]
         return {"obs": obs, "rewards": res["rewards"], "success": res["success"],
-                "steps": int(res["rewards"].size), "t0": t0, "t1": time.time()}
+                "steps": int(res["rewards"].size), "t0": t0, "t1": time.time(), "cpu_s": self._cpu_s(g) - c0}
 
     def kill_env(self, g: int, j: int = 0) -> int:
         """Fault injection: SIGKILL env ``j`` of group ``g`` (tests, ``--inject-env-fault``)."""

@@ -38,6 +38,15 @@ class Context:
     faults: list[dict[str, Any]] = field(default_factory=list)
     weight_syncs: list[dict[str, Any]] = field(default_factory=list)
     initial_weight_checksum: float | None = None
+    # per env stage: [CPU s of the env processes, wall s x cores the stage was given, envs done]
+    env_cpu: dict[str, list[float]] = field(default_factory=lambda: {"env_reset": [0.0, 0.0, 0],
+                                                                     "env_step": [0.0, 0.0, 0]})
+
+    def env_cpu_add(self, stage: str, res: dict[str, Any], work: int) -> None:
+        with self.lock:
+            a = self.env_cpu[stage]
+            a[0] += res.get("cpu_s", 0.0)
+            a[2] += work
     progress: Callable[[int], None] | None = None
 
     def rel(self, t: float) -> float:
@@ -344,7 +353,8 @@ class EnvWorker:
                 if "fault" in res:
                     self._fault(k, g, epoch, res["fault"], "reset")
                     continue
-                self.ctx.span("env_reset", self.name, lane, res, units=self._units(n))
+                self.ctx.span("env_reset", self.name, lane, res, units=self._units(n), cores=self._units(n))
+                self.ctx.env_cpu_add("env_reset", res, n)
                 obs, steps, fault = res["obs"], [], None
                 for c in range(w.chunk_steps_per_epoch):
                     out = self._infer(obs)
@@ -355,7 +365,8 @@ class EnvWorker:
                     if "fault" in st:
                         fault = st["fault"]
                         break
-                    self.ctx.span("env_step", self.name, lane, st, units=self._units(n))
+                    self.ctx.span("env_step", self.name, lane, st, units=self._units(n), cores=self._units(n))
+                    self.ctx.env_cpu_add("env_step", st, st["steps"])
                     if self.ctx.progress:
                         self.ctx.progress(st["steps"])
                     steps.append({"obs": obs, "rewards": st["rewards"].sum(1), "noise": out["noise"],

@@ -18,6 +18,34 @@ from perfmodel.sim.recorder import STAGES, Recorder
 RECORD_SCHEMA_VERSION = 1
 
 
+def env_busy_capped(plan: Plan, rec: Recorder, t0: float, t1: float) -> dict[str, float]:
+    """Busy core-seconds of the env stages in [t0, t1], never more than each worker's cores at
+    any instant. The simulator's groups take cores from a container and wait when none are
+    free; real env processes all run at once, time-sliced by the OS, so each span is longer
+    and summing span x cores would count a core twice when a worker's groups oversubscribe it
+    (dynamic batching: more single-env groups than cores). Where the spans ask for more cores
+    than the worker has, each gets its share."""
+    cap = max(1.0, plan.env_cores_per_worker)
+    per_res: dict[str, list[tuple[str, float, float, float]]] = {}
+    for stage, resource, _lane, start, end, args in rec.spans:
+        if stage in ("env_reset", "env_step"):
+            lo, hi = max(start, t0), min(end, t1)
+            if hi > lo:
+                per_res.setdefault(resource, []).append((stage, lo, hi, float(args.get("cores", 1.0))))
+    busy = {"env_reset": 0.0, "env_step": 0.0}
+    for spans in per_res.values():
+        points = sorted({p for _, a, b, _ in spans for p in (a, b)})
+        for a, b in zip(points, points[1:]):
+            active = [(st, u) for st, lo, hi, u in spans if lo <= a and hi >= b]
+            total = sum(u for _, u in active)
+            if total <= 0:
+                continue
+            scale = min(1.0, cap / total)
+            for st, u in active:
+                busy[st] += u * scale * (b - a)
+    return busy
+
+
 def measured_fields(plan: Plan, rec: Recorder, iteration_done: list[float], warmup: int,
                     behaviour_version: dict[int, list[int]]) -> dict[str, Any]:
     """throughput, iteration time, stage_time_s, utilization, staleness over the measured
@@ -39,6 +67,7 @@ def measured_fields(plan: Plan, rec: Recorder, iteration_done: list[float], warm
              "optimizer_step": g_a, "weight_sync": g_r,
              "phase_switch": g_r if plan.mode == "colocated" else plan.cluster.gpus}
     busy = {s: rec.busy_time(s, t0, t1) for s in STAGES}
+    busy.update(env_busy_capped(plan, rec, t0, t1))
     stage_util = {s: busy[s] / (span * units[s]) for s in STAGES}
     stage_time = {s: busy[s] / units[s] / measured for s in STAGES}
     if plan.mode == "colocated":
