@@ -462,9 +462,11 @@ def _parse_fault(text: str | None) -> tuple[int, int] | None:
 @click.option("--suite", default="libero_spatial", show_default=True)
 @click.option("--soft-reset", is_flag=True, help="reset without rebuilding the scene (faster; not what profiles measure)")
 @click.option("--inject-env-fault", default=None, hidden=True, help="ITER:WORKER: kill one env process (tests)")
+@click.option("--inject-actor-fault", default=None, type=int, hidden=True,
+              help="ITER: kill generator 0's Ray actor at this iteration (tests)")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 def run(plan_arg, plan_opt, out, iterations, warmup_iterations, compare, profile_path, as_json, address, scale,
-        device, image_size, suite, soft_reset, inject_env_fault, no_progress) -> None:
+        device, image_size, suite, soft_reset, inject_env_fault, inject_actor_fault, no_progress) -> None:
     """Run PLAN (perfmodel's plan JSON) for real on Ray in its mode; write a run record and a trace."""
     from executor.policies import resolve_device
     from executor.runtime.modes import RunOptions
@@ -498,7 +500,8 @@ def run(plan_arg, plan_opt, out, iterations, warmup_iterations, compare, profile
     mem = ENV_MEMORY_GB_DEFAULT if profile is None else profile.costs.env_memory_gb
     check_plan_fits(plan, backbone, scale, mem, local=address is None)
     opts = RunOptions(backbone=backbone, scale=scale, device=dev, image_size=size, suite=suite,
-                      hard_reset=not soft_reset, inject_env_fault=_parse_fault(inject_env_fault))
+                      hard_reset=not soft_reset, inject_env_fault=_parse_fault(inject_env_fault),
+                      inject_actor_fault=inject_actor_fault)
     out_dir = Path(out) if out else Path("runs") / f"{plan.mode}_{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
     try:
         record, rec = execute(plan, iterations=iterations, warmup=warmup_iterations, opts=opts,

@@ -238,3 +238,19 @@ def test_env_busy_never_exceeds_a_workers_cores():
     assert busy["env_step"] + busy["env_reset"] == pytest.approx(3.0)  # the core was busy 0-3 s
     assert busy["env_step"] == pytest.approx(1.5) and busy["env_reset"] == pytest.approx(1.5)
     assert env_busy_capped(plan, rec, 1.5, 2.5)["env_reset"] == pytest.approx(0.75)
+
+
+@pytest.mark.slow
+def test_dead_ray_actor_ends_the_run_with_one_error_and_a_partial_record(ray_session, tmp_path):
+    out = tmp_path / "dead"
+    p = write_plan(tmp_path, tiny_plan("disaggregated"))
+    r = cli(["run", p, "--out", str(out), "--iterations", "2", "--image-size", "64", "--soft-reset",
+             "--inject-actor-fault", "1", "--no-progress"])
+    assert r.exit_code == 1, r.output
+    lines = [x for x in r.output.splitlines() if x.startswith("error:")]
+    assert len(lines) == 1 and "a Ray actor died" in lines[0] and "partial record" in lines[0], r.output
+    assert "Traceback" not in r.output
+    record = json.loads((out / "record.json").read_text())
+    assert record["status"] == "failed" and record["counts"]["iterations"] == 1
+    assert record["counts"]["env_steps"] == 2 * 10  # the first iteration's, counted right
+    assert (out / "trace.json").exists()

@@ -292,7 +292,8 @@ class EnvWorker:
 
     def __init__(self, ctx: Context, index: int, handle: Any, group_sizes: list[int], cores: float,
                  generator: Generator, buffer: SampleBuffer, weights: WeightStore, log: RolloutLog,
-                 staleness: int, dynamic: bool, inject_fault: tuple[int, int] | None = None) -> None:
+                 staleness: int, dynamic: bool, inject_fault: tuple[int, int] | None = None,
+                 kill_generator_at: int | None = None) -> None:
         self.ctx, self.index, self.handle = ctx, index, handle
         self.group_sizes, self.cores = group_sizes, cores
         self.generator, self.buffer, self.weights, self.log = generator, buffer, weights, log
@@ -300,10 +301,15 @@ class EnvWorker:
         self.name = f"env_worker_{index}"
         self.version = 0
         self.inject_fault = inject_fault  # (iteration, group): kill one env process once
+        self.kill_generator_at = kill_generator_at  # tests: kill this worker's generator actor
 
     def run(self, iterations: int) -> None:
         try:
             for k in range(iterations):
+                if k == self.kill_generator_at:
+                    import ray
+
+                    ray.kill(self.generator.handle)
                 self.weights.wait_for(k - self.staleness)
                 version, ref = self.weights.version, self.weights.ref
                 if version > self.version:

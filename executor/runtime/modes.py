@@ -38,6 +38,7 @@ class RunOptions:
     torch_threads: int = 1
     hard_reset: bool = True
     inject_env_fault: tuple[int, int] | None = None  # (iteration, env worker): kill one env once
+    inject_actor_fault: int | None = None  # iteration at which generator 0's Ray actor is killed
 
 
 @dataclass
@@ -130,7 +131,8 @@ def wire(ctx: Context, opts: RunOptions, learner_cfg: Any) -> Wiring:
     fault = opts.inject_env_fault
     workers = [EnvWorker(ctx, i, h, sizes, cores, gen, buffer, weights, rollout_log, staleness,
                          dynamic=m.dynamic_batching,
-                         inject_fault=(fault[0], 0) if fault is not None and fault[1] == i else None)
+                         inject_fault=(fault[0], 0) if fault is not None and fault[1] == i else None,
+                         kill_generator_at=opts.inject_actor_fault if i == 0 else None)
                for i, (h, gen) in enumerate(zip(env_actors, generators))]
     actor = Actor(ctx, ranks, buffer, weights, train_log,
                   rollout_done=None if m.async_training else rollout_log.wait_all_done,
