@@ -19,6 +19,7 @@ import numpy as np
 
 from perfmodel.plan import Plan
 from perfmodel.sim.recorder import Recorder
+from perfmodel.sim.workers import TrainLog as SimTrainLog
 
 
 class Stopped(Exception):
@@ -145,11 +146,9 @@ class RolloutLog:
 
 
 @dataclass
-class TrainLog:
-    iteration_done: list[float] = field(default_factory=list)
-    optimizer_steps: int = 0
-    micro_batches: int = 0
-    samples: int = 0
+class TrainLog(SimTrainLog):
+    """The simulator's training counts, plus the learner's last metrics."""
+
     last_metrics: dict[str, float] = field(default_factory=dict)
 
 
