@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from perfmodel.errors import ConfigError
+from perfmodel.schema.errors import ConfigError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

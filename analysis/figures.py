@@ -13,8 +13,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from perfmodel.plan import MODES  # noqa: E402
-from perfmodel.sim.recorder import STAGES  # noqa: E402
+from perfmodel.schema.modes import MODES  # noqa: E402
+from perfmodel.schema.timeline import STAGES  # noqa: E402
 
 MODE_COLORS = dict(zip(MODES, ("#7f7f7f", "#1f77b4", "#2ca02c", "#ff7f0e", "#d62728")))
 STAGE_COLORS = dict(zip(STAGES, ("#bcbd22", "#17becf", "#1f77b4", "#d62728", "#9467bd", "#2ca02c", "#7f7f7f")))

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from analysis import figures
-from perfmodel.errors import ConfigError
-from perfmodel.plan import MODES
+from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.jsonio import write_atomic
+from perfmodel.schema.modes import MODES
 
 # The report's figures, in order: (id, caption). The test checks that every one is rendered.
 FIGURES = (
@@ -65,7 +66,7 @@ def load_inputs(*, sweeps=(), choice=None, predictions=(), runs=(), trace_sim=No
         inp.title = title
     for s in sweeps:
         doc = _load("--sweep", s)
-        if not isinstance(doc, dict) or doc.get("kind") != "perfmodel.sweep":
+        if not isinstance(doc, dict) or doc.get("kind") != "perfmodel.planning.sweep":
             raise ConfigError("--sweep", f"{s} is not a sweep written by `perfmodel sweep -o`")
         inp.sweeps.append((s, doc))
     if choice:
@@ -106,8 +107,8 @@ def load_inputs(*, sweeps=(), choice=None, predictions=(), runs=(), trace_sim=No
 def simulated_trace(plan_dict: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     """The simulated trace of a plan (when no --trace-sim is given but a plan choice is), or
     None when its profile cannot be loaded here."""
-    from perfmodel.plan import Plan
-    from perfmodel.profile import load_profile
+    from perfmodel.schema.plan import Plan
+    from perfmodel.schema.profile import load_profile
     from perfmodel.simulate import predict
 
     try:
@@ -164,13 +165,13 @@ def comparison_points(inp: Inputs) -> list[dict[str, Any]]:
 
 
 def run_validation(inp: Inputs) -> tuple[dict[str, Any] | None, str]:
-    """perfmodel.validate over the reference CSVs, with a profile per backbone (a bundled one
+    """perfmodel.calibration.validate over the reference CSVs, with a profile per backbone (a bundled one
     unless --reference-profile names a file). Returns (result, why-not)."""
     if not inp.references:
         return None, "no reference CSV given (--reference)"
-    from perfmodel.profile import load_profile
-    from perfmodel.reference import load_reference
-    from perfmodel.validate import validate
+    from perfmodel.schema.profile import load_profile
+    from perfmodel.calibration.reference import load_reference
+    from perfmodel.calibration.validate import validate
 
     points = [p for ref in inp.references for p in load_reference(ref)]
     profiles = {}
@@ -375,22 +376,6 @@ def render_markdown(inp: Inputs, fig_paths: dict[str, str], extra: dict[str, Any
     return "\n".join(lines)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def write_report(inp: Inputs, html_path: str | Path, md_path: str | Path | None = None) -> dict[str, Any]:
     """Write the HTML (figures embedded) and the Markdown (figures as PNG files in
     ``<md stem>_figures/``). Returns the paths and the figure ids."""
@@ -400,9 +385,9 @@ def write_report(inp: Inputs, html_path: str | Path, md_path: str | Path | None 
     fig_dir = md_path.parent / f"{md_path.stem}_figures"
     rel = {}
     for fid, png in figs.items():
-        _write_atomic(fig_dir / f"{fid}.png", png)
+        write_atomic(fig_dir / f"{fid}.png", png)
         rel[fid] = f"{fig_dir.name}/{fid}.png"
-    _write_atomic(md_path, render_markdown(inp, rel, extra).encode())
-    _write_atomic(html_path, render_html(inp, figs, extra).encode())
+    write_atomic(md_path, render_markdown(inp, rel, extra).encode())
+    write_atomic(html_path, render_html(inp, figs, extra).encode())
     return {"html": str(html_path), "markdown": str(md_path), "figures_dir": str(fig_dir),
             "figures": [f for f, _ in FIGURES], "validation": extra["validation"] is not None}

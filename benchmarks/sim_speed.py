@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from perfmodel.plan import MODES
-from perfmodel.profile import load_profile
-from perfmodel.reference import plan_for
+from perfmodel.schema.modes import MODES
+from perfmodel.schema.profile import load_profile
+from perfmodel.calibration.reference import published_plan
 from perfmodel.simulate import simulate
 
 GPUS = (8, 32, 256, 1024)
@@ -28,7 +28,7 @@ def main() -> None:
     for mode in MODES:
         times = []
         for g in GPUS:
-            plan = plan_for(prof, mode, g, None if mode == "colocated" else "1:1")
+            plan = published_plan(prof, mode, g, None if mode == "colocated" else "1:1")
             best = float("inf")
             for _ in range(args.repeats):
                 t = time.perf_counter()

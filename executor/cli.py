@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from perfmodel.errors import ConfigError
+from perfmodel.schema.errors import ConfigError
 
 
 def _sizes(field: str, text: str, kind=int) -> tuple:

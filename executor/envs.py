@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from perfmodel.errors import ConfigError
+from perfmodel.schema.errors import ConfigError
 
 SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10")
 ACTION_DIM = 7  # OSC_POSE delta (6) + gripper (1), each in [-1, 1]

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from perfmodel.errors import ConfigError
+from perfmodel.schema.errors import ConfigError
 
 
 @dataclass(frozen=True)

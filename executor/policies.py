@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from perfmodel.backbones import Backbone, Transformer, get_backbone
-from perfmodel.errors import ConfigError
+from perfmodel.schema.errors import ConfigError
 
 STATE_DIM = 9  # executor.envs.STATE_DIM (kept here so policies import without LIBERO)
 

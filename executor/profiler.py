@@ -2,7 +2,7 @@
 
 Every number in the profile is measured here (with warm-up and repeated samples) or counted from
 the policy's shapes; the cost curves are least-squares linear fits whose raw samples and fit
-errors are kept. The profile follows ``perfmodel.profile`` (``Profile.from_dict`` accepts it).
+errors are kept. The profile follows ``perfmodel.schema.profile`` (``Profile.from_dict`` accepts it).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any, Callable
 import numpy as np
 
 from perfmodel.backbones import get_backbone
-from perfmodel.errors import ConfigError
-from perfmodel.plan import Workload
-from perfmodel.profile import Profile
+from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.plan import Workload
+from perfmodel.schema.profile import Profile
 
 PUBLISHED_WORKLOAD = dict(total_num_envs=384, max_episode_steps=480, rollout_epoch=4, update_epoch=2,
                           micro_batch_size=128, global_batch_size=1024, group_size=1, algorithm="ppo")
@@ -281,7 +281,7 @@ def busy_warnings(load_before: float, envs: dict[str, Any]) -> list[str]:
 
 def load_env_costs(path: str) -> dict[str, Any]:
     """Env costs of another measured profile (envs stay on CPU: a GPU profile reuses them)."""
-    from perfmodel.fields import load_json
+    from perfmodel.schema.jsonio import load_json
 
     src = Profile.from_dict(load_json(path, "env-profile"), "env-profile")
     if src.provenance.get("kind") != "measured":

@@ -24,9 +24,9 @@ from typing import Any
 
 import click
 
-from perfmodel.errors import ConfigError
-from perfmodel.plan import Plan
-from perfmodel.sim.recorder import Recorder
+from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.plan import Plan
+from perfmodel.schema.timeline import Recorder
 
 DEFAULT_ITERATIONS = 3
 DEFAULT_WARMUP = 1
@@ -89,13 +89,13 @@ def check_plan_fits(plan: Plan, backbone: str, scale: str, env_memory_gb: float,
 
 
 def resolve_backbone(plan: Plan) -> str:
-    from perfmodel.profile import load_profile
+    from perfmodel.schema.profile import load_profile
 
     return load_profile(plan.profile).backbone
 
 
 def default_profile_path(backbone: str, scale: str) -> Path:
-    from perfmodel.profile import BUNDLED_DIR
+    from perfmodel.schema.profile import BUNDLED_DIR
 
     return BUNDLED_DIR / f"{backbone}_{scale}_cpu.json"
 
@@ -470,7 +470,7 @@ def run(plan_arg, plan_opt, out, iterations, warmup_iterations, compare, profile
     """Run PLAN (perfmodel's plan JSON) for real on Ray in its mode; write a run record and a trace."""
     from executor.policies import resolve_device
     from executor.runtime.modes import RunOptions
-    from perfmodel.profile import load_profile
+    from perfmodel.schema.profile import load_profile
 
     if plan_arg and plan_opt and plan_arg != plan_opt:
         raise ConfigError("plan", f"given twice ({plan_arg} and {plan_opt}); give it once")

@@ -225,7 +225,7 @@ SCALES = ("full", "small", "tiny")
 
 
 def get_backbone(name: str, scale: str = "full") -> Backbone:
-    from perfmodel.errors import ConfigError
+    from perfmodel.schema.errors import ConfigError
 
     if name not in BACKBONES:
         raise ConfigError("backbone", f"must be one of {', '.join(BACKBONES)}; got {name!r}")

@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from perfmodel.costs import StageCosts
-from perfmodel.plan import MODE_LEVEL
 
 
 @dataclass(frozen=True)
@@ -31,7 +30,7 @@ class Bound:
 
 def max_batch(costs: StageCosts) -> int:
     plan = costs.plan
-    if MODE_LEVEL[plan.mode] >= MODE_LEVEL["rollout_async"]:
+    if plan.mechanisms.dynamic_batching:
         return max(plan.effective_b_max, 1)
     return plan.envs_per_stage
 
@@ -51,7 +50,7 @@ def actor_iteration_s(costs: StageCosts) -> float:
 def bound(costs: StageCosts) -> Bound:
     plan, w = costs.plan, costs.plan.workload
     n = plan.envs_per_worker
-    lockstep = MODE_LEVEL[plan.mode] < MODE_LEVEL["rollout_async"]
+    lockstep = plan.mechanisms.lockstep
     env_s = w.rollout_epoch * (costs.env_reset_s(n) + w.chunk_steps_per_epoch * costs.env_chunk_s(n, lockstep))
     samples_per_worker = n * w.chunk_steps_per_epoch * w.rollout_epoch
     b_hi = max_batch(costs)
@@ -59,9 +58,9 @@ def bound(costs: StageCosts) -> Bound:
     inference_s = samples_per_worker * per_sample
     actor_s = actor_iteration_s(costs)
     sync_s = costs.weight_sync_s()
-    switch_s = 0.0 if MODE_LEVEL[plan.mode] >= 1 else 2 * costs.phase_switch_s()
+    switch_s = 0.0 if plan.mechanisms.disaggregated else 2 * costs.phase_switch_s()
     rollout_s = max(env_s, inference_s)
-    if MODE_LEVEL[plan.mode] >= MODE_LEVEL["train_async"]:
+    if plan.mechanisms.async_training:
         # Rollout and training overlap. (Weight syncs are left out: within a finite window a
         # worker may pick up fewer new versions than iterations, so they bound nothing.)
         iteration_s = max(rollout_s, actor_s)
@@ -87,7 +86,7 @@ def closed_form_iteration_s(costs: StageCosts) -> float:
     (offload/reload), disaggregated one weight sync.
     """
     plan, w = costs.plan, costs.plan.workload
-    if MODE_LEVEL[plan.mode] >= MODE_LEVEL["train_async"]:
+    if plan.mechanisms.async_training:
         raise ValueError("closed forms are for the synchronous modes (colocated, disaggregated)")
     p = plan.pipeline_stage_num
     n_g = plan.envs_per_stage
@@ -101,5 +100,5 @@ def closed_form_iteration_s(costs: StageCosts) -> float:
             raise ValueError("the pipelined closed form assumes each stage occupies all the worker's cores")
         items = w.chunk_steps_per_epoch * p * w.rollout_epoch
         rollout = infer + env + (items - 1) * max(infer, env)
-    extra = costs.weight_sync_s() if plan.mode == "disaggregated" else 2 * costs.phase_switch_s()
+    extra = costs.weight_sync_s() if plan.mechanisms.disaggregated else 2 * costs.phase_switch_s()
     return rollout + actor_iteration_s(costs) + extra

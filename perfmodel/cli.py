@@ -13,8 +13,9 @@ from typing import Any
 
 import click
 
-from perfmodel.errors import ConfigError
-from perfmodel.plan import MODES, Plan, parse_ratio
+from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.modes import MODES
+from perfmodel.schema.plan import Plan, parse_ratio
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_REFERENCE = PROJECT_ROOT / "profiles" / "reference" / "rl_vla3_libero.csv"
@@ -28,8 +29,8 @@ def _fail(field: str, message: str) -> None:
 def resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, ratio: str | None,
                  plan_path: str | None, profile_path: str | None, knobs: dict[str, Any]):
     """The plan and profile of a prediction, from a plan file and/or options (options win)."""
-    from perfmodel.profile import load_profile
-    from perfmodel.reference import plan_for
+    from perfmodel.schema.profile import load_profile
+    from perfmodel.calibration.reference import published_plan
 
     if backbone is not None and backbone not in BACKBONE_NAMES:
         _fail("--backbone", f"must be one of {', '.join(BACKBONE_NAMES)}; got {backbone!r}")
@@ -49,7 +50,7 @@ def resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, ratio
             _fail("--ratio", "must not be given for colocated: every GPU runs every phase")
         if ratio is not None:
             parse_ratio(ratio, gpus, "--ratio")
-        plan = plan_for(profile, mode, gpus, ratio, **{k: v for k, v in knobs.items() if v is not None})
+        plan = published_plan(profile, mode, gpus, ratio, **{k: v for k, v in knobs.items() if v is not None})
         return plan, profile
     changes: dict[str, Any] = {"mode": mode, "profile": profile.name if profile_path is None else profile_path}
     if gpus is not None:
@@ -136,9 +137,9 @@ def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage
 @click.option("--json", "as_json", is_flag=True)
 def validate_cmd(reference: str, as_json: bool) -> None:
     """Compare predictions with published results."""
-    from perfmodel.profile import load_profile
-    from perfmodel.reference import load_reference
-    from perfmodel.validate import validate
+    from perfmodel.schema.profile import load_profile
+    from perfmodel.calibration.reference import load_reference
+    from perfmodel.calibration.validate import validate
 
     points = load_reference(reference)
     profiles = {}
@@ -173,8 +174,8 @@ def calibrate(reference: str, out_dir: str, max_evals: int) -> None:
     """Fit the bundled profiles' physical parameters to published results."""
     from tqdm import tqdm
 
-    from perfmodel.calibrate import fit, fitted_profiles
-    from perfmodel.reference import load_reference
+    from perfmodel.calibration.calibrate import fit, fitted_profiles
+    from perfmodel.calibration.reference import load_reference
 
     if max_evals < 1:
         _fail("--max-evals", f"must be an integer >= 1, got {max_evals}")
@@ -216,7 +217,7 @@ def calibrate(reference: str, out_dir: str, max_evals: int) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Capacity planning (issue 5): `perfmodel sweep` and `perfmodel plan`. Their code lives in
-# perfmodel/sweep.py and perfmodel/planner.py and is imported lazily inside the commands.
+# perfmodel/planning/ and is imported lazily inside the commands.
 # ---------------------------------------------------------------------------------------------
 
 
@@ -250,7 +251,7 @@ def _cp_ref(backbone: str | None, profile_path: str | None) -> str:
 
 
 def _cp_profile(backbone: str | None, profile_path: str | None):
-    from perfmodel.profile import load_profile
+    from perfmodel.schema.profile import load_profile
 
     if backbone is not None and profile_path is not None:
         _fail("--profile", "give either --backbone or --profile, not both")
@@ -278,7 +279,7 @@ def _cp_check_writable(option: str, path: str | None) -> None:
 
 def _cp_spec(profile_ref, modes, gpus, ratios, pipeline_stages, b_max, t_max, price, replications, seed,
              staleness):
-    from perfmodel.sweep import SweepSpec
+    from perfmodel.planning.sweep import SweepSpec
 
     kw: dict[str, Any] = {"profile_ref": profile_ref, "gpu_hour_price": price, "replications": replications,
                           "seed": seed, "max_staleness": staleness}
@@ -341,8 +342,8 @@ def _cp_options(f):
 def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max, staleness, price, replications,
               seed, jobs, quiet, gpus_text, out, csv_out, as_json, show_infeasible) -> None:
     """Predict every mode x GPU count x ratio x knob combination; table, CSV and JSON."""
-    from perfmodel.profile import write_json_atomic
-    from perfmodel.sweep import format_table, run_sweep, write_csv_atomic
+    from perfmodel.schema.jsonio import write_json_atomic
+    from perfmodel.planning.sweep import format_table, run_sweep, write_csv_atomic
 
     gpus = _cp_list("--gpus", gpus_text, int, "integers >= 1")
     if jobs is not None and jobs < 1:
@@ -384,9 +385,9 @@ def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_m
 def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max, staleness, price, replications,
              seed, jobs, quiet, gpus, objective, sweep_path, out, details, as_json) -> None:
     """Choose the best plan for N GPUs and explain the choice."""
-    from perfmodel.fields import load_json
-    from perfmodel.planner import OBJECTIVES, choice_summary, choose, chosen_plan, plan_best
-    from perfmodel.profile import write_json_atomic
+    from perfmodel.schema.jsonio import load_json
+    from perfmodel.planning.choice import OBJECTIVES, choice_summary, choose, chosen_plan, plan_best
+    from perfmodel.schema.jsonio import write_json_atomic
 
     if gpus <= 0:
         _fail("--gpus", f"must be an integer >= 1, got {gpus}")
@@ -398,7 +399,7 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
     _cp_check_writable("--details", details)
     if sweep_path:
         doc = load_json(sweep_path, "sweep")
-        if not isinstance(doc, dict) or doc.get("kind") != "perfmodel.sweep" or not isinstance(doc.get("rows"), list):
+        if not isinstance(doc, dict) or doc.get("kind") != "perfmodel.planning.sweep" or not isinstance(doc.get("rows"), list):
             _fail("--sweep", f"{sweep_path} is not a sweep written by `perfmodel sweep -o`")
         if price is not None:
             if not price > 0:

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from perfmodel.errors import ConfigError
+from perfmodel.schema.errors import ConfigError
 
 
 def run_click(group: click.Group, prog_name: str, argv: list[str] | None = None) -> None:

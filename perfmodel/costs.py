@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from perfmodel.plan import Plan
-from perfmodel.profile import Profile
+from perfmodel.schema.plan import Plan
+from perfmodel.schema.profile import Profile
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ class StageCosts:
         whole model on its link; the actor ranks' links carry generators/actors copies each.
         Colocated: the weights are already on the device."""
         p, c = self.plan, self.plan.cluster
-        if p.mode == "colocated":
+        if not p.mechanisms.disaggregated:
             return 0.0
         # A cross-node transfer once the cluster spans nodes: the actor's FSDP shards live on
         # every actor node, so some of every generator's weights come from another node.

@@ -12,11 +12,11 @@ import simpy
 
 from perfmodel.bound import bound
 from perfmodel.costs import StageCosts
-from perfmodel.errors import ConfigError
-from perfmodel.plan import Plan
-from perfmodel.profile import Profile
+from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.plan import Plan
+from perfmodel.schema.profile import Profile
 from perfmodel.sim.modes import DEFAULT_MAX_SIMULATED_WORKERS, wire
-from perfmodel.sim.recorder import STAGES, Recorder
+from perfmodel.schema.timeline import STAGES, Recorder
 from perfmodel.sim.workers import Durations
 
 DEFAULT_ITERATIONS = 3

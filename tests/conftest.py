@@ -47,7 +47,7 @@ def scenario_dict() -> dict[str, Any]:
 
 @pytest.fixture
 def scenario_profile(scenario_dict):
-    from perfmodel.profile import Profile
+    from perfmodel.schema.profile import Profile
 
     return Profile.from_dict(scenario_dict)
 

@@ -8,9 +8,9 @@ import pytest
 
 from conftest import ROOT, run_cli
 from perfmodel.backbones import BACKBONES, get_backbone
-from perfmodel.calibrate import PARAMS, build_profile, fit, fitted_profiles
-from perfmodel.profile import Profile, load_profile
-from perfmodel.reference import load_reference
+from perfmodel.calibration.calibrate import PARAMS, build_profile, fit, fitted_profiles
+from perfmodel.schema.profile import Profile, load_profile
+from perfmodel.calibration.reference import load_reference
 
 REFERENCE = ROOT / "profiles" / "reference" / "rl_vla3_libero.csv"
 

@@ -41,10 +41,10 @@ def test_predict_ratio_and_plan_file_agree(tmp_path):
     assert r.returncode == 0, r.stderr
     direct = json.loads(r.stdout)
     assert (direct["rollout_gpus"], direct["actor_gpus"]) == (12, 4)
-    from perfmodel.profile import load_profile
-    from perfmodel.reference import plan_for
+    from perfmodel.schema.profile import load_profile
+    from perfmodel.calibration.reference import published_plan
 
-    plan = plan_for(load_profile("pi05"), "train_async", 16, "3:1")
+    plan = published_plan(load_profile("pi05"), "train_async", 16, "3:1")
     path = write_json(tmp_path / "plan.json", plan.to_dict())
     r2 = run_cli("predict", "--plan", str(path), "--json")
     assert r2.returncode == 0, r2.stderr
@@ -132,10 +132,10 @@ def test_predict_bad_input(args, field):
 
 
 def test_bad_plan_files(tmp_path):
-    from perfmodel.profile import load_profile
-    from perfmodel.reference import plan_for
+    from perfmodel.schema.profile import load_profile
+    from perfmodel.calibration.reference import published_plan
 
-    good = plan_for(load_profile("pi05"), "streamer", 8, "1:1").to_dict()
+    good = published_plan(load_profile("pi05"), "streamer", 8, "1:1").to_dict()
     cases = {
         "not_json": ("{ nope", "plan"),
         "unknown": ({**good, "turbo": True}, "plan.turbo"),
@@ -205,7 +205,7 @@ def test_perfmodel_does_not_import_heavy_packages():
     import subprocess
     import sys
 
-    code = ("import sys, perfmodel.cli, perfmodel.simulate, perfmodel.calibrate; "
+    code = ("import sys, perfmodel.cli, perfmodel.simulate, perfmodel.calibration.calibrate; "
             "bad = [m for m in ('torch', 'ray', 'libero', 'mujoco', 'executor', 'analysis') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from executor.envs import ACTION_DIM, SUITES, EnvConfig, EnvWorker, LiberoEnv, _benchmark
-from perfmodel.errors import ConfigError
+from perfmodel.schema.errors import ConfigError
 
 
 def test_config_rejects_bad_input():

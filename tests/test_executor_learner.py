@@ -10,7 +10,7 @@ import torch.multiprocessing as tmp
 from executor.learner import (LearnerConfig, compute_gae, evaluate_loss, free_port, grpo_advantages, grpo_update,
                               init_distributed, make_optimizer, ppo_update, random_batch)
 from executor.policies import make_policy
-from perfmodel.errors import ConfigError
+from perfmodel.schema.errors import ConfigError
 
 # one intra-op thread: OpenMP workers spin badly when another process holds a core
 torch.set_num_threads(1)

@@ -7,7 +7,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from executor.policies import make_policy, resolve_device
 from perfmodel.backbones import get_backbone
-from perfmodel.errors import ConfigError
+from perfmodel.schema.errors import ConfigError
 
 # one intra-op thread: OpenMP workers spin badly when another process holds a core
 torch.set_num_threads(1)

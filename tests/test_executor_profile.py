@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from executor.profiler import fit_linear
-from perfmodel.profile import Profile
+from perfmodel.schema.profile import Profile
 
 ROOT = Path(__file__).resolve().parent.parent
 

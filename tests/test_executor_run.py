@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from perfmodel.plan import MODES, Plan
+from perfmodel.schema.modes import MODES
+from perfmodel.schema.plan import Plan
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -135,7 +136,7 @@ def check_record(plan: Plan, record: dict, rec, iterations: int = 2, synced: boo
     assert record["last_train_metrics"]["grad_norm"] > 0
     assert record["env_cpu"]["env_step"]["cpu_s"] > 0 and 0 < record["env_cpu"]["env_step"]["cpu_share"] <= 1.5
     assert record["throughput_env_steps_per_s"] > 0 and record["iteration_time_s"] > 0
-    from perfmodel.sim.recorder import STAGES
+    from perfmodel.schema.timeline import STAGES
 
     assert set(record["stage_time_s"]) == set(STAGES)
     assert set(record["utilization"]["stages"]) == set(STAGES)
@@ -227,7 +228,7 @@ def test_interrupt_writes_a_partial_record(ray_session, tmp_path):
 
 def test_env_busy_never_exceeds_a_workers_cores():
     from executor.runtime.record import env_busy_capped
-    from perfmodel.sim.recorder import Recorder
+    from perfmodel.schema.timeline import Recorder
 
     plan = Plan.from_dict(tiny_plan("colocated"))  # 2 workers, 1 core each
     rec = Recorder(keep_spans=True)

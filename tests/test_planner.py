@@ -8,11 +8,11 @@ import json
 import pytest
 
 from conftest import run_cli, write_json
-from perfmodel.errors import ConfigError
-from perfmodel.plan import Plan
-from perfmodel.planner import choose, chosen_plan, plan_best
+from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.plan import Plan
+from perfmodel.planning.choice import choose, chosen_plan, plan_best
 from perfmodel.simulate import predict
-from perfmodel.sweep import SweepSpec, run_sweep
+from perfmodel.planning.sweep import SweepSpec, run_sweep
 
 
 @pytest.fixture

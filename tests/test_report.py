@@ -23,10 +23,10 @@ import pytest
 from analysis import figures
 from analysis.report import FIGURES, comparison_points, load_inputs, write_report
 from conftest import run_cli, write_json
-from perfmodel.planner import choice_summary, choose
-from perfmodel.reference import plan_for
+from perfmodel.planning.choice import choice_summary, choose
+from perfmodel.calibration.reference import published_plan
 from perfmodel.simulate import predict
-from perfmodel.sweep import SweepSpec, run_sweep
+from perfmodel.planning.sweep import SweepSpec, run_sweep
 
 N_FIGURES = 7
 REFERENCE_CSV = """mode,backbone,gpus,allocation_ratio,throughput_env_steps_per_s
@@ -51,7 +51,7 @@ def inputs(tmp_path, scenario_dict, scenario_profile):
     doc = run_sweep(spec, scenario_profile, jobs=1)
     sweep = write_json(tmp_path / "sweep.json", doc)
     choice = write_json(tmp_path / "choice.json", choice_summary(choose(doc, 16, "throughput")))
-    plan = plan_for(scenario_profile, "streamer", 16, "1:1")
+    plan = published_plan(scenario_profile, "streamer", 16, "1:1")
     sim_trace = tmp_path / "sim_trace.json"
     pred = predict(plan, scenario_profile, trace_path=sim_trace)
     pred_path = write_json(tmp_path / "pred.json", pred)
@@ -121,7 +121,7 @@ def test_timeline_uses_the_given_traces(inputs):
 def test_iteration_window_matches_iteration_time(scenario_profile, tmp_path):
     for mode in ("colocated", "disaggregated"):
         path = tmp_path / f"{mode}.json"
-        pred = predict(plan_for(scenario_profile, mode, 8, "1:1"), scenario_profile, trace_path=path)
+        pred = predict(published_plan(scenario_profile, mode, 8, "1:1"), scenario_profile, trace_path=path)
         start, end, _ = figures.iteration_window(json.loads(path.read_text()))
         assert (end - start) / 1e6 == pytest.approx(pred["iteration_time_s"], rel=1e-9)
 
@@ -137,7 +137,7 @@ def test_run_records_compare_with_predictions(inputs):
 
 
 def test_intervals_are_drawn(scenario_dict):
-    from perfmodel.profile import Profile
+    from perfmodel.schema.profile import Profile
 
     scenario_dict["variability"] = {"env_step_cv": 0.2, "infer_cv": 0.1, "train_cv": 0.1}
     prof = Profile.from_dict(scenario_dict)

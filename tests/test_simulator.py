@@ -8,9 +8,9 @@ import pytest
 
 from perfmodel.bound import bound, closed_form_iteration_s
 from perfmodel.costs import StageCosts
-from perfmodel.plan import MODES
-from perfmodel.profile import Profile
-from perfmodel.reference import plan_for
+from perfmodel.schema.modes import MODES
+from perfmodel.schema.profile import Profile
+from perfmodel.calibration.reference import published_plan
 from perfmodel.simulate import predict, simulate
 
 
@@ -19,7 +19,7 @@ def test_lockstep_timeline_is_exact(scenario_dict):
     by the actor GPU): every span by hand."""
     scenario_dict["node"]["cpu_cores_per_node"] = 4
     scenario_profile = Profile.from_dict(scenario_dict)
-    plan = plan_for(scenario_profile, "disaggregated", 2, "1:1")
+    plan = published_plan(scenario_profile, "disaggregated", 2, "1:1")
     res = simulate(plan, scenario_profile, iterations=2, warmup=1, trace=True)
     c = StageCosts(plan, scenario_profile)
     # 16 envs on 2 cores: reset 0.5*16/2 = 4 s; chunk of 5 steps: 0.1*5*16/2 = 4 s; infer(16) = 1.0 s
@@ -47,7 +47,7 @@ def test_lockstep_timeline_is_exact(scenario_dict):
 @pytest.mark.parametrize("mode", ["colocated", "disaggregated"])
 @pytest.mark.parametrize("gpus,ratio", [(2, "1:1"), (8, "1:1"), (8, "1:3"), (12, "1:2"), (16, "1:1")])
 def test_synchronous_modes_match_closed_form(scenario_profile, mode, gpus, ratio):
-    plan = plan_for(scenario_profile, mode, gpus, None if mode == "colocated" else ratio)
+    plan = published_plan(scenario_profile, mode, gpus, None if mode == "colocated" else ratio)
     res = simulate(plan, scenario_profile, iterations=3, warmup=1)
     assert res.iteration_time_s == pytest.approx(closed_form_iteration_s(StageCosts(plan, scenario_profile)), rel=1e-12)
 
@@ -60,17 +60,17 @@ def test_pipelined_closed_form(scenario_dict, mode, stages):
     scenario_dict["node"]["cpu_cores_per_node"] = 8  # 1 core per env worker: a stage takes all cores
     scenario_dict["node"]["actor_cpu_cores_per_gpu"] = 7
     prof = Profile.from_dict(scenario_dict)
-    plan = plan_for(prof, mode, 2, None if mode == "colocated" else "1:1", pipeline_stage_num=stages)
+    plan = published_plan(prof, mode, 2, None if mode == "colocated" else "1:1", pipeline_stage_num=stages)
     costs = StageCosts(plan, prof)
     res = simulate(plan, prof, iterations=2, warmup=1)
     assert res.iteration_time_s == pytest.approx(closed_form_iteration_s(costs), rel=1e-12)
     # and pipelining beats the lock-step worker
-    lock = plan_for(prof, mode, 2, None if mode == "colocated" else "1:1")
+    lock = published_plan(prof, mode, 2, None if mode == "colocated" else "1:1")
     assert res.iteration_time_s < simulate(lock, prof, iterations=2, warmup=1).iteration_time_s
 
 
 def test_colocated_adds_phase_switches(scenario_profile):
-    plan = plan_for(scenario_profile, "colocated", 4, None)
+    plan = published_plan(scenario_profile, "colocated", 4, None)
     res = simulate(plan, scenario_profile)
     costs = StageCosts(plan, scenario_profile)
     # two switches (offload 1.0 + reload 0.5) per iteration
@@ -81,7 +81,7 @@ def test_colocated_adds_phase_switches(scenario_profile):
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("gpus,ratio", [(2, "1:1"), (8, "1:1"), (8, "1:3"), (12, "1:2"), (32, "1:1")])
 def test_simulation_never_beats_bound(scenario_profile, mode, gpus, ratio):
-    plan = plan_for(scenario_profile, mode, gpus, None if mode == "colocated" else ratio)
+    plan = published_plan(scenario_profile, mode, gpus, None if mode == "colocated" else ratio)
     res = simulate(plan, scenario_profile)
     b = bound(StageCosts(plan, scenario_profile))
     assert res.throughput_env_steps_per_s <= b.throughput_env_steps_per_s * (1 + 1e-9)
@@ -90,12 +90,12 @@ def test_simulation_never_beats_bound(scenario_profile, mode, gpus, ratio):
 @pytest.mark.parametrize("backbone", ["pi05", "gr00t_n15"])
 @pytest.mark.parametrize("gpus", [8, 16, 32])
 def test_bundled_profiles_respect_bound_and_ordering(backbone, gpus):
-    from perfmodel.profile import load_profile
+    from perfmodel.schema.profile import load_profile
 
     prof = load_profile(backbone)
     thr = {}
     for mode in MODES:
-        plan = plan_for(prof, mode, gpus, None if mode == "colocated" else "1:1")
+        plan = published_plan(prof, mode, gpus, None if mode == "colocated" else "1:1")
         res = simulate(plan, prof)
         b = bound(StageCosts(plan, prof))
         assert res.throughput_env_steps_per_s <= b.throughput_env_steps_per_s * (1 + 1e-9)
@@ -108,7 +108,7 @@ def test_bundled_profiles_respect_bound_and_ordering(backbone, gpus):
 
 @pytest.mark.parametrize("gpus,ratio", [(2, "1:1"), (8, "1:1"), (8, "1:3")])
 def test_async_levels_never_slower_under_equal_costs(scenario_profile, gpus, ratio):
-    thr = {m: simulate(plan_for(scenario_profile, m, gpus, ratio), scenario_profile).throughput_env_steps_per_s
+    thr = {m: simulate(published_plan(scenario_profile, m, gpus, ratio), scenario_profile).throughput_env_steps_per_s
            for m in MODES[1:]}
     assert thr["train_async"] >= thr["disaggregated"]
     assert thr["rollout_async"] >= thr["disaggregated"]
@@ -117,7 +117,7 @@ def test_async_levels_never_slower_under_equal_costs(scenario_profile, gpus, rat
 
 def test_simulated_replicas_are_exact_for_deterministic_costs(scenario_profile):
     for mode in MODES:
-        plan = plan_for(scenario_profile, mode, 16, None if mode == "colocated" else "1:1")
+        plan = published_plan(scenario_profile, mode, 16, None if mode == "colocated" else "1:1")
         few = simulate(plan, scenario_profile, max_workers=1)
         every = simulate(plan, scenario_profile, max_workers=64)
         assert few.iteration_time_s == pytest.approx(every.iteration_time_s, rel=1e-12)
@@ -126,7 +126,7 @@ def test_simulated_replicas_are_exact_for_deterministic_costs(scenario_profile):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_counts_match_workload(scenario_profile, mode):
-    plan = plan_for(scenario_profile, mode, 8, None if mode == "colocated" else "1:1")
+    plan = published_plan(scenario_profile, mode, 8, None if mode == "colocated" else "1:1")
     res = simulate(plan, scenario_profile, iterations=3, warmup=1)
     w = plan.workload
     assert res.counts["env_steps"] == w.total_num_envs * w.max_episode_steps * w.rollout_epoch * 3
@@ -141,7 +141,7 @@ def test_counts_match_workload(scenario_profile, mode):
 
 def test_utilization_is_a_fraction(scenario_profile):
     for mode in MODES:
-        plan = plan_for(scenario_profile, mode, 8, None if mode == "colocated" else "1:1")
+        plan = published_plan(scenario_profile, mode, 8, None if mode == "colocated" else "1:1")
         util = simulate(plan, scenario_profile).utilization
         for group in util.values():
             for v in group.values():
@@ -151,7 +151,7 @@ def test_utilization_is_a_fraction(scenario_profile):
 def test_replications_interval_and_seed(scenario_dict):
     scenario_dict["variability"] = {"env_step_cv": 0.2, "infer_cv": 0.1, "train_cv": 0.1}
     prof = Profile.from_dict(scenario_dict)
-    plan = plan_for(prof, "rollout_async", 8, "1:1")
+    plan = published_plan(prof, "rollout_async", 8, "1:1")
     a = predict(plan, prof, replications=5, seed=7)
     b = predict(plan, prof, replications=5, seed=7)
     c = predict(plan, prof, replications=5, seed=8)
@@ -162,7 +162,7 @@ def test_replications_interval_and_seed(scenario_dict):
 
 
 def test_trace_is_chrome_format(scenario_profile, tmp_path):
-    plan = plan_for(scenario_profile, "streamer", 4, "1:1")
+    plan = published_plan(scenario_profile, "streamer", 4, "1:1")
     out = predict(plan, scenario_profile, trace_path=tmp_path / "t.json")
     trace = json.loads((tmp_path / "t.json").read_text())
     events = [e for e in trace["traceEvents"] if e["ph"] == "X"]
@@ -174,21 +174,21 @@ def test_trace_is_chrome_format(scenario_profile, tmp_path):
 
 def test_dynamic_batching_fires_at_b_max(scenario_profile):
     """With b_max of one group and no timer, every call is exactly one group's envs."""
-    plan = plan_for(scenario_profile, "rollout_async", 2, "1:1", b_max=4, t_max_s=0.0)
+    plan = published_plan(scenario_profile, "rollout_async", 2, "1:1", b_max=4, t_max_s=0.0)
     res = simulate(plan, scenario_profile, trace=True)
     batches = {s[5]["batch"] for s in res.recorder.spans if s[0] == "inference"}
     assert batches == {4}
-    big = plan_for(scenario_profile, "rollout_async", 2, "1:1", b_max=16, t_max_s=10.0)
+    big = published_plan(scenario_profile, "rollout_async", 2, "1:1", b_max=16, t_max_s=10.0)
     res = simulate(big, scenario_profile, trace=True)
     assert max(s[5]["batch"] for s in res.recorder.spans if s[0] == "inference") == 16
 
 
 def test_memory_limit_refuses_plan(scenario_dict):
-    from perfmodel.errors import ConfigError
+    from perfmodel.schema.errors import ConfigError
 
     scenario_dict["node"]["node_ram_gb"] = 10
     prof = Profile.from_dict(scenario_dict)
-    plan = plan_for(prof, "disaggregated", 2, "1:1")
+    plan = published_plan(prof, "disaggregated", 2, "1:1")
     with pytest.raises(ConfigError, match="node_ram_gb"):
         simulate(plan, prof)
 
@@ -198,10 +198,10 @@ def test_collectives_follow_placement(scenario_dict):
     share at the inter-node bandwidth (scenario: 100 and 10 GB/s, 8 GPUs per node)."""
     scenario_dict["costs"]["fsdp_gather_bytes"] = 1e9
     prof = Profile.from_dict(scenario_dict)
-    one_node = StageCosts(plan_for(prof, "disaggregated", 8, "1:1"), prof)  # 4 actor ranks, 1 node
+    one_node = StageCosts(published_plan(prof, "disaggregated", 8, "1:1"), prof)  # 4 actor ranks, 1 node
     assert one_node.fsdp_gather_s() == pytest.approx(0.75 * 1e9 / 100e9)
     assert one_node.allreduce_s() == pytest.approx(2 * 0.75 * 1e9 / 100e9)  # grad bytes 1e9
-    two_nodes = StageCosts(plan_for(prof, "disaggregated", 16, "1:1"), prof)  # 4 + 4 ranks
+    two_nodes = StageCosts(published_plan(prof, "disaggregated", 16, "1:1"), prof)  # 4 + 4 ranks
     assert two_nodes.fsdp_gather_s() == pytest.approx(0.75 * 1e9 / 100e9 + 0.5 * (1e9 / 4) / 10e9)
     assert two_nodes.micro_batch_s(8) == pytest.approx(0.1 + 0.02 * 8 + two_nodes.fsdp_gather_s())
     # Weight sync crosses nodes once the cluster spans them: 2 GB at 10 GB/s.

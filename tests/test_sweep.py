@@ -9,10 +9,10 @@ import json
 import pytest
 
 from conftest import run_cli, write_json
-from perfmodel.profile import Profile
-from perfmodel.reference import plan_for
+from perfmodel.schema.profile import Profile
+from perfmodel.calibration.reference import published_plan
 from perfmodel.simulate import predict
-from perfmodel.sweep import DEFAULT_RATIOS, SweepSpec, combinations, run_sweep
+from perfmodel.planning.sweep import DEFAULT_RATIOS, SweepSpec, combinations, run_sweep
 
 MODES2 = ("colocated", "streamer")
 
@@ -41,7 +41,7 @@ def test_rows_equal_single_predictions(small_sweep, small_spec, scenario_profile
     ok = [r for r in small_sweep["rows"] if r["status"] == "ok"]
     assert len(ok) >= 4
     for r in ok:
-        plan = plan_for(scenario_profile, r["mode"], r["gpus"], r["allocation_ratio"],
+        plan = published_plan(scenario_profile, r["mode"], r["gpus"], r["allocation_ratio"],
                         pipeline_stage_num=r["pipeline_stage_num"], b_max=r["b_max"], t_max_s=r["t_max_s"])
         single = predict(plan, scenario_profile)
         assert r["prediction"] == single
@@ -114,7 +114,7 @@ def test_replicated_rows_carry_intervals(scenario_dict):
     (row,) = doc["rows"]
     lo, hi = row["throughput_ci95"]
     assert lo < row["throughput_env_steps_per_s"] < hi
-    single = predict(plan_for(prof, "streamer", 8, "1:1"), prof, replications=3, seed=5)
+    single = predict(published_plan(prof, "streamer", 8, "1:1"), prof, replications=3, seed=5)
     assert row["throughput_ci95"] == single["throughput_ci95"]
 
 
@@ -125,7 +125,7 @@ def test_cli_sweep_outputs(tmp_path, scenario_dict):
                 "--gpu-hour-price", "3", "-o", str(out), "--csv", str(csv_out), "--jobs", "2")
     assert r.returncode == 0, r.stderr
     doc = json.loads(out.read_text())
-    assert doc["kind"] == "perfmodel.sweep"
+    assert doc["kind"] == "perfmodel.planning.sweep"
     with csv_out.open() as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == len(doc["rows"]) == 12

@@ -17,8 +17,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from perfmodel.plan import Plan
-from perfmodel.sim.recorder import Recorder
+from perfmodel.schema.plan import Plan
+from perfmodel.schema.timeline import Recorder
 from perfmodel.sim.workers import TrainLog as SimTrainLog
 
 

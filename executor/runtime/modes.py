@@ -1,5 +1,5 @@
 """Each mode is one declarative wiring of the shared driver mechanisms and Ray actors,
-as in ``perfmodel.sim.modes`` (whose ``Mechanisms`` and ``env_groups`` it reuses, so the
+as in ``perfmodel.sim.modes`` (whose ``env_groups`` it reuses, and the mode table ``perfmodel.schema.modes``, so the
 executor groups envs exactly as the simulator does).
 
 | mode          | device slots        | rollout waits for        | actor trains         | inference        |
@@ -21,8 +21,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from perfmodel.plan import Plan
-from perfmodel.sim.modes import Mechanisms, env_groups
+from perfmodel.schema.plan import Plan
+from perfmodel.sim.modes import env_groups
 from executor.runtime.driver import (Actor, Context, EnvWorker, Generator, RolloutLog, SampleBuffer,
                                      TrainLog, WeightStore)
 
@@ -56,7 +56,7 @@ class Wiring:
 
 
 def group_sizes(plan: Plan) -> list[int]:
-    m = Mechanisms.of(plan.mode)
+    m = plan.mechanisms
     groups = env_groups(plan.envs_per_worker, plan.pipeline_stage_num, m.dynamic_batching)
     return [plan.envs_per_worker // groups] * groups
 
@@ -91,7 +91,7 @@ def wire(ctx: Context, opts: RunOptions, learner_cfg: Any) -> Wiring:
     from executor.runtime.actors import EnvWorkerActor, GeneratorActor, TrainerActor
 
     plan = ctx.plan
-    m = Mechanisms.of(plan.mode)
+    m = plan.mechanisms
     w = plan.workload
     cuda = opts.device.startswith("cuda")
     pg = placement_group(bundles(plan, cuda), strategy="PACK")

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from perfmodel.plan import Plan
-from perfmodel.sim.recorder import STAGES, Recorder
+from perfmodel.schema.plan import Plan
+from perfmodel.schema.timeline import STAGES, Recorder
 
 RECORD_SCHEMA_VERSION = 1
 

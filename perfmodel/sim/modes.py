@@ -16,8 +16,7 @@ from dataclasses import dataclass
 import simpy
 
 from perfmodel.costs import StageCosts
-from perfmodel.plan import MODE_LEVEL
-from perfmodel.sim.recorder import Recorder
+from perfmodel.schema.timeline import Recorder
 from perfmodel.sim.workers import (Actor, Durations, EnvWorker, Generator, RolloutLog,
                                    SampleBuffer, TrainLog, WeightStore)
 
@@ -36,19 +35,6 @@ def simulated_workers(workers: int, cap: int) -> int:
     """The largest divisor of ``workers`` not above ``cap``, so each replica stands for a whole
     number of real workers."""
     return max(d for d in range(1, min(workers, max(cap, 1)) + 1) if workers % d == 0)
-
-
-@dataclass(frozen=True)
-class Mechanisms:
-    disaggregated: bool  # rollout and actor on disjoint GPUs
-    async_training: bool  # rollout goes on within the staleness bound; actor trains per batch
-    dynamic_batching: bool
-    streaming: bool
-
-    @classmethod
-    def of(cls, mode: str) -> "Mechanisms":
-        level = MODE_LEVEL[mode]
-        return cls(level >= 1, level >= 2, level >= 3, level >= 4)
 
 
 def env_groups(envs_per_worker: int, stages: int, dynamic: bool) -> int:
@@ -76,7 +62,7 @@ class Wiring:
 def wire(env: simpy.Environment, costs: StageCosts, dur: Durations, rec: Recorder,
          max_workers: int = DEFAULT_MAX_SIMULATED_WORKERS) -> Wiring:
     plan = costs.plan
-    m = Mechanisms.of(plan.mode)
+    m = plan.mechanisms
     g_r = plan.rollout_gpus
     n_sim = simulated_workers(g_r, max_workers)
     replicas = g_r // n_sim

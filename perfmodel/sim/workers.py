@@ -21,7 +21,7 @@ import numpy as np
 import simpy
 
 from perfmodel.costs import StageCosts
-from perfmodel.sim.recorder import Recorder
+from perfmodel.schema.timeline import Recorder
 
 
 class Durations:

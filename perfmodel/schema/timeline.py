@@ -71,7 +71,7 @@ class Recorder:
         return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": meta or {}}
 
     def write_trace(self, path: str | Path, meta: dict[str, Any] | None = None) -> None:
-        from perfmodel.profile import write_json_atomic
+        from perfmodel.schema.jsonio import write_json_atomic
 
         write_json_atomic(path, self.chrome_trace(meta))
 

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfmodel.errors import ConfigError
-from perfmodel.plan import MODES, Cluster, Plan, Workload
-from perfmodel.profile import Profile
+from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.modes import MODE_TABLE, MODES
+from perfmodel.schema.plan import Cluster, Plan, Workload
+from perfmodel.schema.profile import Profile
 
 COLUMNS = ("mode", "backbone", "gpus", "allocation_ratio", "throughput_env_steps_per_s")
 
@@ -67,9 +68,9 @@ def default_cluster(profile: Profile, gpus: int) -> Cluster:
     return Cluster.from_dict(node, "profile.node")
 
 
-def plan_for(profile: Profile, mode: str, gpus: int, ratio: str | None, **knobs: Any) -> Plan:
+def published_plan(profile: Profile, mode: str, gpus: int, ratio: str | None, **knobs: Any) -> Plan:
     plan = Plan(mode=mode, workload=default_workload(profile, gpus), cluster=default_cluster(profile, gpus),
-                profile=profile.name, allocation_ratio=None if mode == "colocated" else (ratio or "1:1"),
+                profile=profile.name, allocation_ratio=(ratio or "1:1") if MODE_TABLE[mode].disaggregated else None,
                 **knobs)
     plan.check()
     return plan

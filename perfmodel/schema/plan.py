@@ -13,13 +13,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from perfmodel.errors import ConfigError
-from perfmodel.fields import Fields, load_json
+from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.jsonio import Fields, load_json
+from perfmodel.schema.modes import MODE_TABLE, MODES, Mode
 
-MODES = ("colocated", "disaggregated", "train_async", "rollout_async", "streamer")
 ALGORITHMS = ("ppo", "grpo")
-# Which mechanisms each mode has; the modes are cumulative (../shared/reference/README.md).
-MODE_LEVEL = {m: i for i, m in enumerate(MODES)}
 
 
 @dataclass(frozen=True)
@@ -183,6 +181,11 @@ class Plan:
     max_staleness: int = 1
 
     @property
+    def mechanisms(self) -> Mode:
+        """This plan's row of the mode table (perfmodel.schema.modes)."""
+        return MODE_TABLE[self.mode]
+
+    @property
     def rollout_gpus(self) -> int:
         return self.split[0]
 
@@ -192,7 +195,7 @@ class Plan:
 
     @property
     def split(self) -> tuple[int, int]:
-        if self.mode == "colocated":
+        if not self.mechanisms.disaggregated:
             return self.cluster.gpus, self.cluster.gpus
         return parse_ratio(self.allocation_ratio or "", self.cluster.gpus, "plan.allocation_ratio")
 
@@ -210,7 +213,7 @@ class Plan:
         otherwise rollout GPUs are packed first, then the actor's. Colocated: every GPU both."""
         c = self.cluster
         sizes = [min(c.gpus_per_node, c.gpus - n * c.gpus_per_node) for n in range(c.nodes)]
-        if self.mode == "colocated":
+        if not self.mechanisms.disaggregated:
             return [(s, s) for s in sizes]
         r, a = (int(x) for x in (self.allocation_ratio or "1:1").split(":"))
         if all(s % (r + a) == 0 for s in sizes):
@@ -232,7 +235,7 @@ class Plan:
         are given the smallest, the one that paces the rollout.
         """
         c = self.cluster
-        if self.mode == "colocated":
+        if not self.mechanisms.disaggregated:
             return c.cpu_cores_per_node / c.gpus_per_node
         return min((c.cpu_cores_per_node - a * c.actor_cpu_cores_per_gpu) / r
                    for r, a in self.node_split() if r)
@@ -247,7 +250,7 @@ class Plan:
             raise ConfigError(f"{path}.mode", f"must be one of {', '.join(MODES)}; got {self.mode!r}")
         if self.cluster.gpus < 1:
             raise ConfigError(f"{path}.cluster.gpus", f"must be an integer >= 1, got {self.cluster.gpus}")
-        if self.mode == "colocated":
+        if not self.mechanisms.disaggregated:
             if self.allocation_ratio is not None:
                 raise ConfigError(f"{path}.allocation_ratio",
                                   "must be omitted (null) for colocated: every GPU runs every phase")
@@ -287,7 +290,7 @@ class Plan:
         mode = f.str("mode", choices=MODES)
         workload = Workload.from_dict(f.any("workload", {}), f.sub("workload"))
         cluster = Cluster.from_dict(f.any("cluster"), f.sub("cluster"))
-        ratio = f.any("allocation_ratio", None if mode == "colocated" else "1:1")
+        ratio = f.any("allocation_ratio", "1:1" if MODE_TABLE[mode].disaggregated else None)
         if ratio is not None and not isinstance(ratio, str):
             raise ConfigError(f.sub("allocation_ratio"), f"must be a string R:A or null, got {ratio!r}")
         b_max = f.any("b_max", None)

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from perfmodel.profile import Profile
-from perfmodel.reference import ReferencePoint, plan_for
+from perfmodel.schema.profile import Profile
+from perfmodel.calibration.reference import ReferencePoint, published_plan
 from perfmodel.simulate import simulate
 
 
@@ -24,7 +24,7 @@ def validate(points: list[ReferencePoint], profiles: dict[str, Profile]) -> dict
     rows = []
     for pt in points:
         prof = profiles[pt.backbone]
-        plan = plan_for(prof, pt.mode, pt.gpus, pt.allocation_ratio)
+        plan = published_plan(prof, pt.mode, pt.gpus, pt.allocation_ratio)
         pred = simulate(plan, prof).throughput_env_steps_per_s
         rows.append({
             "mode": pt.mode,

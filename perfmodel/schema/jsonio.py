@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from perfmodel.errors import ConfigError
+from perfmodel.schema.errors import ConfigError
 
 _MISSING = object()
 
@@ -120,3 +122,26 @@ def check_float(
     if max is not None and v > max:
         raise ConfigError(field, f"must be a number <= {max:g}, got {v:g}")
     return v
+
+
+def write_atomic(path: str | Path, data: bytes | str) -> None:
+    """Write a file so that a reader never sees it half-written (temp file + rename), with the
+    permissions a plain ``open`` would give (the umask), so teammates can read it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode() if isinstance(data, str) else data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> None:
+    write_atomic(path, json.dumps(obj, indent=2) + "\n")

@@ -25,8 +25,8 @@ from typing import Any, Callable
 import numpy as np
 
 from perfmodel.backbones import Backbone, get_backbone
-from perfmodel.profile import BUNDLED_DIR, Costs, Curve, Profile, load_profile
-from perfmodel.reference import ReferencePoint, plan_for
+from perfmodel.schema.profile import BUNDLED_DIR, Costs, Curve, Profile, load_profile
+from perfmodel.calibration.reference import ReferencePoint, published_plan
 from perfmodel.simulate import simulate
 
 # Hardware assumptions (published setup: "H100-class is likely", 8 GPUs per node).
@@ -168,7 +168,7 @@ def predict_points(profiles: dict[str, Profile], points: list[ReferencePoint]) -
     out = []
     for pt in points:
         prof = profiles[pt.backbone]
-        plan = plan_for(prof, pt.mode, pt.gpus, pt.allocation_ratio, max_staleness=PUBLISHED_STALENESS)
+        plan = published_plan(prof, pt.mode, pt.gpus, pt.allocation_ratio, max_staleness=PUBLISHED_STALENESS)
         # Deterministic costs make one simulated worker replica exact (perfmodel.sim.modes).
         out.append(simulate(plan, prof, max_workers=1).throughput_env_steps_per_s)
     return out

@@ -28,9 +28,10 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable
 
-from perfmodel.errors import ConfigError
-from perfmodel.plan import MODE_LEVEL, MODES, Plan
-from perfmodel.profile import Profile
+from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.modes import MODE_TABLE, MODES
+from perfmodel.schema.plan import Plan
+from perfmodel.schema.profile import Profile
 
 DEFAULT_GPUS = (8, 16, 24, 32, 64, 128, 256)
 DEFAULT_RATIOS = ("1:1", "3:1", "1:3", "2:1", "1:2")
@@ -126,8 +127,8 @@ def combinations(spec: SweepSpec) -> list[Combo]:
     modes = [m for m in MODES if m in spec.modes]
     for g in sorted(dict.fromkeys(spec.gpus)):
         for mode in modes:
-            ratios: Iterable[str | None] = [None] if mode == "colocated" else dict.fromkeys(spec.ratios)
-            dynamic = MODE_LEVEL[mode] >= MODE_LEVEL["rollout_async"]
+            ratios: Iterable[str | None] = dict.fromkeys(spec.ratios) if MODE_TABLE[mode].disaggregated else [None]
+            dynamic = MODE_TABLE[mode].dynamic_batching
             batching = ([(b, t) for b in dict.fromkeys(spec.b_max) for t in dict.fromkeys(spec.t_max_s)]
                         if dynamic else [(None, PLAN_DEFAULT_T_MAX)])
             for ratio in ratios:
@@ -149,12 +150,12 @@ def _category(err: ConfigError) -> str:
 
 
 def build_plan(spec: SweepSpec, profile: Profile, c: Combo) -> Plan:
-    from perfmodel.reference import plan_for
+    from perfmodel.calibration.reference import published_plan
 
     knobs: dict[str, Any] = {"pipeline_stage_num": c.pipeline_stage_num, "b_max": c.b_max, "t_max_s": c.t_max_s}
     if spec.max_staleness is not None:
         knobs["max_staleness"] = spec.max_staleness
-    plan = plan_for(profile, c.mode, c.gpus, c.allocation_ratio, **knobs)
+    plan = published_plan(profile, c.mode, c.gpus, c.allocation_ratio, **knobs)
     return plan.with_(profile=spec.profile_ref)
 
 
@@ -306,7 +307,7 @@ def run_sweep(spec: SweepSpec, profile: Profile, *, jobs: int | None = None,
     rows.sort(key=lambda r: r["index"])
     derive(rows, spec.gpu_hour_price)
     return {
-        "kind": "perfmodel.sweep",
+        "kind": "perfmodel.planning.sweep",
         "schema_version": 1,
         "profile": profile.name,
         "backbone": profile.backbone,
@@ -342,25 +343,15 @@ def csv_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 def write_csv_atomic(path: str, doc: dict[str, Any]) -> None:
     import csv
-    import tempfile
-    from pathlib import Path
+    import io
 
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(CSV_COLUMNS))
-            w.writeheader()
-            w.writerows(csv_rows(doc))
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    from perfmodel.schema.jsonio import write_atomic
+
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS))
+    w.writeheader()
+    w.writerows(csv_rows(doc))
+    write_atomic(path, buf.getvalue())
 
 
 def _fmt(v: Any, spec: str) -> str:

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from perfmodel.errors import ConfigError
-from perfmodel.plan import Plan
-from perfmodel.profile import Profile
-from perfmodel.sweep import SweepSpec, run_sweep
+from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.plan import Plan
+from perfmodel.schema.profile import Profile
+from perfmodel.planning.sweep import SweepSpec, run_sweep
 
 OBJECTIVES = ("throughput", "cost")
 

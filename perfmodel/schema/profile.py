@@ -8,20 +8,17 @@ error and field helpers. See README "Profile format" for the JSON layout.
 from __future__ import annotations
 
 import bisect
-import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfmodel.errors import ConfigError
-from perfmodel.fields import Fields, check_float, load_json
+from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.jsonio import Fields, check_float, load_json, write_json_atomic
 
 SCHEMA_VERSION = 1
 CURVE_MODELS = ("linear", "table")
 PROVENANCE_KINDS = ("measured", "fitted")
-BUNDLED_DIR = Path(__file__).resolve().parent.parent / "profiles"
+BUNDLED_DIR = Path(__file__).resolve().parents[2] / "profiles"
 
 
 @dataclass(frozen=True)
@@ -276,19 +273,3 @@ def load_profile(name_or_path: str) -> Profile:
             raise ConfigError("profile", f"no bundled profile {name_or_path!r} (bundled: {', '.join(bundled_profiles())}) and no such file")
         p = candidate
     return Profile.from_dict(load_json(p, "profile"), "profile")
-
-
-def write_json_atomic(path: str | Path, obj: Any) -> None:
-    """Write JSON so that a reader never sees a half-written file (temp file + rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(obj, fh, indent=2)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

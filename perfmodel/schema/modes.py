@@ -1,0 +1,55 @@
+"""The five pipeline modes as one table: each row says which mechanisms the mode has.
+
+The modes are cumulative (../shared/reference/README.md, RL-VLA3): each adds one mechanism to
+the one before. Every rule that depends on the mode reads a column of this table, never the
+mode's name or position.
+
+| mode          | disaggregated | async_training | dynamic_batching | streaming |
+|---------------|---------------|----------------|------------------|-----------|
+| colocated     | no            | no             | no               | no        |
+| disaggregated | yes           | no             | no               | no        |
+| train_async   | yes           | yes            | no               | no        |
+| rollout_async | yes           | yes            | yes              | no        |
+| streamer      | yes           | yes            | yes              | yes       |
+
+- disaggregated: rollout (env workers + inference) and the actor on disjoint GPU sets; weights
+  travel from the actor to every generator. Otherwise every GPU time-shares every phase and
+  swaps models (offload/reload) between phases.
+- async_training: rollout goes on within the staleness bound while the actor trains one global
+  batch at a time as samples arrive; otherwise the actor waits for the whole rollout.
+- dynamic_batching: envs step on their own and inference requests queue until ``b_max`` wait
+  or ``t_max_s`` passes; otherwise a worker's envs step in lock-step, one call per env group.
+- streaming: the first pass over a global batch starts per micro-batch as samples arrive.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    disaggregated: bool
+    async_training: bool
+    dynamic_batching: bool
+    streaming: bool
+
+    @property
+    def lockstep(self) -> bool:
+        """A worker's envs step together and wait for the slowest (no dynamic batching)."""
+        return not self.dynamic_batching
+
+
+MODE_TABLE: dict[str, Mode] = {m.name: m for m in (
+    Mode("colocated", disaggregated=False, async_training=False, dynamic_batching=False, streaming=False),
+    Mode("disaggregated", disaggregated=True, async_training=False, dynamic_batching=False, streaming=False),
+    Mode("train_async", disaggregated=True, async_training=True, dynamic_batching=False, streaming=False),
+    Mode("rollout_async", disaggregated=True, async_training=True, dynamic_batching=True, streaming=False),
+    Mode("streamer", disaggregated=True, async_training=True, dynamic_batching=True, streaming=True),
+)}
+MODES: tuple[str, ...] = tuple(MODE_TABLE)
+
+
+def mode(name: str) -> Mode:
+    return MODE_TABLE[name]
