@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from perfmodel.costs import StageCosts
+from perfmodel.schema.rules import global_batches
 
 
 @dataclass(frozen=True)
@@ -38,10 +39,7 @@ def max_batch(costs: StageCosts) -> int:
 def actor_iteration_s(costs: StageCosts) -> float:
     w = costs.plan.workload
     total = 0.0
-    remaining = w.samples_per_iteration
-    while remaining > 0:
-        size = min(w.global_batch_size, remaining)
-        remaining -= size
+    for size in global_batches(w.samples_per_iteration, w.global_batch_size):
         steps, per_rank = costs.micro_batching(size)
         total += w.update_epoch * (steps * costs.micro_batch_s(per_rank) + costs.optimizer_step_s())
     return total

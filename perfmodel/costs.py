@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Profile
+from perfmodel.schema.rules import micro_batching
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,7 @@ class StageCosts:
         """(micro-steps, samples per rank per micro-step) for a global batch of ``batch``
         samples over the actor ranks: micro-batches of ``micro_batch_size``, smaller when the
         batch's share per rank is smaller than that."""
-        ranks = self.plan.actor_gpus
-        per_rank = min(self.plan.workload.micro_batch_size, math.ceil(batch / ranks))
-        return math.ceil(batch / (per_rank * ranks)), per_rank
+        return micro_batching(batch, self.plan.actor_gpus, self.plan.workload.micro_batch_size)
 
     def micro_batch_s(self, samples: int) -> float:
         """Forward + backward of one micro-batch on each rank, with FSDP's weight all-gathers."""
@@ -68,8 +67,8 @@ class StageCosts:
         if self.plan.actor_gpus == 1 or nbytes <= 0:
             return 0.0
         c = self.plan.cluster
-        per_node = [a for _, a in self.plan.node_split() if a]
-        local, nodes = max(per_node), len(per_node)
+        pl = self.plan.placement
+        local, nodes = pl.actor_ranks_per_node, pl.actor_nodes
         t = passes * (local - 1) / local * nbytes / (c.intra_node_bw_GBps * 1e9) if local > 1 else 0.0
         if nodes > 1:
             t += passes * (nodes - 1) / nodes * (nbytes / local) / (c.inter_node_bw_GBps * 1e9)

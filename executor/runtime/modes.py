@@ -1,5 +1,5 @@
 """Each mode is one declarative wiring of the shared driver mechanisms and Ray actors,
-as in ``perfmodel.sim.modes`` (whose ``env_groups`` it reuses, and the mode table ``perfmodel.schema.modes``, so the
+as in ``perfmodel.sim.modes``, from the same mode table and placement (``perfmodel.schema``), so the
 executor groups envs exactly as the simulator does).
 
 | mode          | device slots        | rollout waits for        | actor trains         | inference        |
@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfmodel.schema.plan import Plan
-from perfmodel.sim.modes import env_groups
 from executor.runtime.driver import (Actor, Context, EnvWorker, Generator, RolloutLog, SampleBuffer,
                                      TrainLog, WeightStore)
 
@@ -56,9 +55,7 @@ class Wiring:
 
 
 def group_sizes(plan: Plan) -> list[int]:
-    m = plan.mechanisms
-    groups = env_groups(plan.envs_per_worker, plan.pipeline_stage_num, m.dynamic_batching)
-    return [plan.envs_per_worker // groups] * groups
+    return plan.placement.group_sizes
 
 
 def worker_cores(plan: Plan, index: int) -> list[int] | None:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.jsonio import Fields, load_json
 from perfmodel.schema.modes import MODE_TABLE, MODES, Mode
+from perfmodel.schema.placement import Placement, placement_of
 
 ALGORITHMS = ("ppo", "grpo")
 
@@ -207,38 +209,26 @@ class Plan:
     def envs_per_stage(self) -> int:
         return self.envs_per_worker // self.pipeline_stage_num
 
-    def node_split(self) -> list[tuple[int, int]]:
-        """(rollout GPUs, actor GPUs) on each node. Each node is split by the allocation ratio
-        when its GPUs allow it (so every node holds env workers and actor ranks alike);
-        otherwise rollout GPUs are packed first, then the actor's. Colocated: every GPU both."""
+    @cached_property
+    def placement(self) -> Placement:
+        """Where each component runs (perfmodel.schema.placement), derived once."""
+        m = self.mechanisms
+        ratio = None
+        if m.disaggregated:
+            r, a = (int(x) for x in (self.allocation_ratio or "1:1").split(":"))
+            ratio = (r, a)
         c = self.cluster
-        sizes = [min(c.gpus_per_node, c.gpus - n * c.gpus_per_node) for n in range(c.nodes)]
-        if not self.mechanisms.disaggregated:
-            return [(s, s) for s in sizes]
-        r, a = (int(x) for x in (self.allocation_ratio or "1:1").split(":"))
-        if all(s % (r + a) == 0 for s in sizes):
-            return [(s // (r + a) * r, s // (r + a) * a) for s in sizes]
-        out, left = [], self.rollout_gpus
-        for s in sizes:
-            take = min(s, left)
-            left -= take
-            out.append((take, s - take))
-        return out
+        return placement_of(c.gpus, c.gpus_per_node, c.cpu_cores_per_node, c.actor_cpu_cores_per_gpu,
+                            self.rollout_gpus, self.actor_gpus, not m.disaggregated, ratio,
+                            self.workload.total_num_envs, self.pipeline_stage_num, m.dynamic_batching)
+
+    def node_split(self) -> list[tuple[int, int]]:
+        return self.placement.node_split()
 
     @property
     def env_cores_per_worker(self) -> float:
-        """CPU cores of one env worker (one per rollout GPU).
-
-        The env workers of a node share its cores, less those kept by the actor GPUs on the
-        same node (``node_split``). Colocated mode never runs the actor during rollout, so its
-        workers share the whole node. Workers on different nodes may get different shares; all
-        are given the smallest, the one that paces the rollout.
-        """
-        c = self.cluster
-        if not self.mechanisms.disaggregated:
-            return c.cpu_cores_per_node / c.gpus_per_node
-        return min((c.cpu_cores_per_node - a * c.actor_cpu_cores_per_gpu) / r
-                   for r, a in self.node_split() if r)
+        """CPU cores of one env worker (one per rollout GPU); see ``Placement``."""
+        return self.placement.env_cores_per_worker
 
     @property
     def effective_b_max(self) -> int:

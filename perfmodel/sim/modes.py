@@ -20,10 +20,6 @@ from perfmodel.schema.timeline import Recorder
 from perfmodel.sim.workers import (Actor, Durations, EnvWorker, Generator, RolloutLog,
                                    SampleBuffer, TrainLog, WeightStore)
 
-# Asynchronous rollout lets every env step on its own; the simulator keeps one event per env
-# group and chunk step, with this many groups per worker (at least; a multiple of the pipeline
-# stages that divides the worker's envs), enough for inference and env stepping to overlap.
-ASYNC_GROUPS_PER_WORKER = 4
 # Env workers are identical replicas (same envs, cores and costs) that interact only through
 # the actor and the weights, so a few simulated workers, each standing for W / simulated real
 # ones, give the same timeline as all W (exactly, with deterministic costs; with variability,
@@ -35,15 +31,6 @@ def simulated_workers(workers: int, cap: int) -> int:
     """The largest divisor of ``workers`` not above ``cap``, so each replica stands for a whole
     number of real workers."""
     return max(d for d in range(1, min(workers, max(cap, 1)) + 1) if workers % d == 0)
-
-
-def env_groups(envs_per_worker: int, stages: int, dynamic: bool) -> int:
-    if not dynamic:
-        return stages
-    for g in range(max(stages, ASYNC_GROUPS_PER_WORKER), 0, -1):
-        if g % stages == 0 and envs_per_worker % g == 0:
-            return g
-    return stages
 
 
 @dataclass
@@ -76,7 +63,7 @@ def wire(env: simpy.Environment, costs: StageCosts, dur: Durations, rec: Recorde
     buffer, weights = SampleBuffer(env), WeightStore(env)
     rollout_log, train_log = RolloutLog(env, n_sim), TrainLog()
     staleness = plan.max_staleness if m.async_training else 0
-    groups = env_groups(plan.envs_per_worker, plan.pipeline_stage_num, m.dynamic_batching)
+    groups = plan.placement.env_groups
 
     generators = [
         Generator(env, f"rollout_gpu_{i}", gpu, dur, rec, b_max=plan.effective_b_max, t_max=plan.t_max_s)

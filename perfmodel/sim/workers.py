@@ -21,6 +21,7 @@ import numpy as np
 import simpy
 
 from perfmodel.costs import StageCosts
+from perfmodel.schema.rules import global_batches, required_weight_version
 from perfmodel.schema.timeline import Recorder
 
 
@@ -205,7 +206,7 @@ class EnvWorker:
         env = self.env
         for k in range(iterations):
             # Synchronous modes (staleness 0) wait for the weights trained on iteration k-1.
-            yield self.weights.wait_for(k - self.staleness)
+            yield self.weights.wait_for(required_weight_version(k, self.staleness))
             if self.weights.version > self.version:
                 start = env.now
                 yield env.timeout(self.costs.weight_sync_s())
@@ -279,10 +280,7 @@ class Actor:
                 yield self.rollout_done(k)
             if self.switch_s > 0:
                 yield from self._switch("to_train")
-            remaining = per_iter
-            while remaining > 0:
-                size = min(w.global_batch_size, remaining)
-                remaining -= size
+            for size in global_batches(per_iter, w.global_batch_size):
                 yield from self._global_batch(size)
             if self.switch_s > 0:
                 yield from self._switch("to_rollout")

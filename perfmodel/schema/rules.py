@@ -1,0 +1,53 @@
+"""The rules of an RL iteration that the simulator and the executor both follow, written once.
+
+Pure functions of plain numbers, so that a simulated and a measured run cannot disagree on
+them: which policy version a rollout iteration needs, how an iteration's samples split into
+global batches and a global batch into micro-batches, how env workers split into groups, and
+when a dynamic batch fires.
+"""
+
+from __future__ import annotations
+
+import math
+
+# Asynchronous rollout lets every env step on its own; the simulator keeps one event per env
+# group and chunk step, with this many groups per worker (at least; a multiple of the pipeline
+# stages that divides the worker's envs), enough for inference and env stepping to overlap.
+ASYNC_GROUPS_PER_WORKER = 4
+
+
+def required_weight_version(iteration: int, staleness: int) -> int:
+    """The policy version rollout iteration ``iteration`` must start from: the weights trained
+    on iteration k-1 (version k) when synchronous (staleness 0), up to ``staleness`` older."""
+    return iteration - staleness
+
+
+def global_batches(samples: int, global_batch_size: int) -> list[int]:
+    """An iteration's samples as global batches in order: full batches, then the remainder."""
+    full, rest = divmod(samples, global_batch_size)
+    return [global_batch_size] * full + ([rest] if rest else [])
+
+
+def micro_batching(batch: int, ranks: int, micro_batch_size: int) -> tuple[int, int]:
+    """(micro-steps, samples per rank per micro-step) for a global batch of ``batch`` samples
+    over ``ranks`` data-parallel ranks: each rank takes batch / ranks samples (RLinf: global
+    batch / world size) in micro-batches of ``micro_batch_size``, smaller when its share is."""
+    per_rank = min(micro_batch_size, math.ceil(batch / ranks))
+    return math.ceil(batch / (per_rank * ranks)), per_rank
+
+
+def env_groups(envs_per_worker: int, stages: int, dynamic: bool) -> int:
+    """Env groups per worker: its pipeline stages in lock-step; with dynamic batching, at least
+    ASYNC_GROUPS_PER_WORKER groups (a multiple of the stages that divides the worker's envs)."""
+    if not dynamic:
+        return stages
+    for g in range(max(stages, ASYNC_GROUPS_PER_WORKER), 0, -1):
+        if g % stages == 0 and envs_per_worker % g == 0:
+            return g
+    return stages
+
+
+def batch_fires(waiting_envs: int, b_max: int, waited_s: float, t_max_s: float) -> bool:
+    """Dynamic batching: a batch fires once ``b_max`` envs wait or the first of them has waited
+    ``t_max_s`` (``t_max_s`` = 0: fire whatever is waiting at once)."""
+    return waiting_envs >= b_max or waited_s >= t_max_s

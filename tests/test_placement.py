@@ -1,0 +1,47 @@
+"""The placement object: node split, slots and env-worker cores derived once from a plan."""
+
+from __future__ import annotations
+
+from perfmodel.calibration.reference import published_plan
+from perfmodel.schema.profile import load_profile
+from perfmodel.schema.placement import NodeShare, node_shares
+from perfmodel.schema.rules import batch_fires, global_batches, micro_batching, required_weight_version
+
+
+def test_split_by_ratio_on_every_node():
+    pi05 = load_profile("pi05")
+    plan = published_plan(pi05, "rollout_async", 32, "1:1")
+    pl = plan.placement
+    assert pl.nodes == (NodeShare(4, 4, 4),)
+    assert pl.actor_nodes == 4 and pl.actor_ranks_per_node == 4
+    rollout, actor = pl.slots()
+    assert rollout[:4] == [0, 1, 2, 3] and actor[:4] == [4, 5, 6, 7]
+    assert sorted(rollout + actor) == list(range(32))
+
+
+def test_rollout_first_when_the_ratio_does_not_split_a_node():
+    # 24 GPUs at 2:1: a node of 8 does not divide by 3, so rollout takes nodes 0-1, actor node 2.
+    assert node_shares(24, 8, 16, 8, (2, 1)) == (NodeShare(2, 8, 0), NodeShare(1, 0, 8))
+    # A partial last node: 12 GPUs at 3:1 split per node (8 -> 6:2, 4 -> 3:1).
+    assert node_shares(12, 8, 9, 3, (3, 1)) == (NodeShare(1, 6, 2), NodeShare(1, 3, 1))
+
+
+def test_large_cluster_is_a_few_node_kinds():
+    shares = node_shares(8 * 10**6, 8, 4 * 10**6, 4 * 10**6, (1, 1))
+    assert shares == (NodeShare(10**6, 4, 4),)
+
+
+def test_colocated_every_device_is_both():
+    pi05 = load_profile("pi05")
+    plan = published_plan(pi05, "colocated", 16, None)
+    rollout, actor = plan.placement.slots()
+    assert rollout == actor == list(range(16))
+    assert plan.env_cores_per_worker == plan.cluster.cpu_cores_per_node / plan.cluster.gpus_per_node
+
+
+def test_rules():
+    assert required_weight_version(5, 0) == 5 and required_weight_version(5, 1) == 4
+    assert global_batches(2500, 1024) == [1024, 1024, 452]
+    assert micro_batching(1024, 4, 128) == (2, 128)
+    assert micro_batching(1024, 16, 128) == (1, 64)
+    assert batch_fires(4, 4, 0.0, 1.0) and batch_fires(1, 4, 1.0, 1.0) and not batch_fires(1, 4, 0.5, 1.0)
