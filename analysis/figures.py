@@ -211,7 +211,7 @@ KIND_ORDER = ("env_worker", "rollout_gpu", "actor", "all_gpus")
 def _kind(name: str) -> str:
     import re
 
-    return re.sub(r"_\d+$", "", str(name))
+    return re.sub(r"_\d+$", "", str(name).split(" (", 1)[0])
 
 
 def _pick_lanes(rows: list[tuple[int, int]], procs: dict[int, str], max_rows: int,

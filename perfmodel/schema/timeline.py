@@ -160,7 +160,7 @@ class Recorder:
             events.append({"name": stage, "cat": STAGE_RESOURCE.get(stage, "other"), "ph": "X",
                            "ts": start * 1e6, "dur": (end - start) * 1e6, "pid": pids[resource],
                            "tid": tids[(resource, lane)], "args": dict(args)})
-        for name, t, value in sorted(self.counters, key=lambda c: c[1]):
+        for name, t, value in _compact(self.counters):
             what, _, resource = name.partition("/")
             events.append({"name": name, "cat": "counter", "ph": "C", "ts": t * 1e6,
                            "pid": pids.get(resource, 0), "args": {COUNTERS.get(what, "value"): value}})
@@ -176,6 +176,20 @@ class Recorder:
         from perfmodel.schema.jsonio import write_json_atomic
 
         write_json_atomic(path, self.chrome_trace(meta))
+
+
+def _compact(counters: list[tuple[str, float, float]]) -> list[tuple[str, float, float]]:
+    """Counter samples in time order, keeping per counter the last value at each instant and
+    only changes (a queue that fills and drains at one instant is one sample)."""
+    last_at: dict[tuple[str, float], float] = {}
+    for name, t, v in sorted(counters, key=lambda c: c[1]):  # stable: insertion order at equal t
+        last_at[(name, t)] = v
+    out, prev = [], {}
+    for (name, t), v in last_at.items():
+        if prev.get(name) != v:
+            out.append((name, t, v))
+            prev[name] = v
+    return out
 
 
 def trace_layout(trace: dict[str, Any]) -> dict[str, Any]:

@@ -73,8 +73,10 @@ class Generator:
         self.batched_envs = 0
 
     def infer(self, envs: int) -> Gen:
+        self.rec.count(f"queue_depth/{self.name}", self.env.now, envs)
         with self.gpu.request() as slot:
             yield slot
+            self.rec.count(f"queue_depth/{self.name}", self.env.now, -envs)
             start = self.env.now
             yield self.env.timeout(self.dur.infer(envs))
             self.rec.span("inference", self.name, "inference", start, self.env.now, batch=envs)
@@ -85,6 +87,7 @@ class Generator:
         req = InferenceRequest(envs, self.env.event())
         self.queue.append(req)
         self.waiting_envs += envs
+        self.rec.count(f"queue_depth/{self.name}", self.env.now, envs)
         if self._wake is not None and self.waiting_envs >= self._wake[0]:
             self._wake[1].succeed()
             self._wake = None
@@ -110,6 +113,7 @@ class Generator:
                 batch.append(req)
                 n += req.envs
             self.waiting_envs -= n
+            self.rec.count(f"queue_depth/{self.name}", env.now, -n)
             yield from self.infer(n)
             for r in batch:
                 r.done.succeed()
@@ -169,6 +173,8 @@ class EnvWorker:
         self.staleness = staleness
         self.dynamic = dynamic
         self.replicas = replicas  # real workers this simulated one stands for
+        rec.set_replicas(f"env_worker_{index}", replicas)
+        rec.set_replicas(generator.name, replicas)
         self.name = f"env_worker_{index}"
         self.cores = simpy.Container(env, capacity=costs.cores_per_worker, init=costs.cores_per_worker)
         self.version = 0
@@ -184,6 +190,8 @@ class EnvWorker:
                 self.rec.span("weight_sync", self.generator.name, "weight_sync", start, env.now,
                               version=self.weights.version)
                 self.version = self.weights.version
+                self.rec.counter(f"weight_version/{self.generator.name}", env.now, self.version)
+            self.rec.counter(f"staleness/{self.name}", env.now, k - self.version)
             self.log.behaviour_version.setdefault(k, []).append(self.version)
             yield env.all_of([env.process(self._group(k, g)) for g in range(self.groups)])
             self.log.worker_done(k)
@@ -197,7 +205,7 @@ class EnvWorker:
             yield self.cores.get(cores)
         start = self.env.now
         yield self.env.timeout(seconds)
-        self.rec.span(stage, self.name, lane, start, self.env.now, units=cores)
+        self.rec.span(stage, self.name, lane, start, self.env.now, units=cores, envs=n, version=self.version)
         if shared:
             yield self.cores.put(cores)
 
@@ -215,6 +223,7 @@ class EnvWorker:
             self.log.env_steps += self.replicas * n * w.max_episode_steps
             # A trajectory is complete at the end of the episode (full horizon, no early reset).
             yield self.buffer.put(self.replicas * n * w.chunk_steps_per_epoch)
+            self.rec.counter("samples_waiting/actor", self.env.now, self.buffer.level.level)
 
 
 @dataclass
@@ -257,6 +266,8 @@ class Actor:
                 yield from self._switch("to_rollout")
             self.log.iteration_done.append(env.now)
             self.weights.publish(k + 1)
+            self.rec.counter("weight_version/actor", env.now, k + 1)
+            self.rec.iteration_done(k + 1, env.now)
 
     def _switch(self, direction: str) -> Gen:
         start = self.env.now
@@ -270,6 +281,7 @@ class Actor:
         per_step = per_rank * self.ranks  # samples of one micro-batch on every rank
         if not self.stream:
             yield self.buffer.get(size)
+            self.rec.counter("samples_waiting/actor", env.now, self.buffer.level.level)
         slots = [gpu.request() for gpu in self.gpus]
         yield env.all_of(slots)
         try:
@@ -280,13 +292,16 @@ class Actor:
                         take = min(per_step, size - got)
                         got += take
                         yield self.buffer.get(take)
+                        self.rec.counter("samples_waiting/actor", env.now, self.buffer.level.level)
                     start = env.now
                     yield env.timeout(self.dur.micro_batch(per_rank))
-                    self.rec.span("train", self.name, "train", start, env.now, units=self.ranks)
+                    self.rec.span("train", self.name, "train", start, env.now, units=self.ranks,
+                                  batch=per_step, version=self.weights.version)
                     self.log.micro_batches += 1
                 start = env.now
                 yield env.timeout(self.costs.optimizer_step_s())
-                self.rec.span("optimizer_step", self.name, "train", start, env.now, units=self.ranks)
+                self.rec.span("optimizer_step", self.name, "train", start, env.now, units=self.ranks,
+                          batch=size, version=self.weights.version)
                 self.log.optimizer_steps += 1
             self.log.samples += size
         finally:
