@@ -105,7 +105,8 @@ def calibrated_gpus(inp: Inputs) -> tuple[list[int], str]:
             ex = src.get("extrapolation")
             if isinstance(ex, dict) and ex.get("calibrated_gpus"):
                 return sorted({int(g) for g in ex["calibrated_gpus"]}), "the predictions' extrapolation field"
-    names = {d.get("profile") for _, d in inp.sweeps} | {p.get("profile") for _, p in inp.predictions}
+    names = ({(d.get("spec") or {}).get("profile_ref") or d.get("profile") for _, d in inp.sweeps}
+             | {p.get("profile") for _, p in inp.predictions})
     if inp.choice:
         names.add(inp.choice[1]["plan"].get("profile"))
     from perfmodel.schema.profile import load_profile

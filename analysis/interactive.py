@@ -47,18 +47,35 @@ def _rgba(hex_color: str, alpha: float) -> str:
 
 def shade_extrapolation(fig: go.Figure, calibrated: list[int], gpus: list[int], row=None, col=None,
                         label: bool = True) -> bool:
-    """Shade GPU counts beyond the calibrated ones (log x axis: shape coordinates are log10).
-    True if anything was shaded."""
+    """Shade GPU counts beyond the calibrated ones. True if anything was shaded."""
     if not calibrated or not gpus or max(gpus) <= max(calibrated):
         return False
-    x0 = math.log10(max(calibrated)) + 0.1
-    x1 = math.log10(max(gpus)) + 0.15
+    x0, x1 = max(calibrated) * 2 ** 0.35, max(gpus) * 1.35  # data coordinates (plotly.js >= 2)
     kw = {"row": row, "col": col} if row else {}
     text = f"beyond the calibrated scale ({', '.join(map(str, calibrated))} GPUs): extrapolated"
     fig.add_vrect(x0=x0, x1=x1, fillcolor=EXTRAPOLATION_FILL, line_width=0, layer="below",
                   annotation_text=text if label else None, annotation_position="top",
                   annotation_font={"size": 12, "color": "#444"}, **kw)
     return True
+
+
+def log_ticks(values: list[float]) -> list[float]:
+    """1-2-5 ticks per decade covering ``values`` (plotly's own log ticks label 2..9 as bare digits)."""
+    lo, hi = min(values), max(values)
+    out = []
+    for d in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1):
+        out += [m * 10 ** d for m in (1, 2, 5) if lo / 1.3 <= m * 10 ** d <= hi * 1.3]
+    return out
+
+
+def _log_y(fig: go.Figure, values: list[float], **kw) -> None:
+    ticks = log_ticks([v for v in values if v and v > 0])
+    fig.update_yaxes(type="log", tickvals=ticks, ticktext=[f"{t:,.0f}" if t >= 1 else f"{t:g}" for t in ticks], **kw)
+
+
+def _log_x(fig: go.Figure, values: list[float], **kw) -> None:
+    ticks = log_ticks([v for v in values if v and v > 0])
+    fig.update_xaxes(type="log", tickvals=ticks, ticktext=[f"{t:,.0f}" if t >= 1 else f"{t:g}" for t in ticks], **kw)
 
 
 def _gpu_axis(fig: go.Figure, gpus: list[int], price: float | None, **kw) -> None:
@@ -77,6 +94,11 @@ def throughput_pareto(points: list[dec.PlanPoint], chosen: dec.PlanPoint | None,
     shade_extrapolation(fig, calibrated, gpus)
     per = dec.best_per_mode_gpus(points)
     best_keys = {p.key for ps in per.values() for p in ps}
+    front = dec.pareto_front(points)
+    if front:
+        fig.add_trace(go.Scatter(
+            x=[p.gpus for p in front], y=[p.throughput for p in front], mode="lines", name="Pareto front",
+            line={"color": "rgba(0,0,0,0.18)", "width": 9}, hoverinfo="skip", meta={"role": "pareto"}))
     for mode in sorted({p.mode for p in points}, key=mode_order):
         others = [p for p in points if p.mode == mode and p.key not in best_keys]
         if others:
@@ -97,11 +119,6 @@ def throughput_pareto(points: list[dec.PlanPoint], chosen: dec.PlanPoint | None,
             x=[p.gpus for p in ps], y=[p.throughput for p in ps], mode="lines+markers", name=mode,
             legendgroup=mode, meta={"mode": mode, "role": "best"}, marker=_marker(mode), line=_line(mode),
             hovertext=[dec.hover(p, target) for p in ps], hoverinfo="text"))
-    front = dec.pareto_front(points)
-    if front:
-        fig.add_trace(go.Scatter(
-            x=[p.gpus for p in front], y=[p.throughput for p in front], mode="lines", name="Pareto front",
-            line={"color": "rgba(0,0,0,0.45)", "width": 7}, hoverinfo="skip", meta={"role": "pareto"}))
     if chosen:
         fig.add_trace(go.Scatter(
             x=[chosen.gpus], y=[chosen.throughput], mode="markers+text", name="chosen plan",
@@ -109,7 +126,8 @@ def throughput_pareto(points: list[dec.PlanPoint], chosen: dec.PlanPoint | None,
             text=["chosen"], textposition="top left", hovertext=[dec.hover(chosen, target)], hoverinfo="text",
             meta={"role": "chosen"}))
     _gpu_axis(fig, gpus, price)
-    fig.update_yaxes(type="log", title_text="env steps / s (whole cluster)")
+    _log_y(fig, [p.throughput for p in points] + [p.low for p in points if p.low] + [p.high for p in points if p.high],
+           title_text="env steps / s (whole cluster)")
     band = any(p.low is not None for p in points)
     return _layout(fig, "Throughput vs GPUs vs $/h: best plan per mode" + (" (bands: intervals)" if band else
                                                                               " (no intervals in the input)")
@@ -152,8 +170,9 @@ def time_cost(points: list[dec.PlanPoint], chosen: dec.PlanPoint | None, target:
             textposition="top right", meta={"role": "chosen"},
             marker={"symbol": "star", "size": 22, "color": CHOSEN_COLOR, "line": {"color": "black", "width": 1}},
             hovertext=[dec.hover(chosen, target)], hoverinfo="text"))
-    fig.update_xaxes(type="log", title_text=f"hours to {target:,.0f} env steps")
-    fig.update_yaxes(type="log", title_text=f"$ to {target:,.0f} env steps" if priced else
+    allp = [p for ps in per.values() for p in ps]
+    _log_x(fig, [p.hours_to(target) for p in allp], title_text=f"hours to {target:,.0f} env steps")
+    _log_y(fig, [y_of(p) for p in allp], title_text=f"$ to {target:,.0f} env steps" if priced else
                      f"GPU-hours to {target:,.0f} env steps (no $ price given)")
     return _layout(fig, f"Time and {'cost' if priced else 'GPU-hours'} to reach {target:,.0f} env steps "
                         "(each point: a mode's best plan at one GPU count; down-left is better)")
@@ -259,8 +278,8 @@ def validation(in_sample_pts: list[dict[str, Any]] | None, in_sample_title: str,
                            + (f"<br>fit on {r['fit_gpus']} GPUs" if r.get("fit_gpus") else "") for r in rs],
                 hoverinfo="text"), row=1, col=col)
             seen.add(mode)
-        fig.update_xaxes(type="log", title_text="published env steps / s", row=1, col=col)
-        fig.update_yaxes(type="log", title_text="predicted env steps / s", row=1, col=col)
+        _log_x(fig, allv, title_text="published env steps / s", row=1, col=col)
+        _log_y(fig, allv, title_text="predicted env steps / s", row=1, col=col)
     fig.update_annotations(font_size=13)
     return _layout(fig, "Validation against published throughput", 500)
 
@@ -281,6 +300,6 @@ def predicted_vs_measured(points: list[dict[str, Any]]) -> go.Figure:
             hovertext=[f"{p['label']}<br>measured {p['measured']:.2f}, predicted {p['predicted']:.2f}<br>"
                        f"error {p['error_pct']:+.1f}% (prediction / measurement - 1)<br>prediction from "
                        f"{p['prediction_source']}" for p in ps], hoverinfo="text"))
-    fig.update_xaxes(type="log", title_text="predicted env steps / s")
-    fig.update_yaxes(type="log", title_text="measured env steps / s")
+    _log_x(fig, allv, title_text="predicted env steps / s")
+    _log_y(fig, allv, title_text="measured env steps / s")
     return _layout(fig, "Predicted vs measured (run records; label: prediction / measurement - 1)", 480)
