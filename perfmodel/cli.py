@@ -17,8 +17,9 @@ from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.modes import MODES
 from perfmodel.schema.plan import Plan, parse_ratio
 
+from perfmodel.schema.profile import BUNDLED_REFERENCE, user_profile_dir
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-BUNDLED_REFERENCE = PROJECT_ROOT / "profiles" / "reference" / "rl_vla3_libero.csv"
 BACKBONE_NAMES = ("pi05", "gr00t_n15")
 
 
@@ -168,7 +169,9 @@ def validate_cmd(reference: str, as_json: bool) -> None:
 
 @cli.command()
 @click.option("--reference", type=str, default=str(BUNDLED_REFERENCE), show_default=True)
-@click.option("--out-dir", type=str, default=str(PROJECT_ROOT / "profiles"), show_default=True)
+@click.option("--out-dir", type=str, default=None,
+              help=f"where to write the fitted profiles (default: your profile directory, {user_profile_dir()}; "
+                   "$VLAPERF_PROFILE_DIR overrides it); never the installed package")
 @click.option("--max-evals", type=int, default=300, show_default=True, help="simulations of the whole set")
 def calibrate(reference: str, out_dir: str, max_evals: int) -> None:
     """Fit the bundled profiles' physical parameters to published results."""
@@ -179,6 +182,7 @@ def calibrate(reference: str, out_dir: str, max_evals: int) -> None:
 
     if max_evals < 1:
         _fail("--max-evals", f"must be an integer >= 1, got {max_evals}")
+    out_dir = out_dir or str(user_profile_dir())
     points = load_reference(reference)
     for b in {p.backbone for p in points}:
         if b not in BACKBONE_NAMES:

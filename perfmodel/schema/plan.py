@@ -16,10 +16,14 @@ from typing import Any
 
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.jsonio import Fields, load_json
+from perfmodel.schema.hardware import DEFAULT_GPU, GPU_NAMES
 from perfmodel.schema.modes import MODE_TABLE, MODES, Mode
 from perfmodel.schema.placement import Placement, placement_of
 
 ALGORITHMS = ("ppo", "grpo")
+PLACEMENT_STRATEGIES = ("split", "packed")
+SHARDING_STRATEGIES = ("no_shard", "full_shard")
+TRAINED_PARTS = ("full", "action_expert")
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,10 @@ class Cluster:
     intra_node_bw_GBps: float = 200.0
     inter_node_bw_GBps: float = 25.0
     actor_cpu_cores_per_gpu: float = 0.0
+    # NCCL peer-to-peer on (false = NCCL_P2P_DISABLE=1, as RL-VLA3's scripts/run_libero.sh sets).
+    p2p: bool = True
+    # Accelerator (perfmodel/schema/hardware.py); the published setup is H100-class.
+    gpu: str = DEFAULT_GPU
 
     @property
     def nodes(self) -> int:
@@ -142,6 +150,8 @@ class Cluster:
             inter_node_bw_GBps=f.float("inter_node_bw_GBps", d.inter_node_bw_GBps if d else 25.0,
                                        min=0.0, strict_min=True),
             actor_cpu_cores_per_gpu=f.float("actor_cpu_cores_per_gpu", d.actor_cpu_cores_per_gpu if d else 0.0),
+            p2p=f.bool("p2p", d.p2p if d else True),
+            gpu=f.str("gpu", d.gpu if d else DEFAULT_GPU, choices=GPU_NAMES),
         )
         f.done()
         return c
@@ -181,6 +191,14 @@ class Plan:
     b_max: int | None = None
     t_max_s: float = 0.05
     max_staleness: int = 1
+    # RLinf-shaped knobs (FIELDS.md). Defaults reproduce the published setup as the bundled
+    # profiles model it: each node split by the ratio, FSDP full sharding of the whole policy
+    # (RL-VLA3 README: "bf16, FSDP"; profile assumption trained_part "whole policy"), colocated
+    # phases offload the idle model (RL-VLA3 colocated mode swaps models between phases).
+    placement_strategy: str = "split"
+    sharding_strategy: str = "full_shard"
+    trained_part: str = "full"
+    enable_offload: bool = True
 
     @property
     def mechanisms(self) -> Mode:
@@ -273,6 +291,12 @@ class Plan:
             raise ConfigError(f"{path}.t_max_s", f"must be a finite number >= 0, got {self.t_max_s}")
         if self.max_staleness < 0:
             raise ConfigError(f"{path}.max_staleness", f"must be an integer >= 0, got {self.max_staleness}")
+        for name, allowed in (("placement_strategy", PLACEMENT_STRATEGIES), ("sharding_strategy", SHARDING_STRATEGIES),
+                              ("trained_part", TRAINED_PARTS)):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{path}.{name}", f"must be one of {', '.join(allowed)}; got {getattr(self, name)!r}")
+        if self.cluster.gpu not in GPU_NAMES:
+            raise ConfigError(f"{path}.cluster.gpu", f"must be one of {', '.join(GPU_NAMES)}; got {self.cluster.gpu!r}")
 
     @classmethod
     def from_dict(cls, obj: Any, path: str = "plan") -> "Plan":
@@ -296,6 +320,10 @@ class Plan:
             b_max=b_max,
             t_max_s=f.float("t_max_s", 0.05),
             max_staleness=f.int("max_staleness", 1, min=0),
+            placement_strategy=f.str("placement_strategy", "split", choices=PLACEMENT_STRATEGIES),
+            sharding_strategy=f.str("sharding_strategy", "full_shard", choices=SHARDING_STRATEGIES),
+            trained_part=f.str("trained_part", "full", choices=TRAINED_PARTS),
+            enable_offload=f.bool("enable_offload", True),
         )
         f.done()
         plan.check(path)
@@ -314,6 +342,10 @@ class Plan:
             "b_max": d["b_max"],
             "t_max_s": d["t_max_s"],
             "max_staleness": d["max_staleness"],
+            "placement_strategy": d["placement_strategy"],
+            "sharding_strategy": d["sharding_strategy"],
+            "trained_part": d["trained_part"],
+            "enable_offload": d["enable_offload"],
             "profile": d["profile"],
             "workload": d["workload"],
             "cluster": d["cluster"],
