@@ -81,13 +81,15 @@ def test_counters_markers_and_args(scenario_profile, tmp_path, mode):
 
 def test_simulated_replicas_are_named(tmp_path):
     prof = load_profile("pi05")
-    plan = published_plan(prof, "streamer", 16, "1:1")  # 8 env workers, 2 simulated
+    plan = published_plan(prof, "streamer", 16, "1:1")  # 8 env workers, fewer simulated
     trace = sim_trace(plan, prof, tmp_path)
+    reps = trace["otherData"]["simulated_replicas"]
+    workers = [r for r in reps if r.startswith("env_worker_")]
+    assert workers and sum(reps[w] for w in workers) == plan.rollout_gpus == 8
     names = set(proc_names(trace).values())
-    assert "env_worker_0 (x4 replicas)" in names and "rollout_gpu_1 (x4 replicas)" in names
+    for r, n in reps.items():
+        assert f"{r} (x{n} replicas)" in names
     assert "actor" in names
-    assert trace["otherData"]["simulated_replicas"] == {"env_worker_0": 4, "env_worker_1": 4,
-                                                         "rollout_gpu_0": 4, "rollout_gpu_1": 4}
 
 
 def test_layout_does_not_depend_on_timing():

@@ -19,7 +19,6 @@ processes and threads in the same order and open side by side in Perfetto.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from collections import defaultdict
@@ -213,7 +212,3 @@ def trace_layout(trace: dict[str, Any]) -> dict[str, Any]:
         out.append({"process": procs[pid], "threads": [n for _, n in sorted(threads[pid])],
                     "counters": sorted(counters[pid])})
     return {"processes": out}
-
-
-def load_trace(path: str | Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text())
