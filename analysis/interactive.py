@@ -53,9 +53,12 @@ def shade_extrapolation(fig: go.Figure, calibrated: list[int], gpus: list[int], 
     x0, x1 = max(calibrated) * 2 ** 0.35, max(gpus) * 1.35  # data coordinates (plotly.js >= 2)
     kw = {"row": row, "col": col} if row else {}
     text = f"beyond the calibrated scale ({', '.join(map(str, calibrated))} GPUs): extrapolated"
-    fig.add_vrect(x0=x0, x1=x1, fillcolor=EXTRAPOLATION_FILL, line_width=0, layer="below",
-                  annotation_text=text if label else None, annotation_position="top",
-                  annotation_font={"size": 12, "color": "#444"}, **kw)
+    ax = "" if not col or col == 1 else str(col)  # one-row subplots: column c uses axes x<c>, y<c>
+    fig.add_shape(type="rect", xref=f"x{ax}", yref=f"y{ax} domain", x0=x0, x1=x1, y0=0, y1=1,
+                  fillcolor=EXTRAPOLATION_FILL, line_width=0, layer="below")
+    if label:  # annotations on a log axis take log10 coordinates, shapes take data coordinates
+        fig.add_annotation(x=math.log10(math.sqrt(x0 * x1)), y=1.0, yref="y domain", text=text, showarrow=False,
+                           yanchor="bottom", font={"size": 12, "color": "#444"}, **kw)
     return True
 
 
@@ -183,7 +186,7 @@ def scaling(sweeps: list[dict[str, Any]], calibrated: list[int]) -> go.Figure:
         "Scaling efficiency (thr(N)/N) / (thr(N0)/N0)", "Gain over colocated at the same GPUs (%)"))
     gpus = sorted({e["gpus"] for d in sweeps for e in d["summary"]["best_per_mode"]})
     for col in (1, 2):
-        shade_extrapolation(fig, calibrated, gpus, row=1, col=col, label=(col == 1))
+        shade_extrapolation(fig, calibrated, gpus, row=1, col=col, label=False)
     seen = set()
     for doc in sweeps:
         per: dict[str, list[dict[str, Any]]] = {}
@@ -209,7 +212,9 @@ def scaling(sweeps: list[dict[str, Any]], calibrated: list[int]) -> go.Figure:
     fig.add_hline(y=0.0, line={"color": "black", "width": 1}, row=1, col=2)
     for col in (1, 2):
         fig.update_xaxes(type="log", tickvals=gpus, ticktext=[str(g) for g in gpus], title_text="GPUs", row=1, col=col)
-    return _layout(fig, "Scaling (N0 = the mode's smallest swept GPU count) and gain over colocated", 460)
+    shaded = bool(calibrated) and bool(gpus) and max(gpus) > max(calibrated)
+    return _layout(fig, "Scaling (N0 = the mode's smallest swept GPU count) and gain over colocated"
+                   + (f"; shaded: beyond the calibrated {', '.join(map(str, calibrated))} GPUs" if shaded else ""), 460)
 
 
 def utilization(sources: list[tuple[str, str | None, dict[str, Any]]]) -> tuple[go.Figure, list[str]]:
