@@ -15,11 +15,29 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.schema.errors import ConfigError
-from perfmodel.schema.jsonio import Fields, load_json
+from perfmodel.schema.jsonio import Fields, check_int, load_json
 from perfmodel.schema.modes import MODE_TABLE, MODES, Mode
 from perfmodel.schema.placement import Placement, placement_of
 
 ALGORITHMS = ("ppo", "grpo")
+
+# The range of sizes the model answers (in seconds to a minute of simulation). The simulator
+# steps every chunk step of an env group and every optimizer step of the actor, so these bound
+# its work; real configs are far inside them (RLinf LIBERO: 480-512 env steps per episode,
+# 5-10 action chunks, rollout_epoch <= 16, a few hundred optimizer steps per iteration).
+MAX_GPUS = 16384
+MAX_FIELD = {
+    "total_num_envs": 10**7,
+    "max_episode_steps": 100_000,
+    "num_action_chunks": 10_000,
+    "rollout_epoch": 10_000,
+    "update_epoch": 10_000,
+    "micro_batch_size": 10**8,
+    "global_batch_size": 10**9,
+    "group_size": 10**4,
+}
+MAX_CHUNK_STEPS_PER_ITERATION = 20_000  # max_episode_steps / num_action_chunks * rollout_epoch
+MAX_OPTIMIZER_STEPS_PER_ITERATION = 100_000
 
 
 @dataclass(frozen=True)
@@ -80,9 +98,7 @@ class Workload:
     def check(self, path: str = "workload") -> None:
         for name in ("total_num_envs", "max_episode_steps", "num_action_chunks", "rollout_epoch",
                      "update_epoch", "micro_batch_size", "global_batch_size", "group_size"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ConfigError(f"{path}.{name}", f"must be an integer >= 1, got {v!r}")
+            check_int(f"{path}.{name}", getattr(self, name), min=1, max=MAX_FIELD[name])
         if self.algorithm not in ALGORITHMS:
             raise ConfigError(f"{path}.algorithm", f"must be one of {', '.join(ALGORITHMS)}; got {self.algorithm!r}")
         if self.max_episode_steps % self.num_action_chunks:
@@ -102,6 +118,19 @@ class Workload:
             )
         if self.algorithm == "grpo" and self.group_size < 2:
             raise ConfigError(f"{path}.group_size", f"must be >= 2 for grpo, got {self.group_size}")
+        chunks = self.chunk_steps_per_epoch * self.rollout_epoch
+        if chunks > MAX_CHUNK_STEPS_PER_ITERATION:
+            raise ConfigError(
+                f"{path}.rollout_epoch",
+                f"max_episode_steps / num_action_chunks * rollout_epoch must be at most "
+                f"{MAX_CHUNK_STEPS_PER_ITERATION} chunk steps per env per iteration "
+                f"(the range the model answers), got {self.chunk_steps_per_epoch} * {self.rollout_epoch} = {chunks}")
+        steps = self.optimizer_steps_per_iteration
+        if steps > MAX_OPTIMIZER_STEPS_PER_ITERATION:
+            raise ConfigError(
+                f"{path}.global_batch_size",
+                f"gives {steps} optimizer steps per iteration; at most {MAX_OPTIMIZER_STEPS_PER_ITERATION} "
+                f"(the range the model answers): raise global_batch_size or lower total_num_envs")
 
 
 @dataclass(frozen=True)
@@ -133,9 +162,9 @@ class Cluster:
         f = Fields(obj, path)
         d = defaults
         c = cls(
-            gpus=f.int("gpus") if d is None else f.int("gpus", d.gpus),
-            gpus_per_node=f.int("gpus_per_node", d.gpus_per_node if d else 8),
-            cpu_cores_per_node=f.int("cpu_cores_per_node", d.cpu_cores_per_node if d else 128),
+            gpus=f.int("gpus", max=MAX_GPUS) if d is None else f.int("gpus", d.gpus, max=MAX_GPUS),
+            gpus_per_node=f.int("gpus_per_node", d.gpus_per_node if d else 8, max=1024),
+            cpu_cores_per_node=f.int("cpu_cores_per_node", d.cpu_cores_per_node if d else 128, max=1_000_000),
             node_ram_gb=f.float("node_ram_gb", d.node_ram_gb if d else 2048.0, min=0.0, strict_min=True),
             intra_node_bw_GBps=f.float("intra_node_bw_GBps", d.intra_node_bw_GBps if d else 200.0,
                                        min=0.0, strict_min=True),
@@ -145,6 +174,20 @@ class Cluster:
         )
         f.done()
         return c
+
+
+def is_profile_path(ref: str) -> bool:
+    """A profile reference that names a file (``x.json`` or with a directory part), not a
+    bundled profile name such as ``pi05``."""
+    return ref.endswith(".json") or "/" in ref or "\\" in ref
+
+
+def resolve_profile_ref(ref: str, base_dir: str | Path) -> str:
+    """``ref`` as a path relative to ``base_dir`` (the file that names it) when it is a relative
+    file path; bundled names and absolute paths unchanged."""
+    if not is_profile_path(ref) or Path(ref).is_absolute():
+        return ref
+    return str(Path(base_dir) / ref)
 
 
 def parse_ratio(text: str, gpus: int, field: str = "allocation_ratio") -> tuple[int, int]:
@@ -238,8 +281,8 @@ class Plan:
     def check(self, path: str = "plan") -> None:
         if self.mode not in MODES:
             raise ConfigError(f"{path}.mode", f"must be one of {', '.join(MODES)}; got {self.mode!r}")
-        if self.cluster.gpus < 1:
-            raise ConfigError(f"{path}.cluster.gpus", f"must be an integer >= 1, got {self.cluster.gpus}")
+        check_int(f"{path}.cluster.gpus", self.cluster.gpus, min=1, max=MAX_GPUS)
+        self.workload.check(f"{path}.workload")
         if not self.mechanisms.disaggregated:
             if self.allocation_ratio is not None:
                 raise ConfigError(f"{path}.allocation_ratio",
@@ -249,10 +292,6 @@ class Plan:
                 raise ConfigError(f"{path}.allocation_ratio",
                                   f"is required for {self.mode} (rollout:actor GPUs, e.g. 1:1)")
             parse_ratio(self.allocation_ratio, self.cluster.gpus, f"{path}.allocation_ratio")
-        if self.env_cores_per_worker <= 0:
-            raise ConfigError(f"{path}.cluster.actor_cpu_cores_per_gpu",
-                              f"actor GPUs would keep all {self.cluster.cpu_cores_per_node} cores of a node "
-                              "that hosts env workers; must be less")
         if self.pipeline_stage_num < 1:
             raise ConfigError(f"{path}.pipeline_stage_num", f"must be an integer >= 1, got {self.pipeline_stage_num}")
         w = self.workload
@@ -262,17 +301,37 @@ class Plan:
                 f"{path}.workload.total_num_envs",
                 f"{w.total_num_envs} envs do not divide over {g_r} env workers (one per rollout GPU)",
             )
+        self._check_env_cores(path)
         if self.envs_per_worker % self.pipeline_stage_num:
             raise ConfigError(
                 f"{path}.pipeline_stage_num",
                 f"{self.envs_per_worker} envs per worker do not divide into {self.pipeline_stage_num} stages",
             )
-        if self.b_max is not None and self.b_max < 1:
-            raise ConfigError(f"{path}.b_max", f"must be an integer >= 1 or null, got {self.b_max}")
+        if self.b_max is not None and not 1 <= self.b_max <= self.envs_per_worker:
+            # A generator serves one env worker: a batch never holds more than its envs.
+            raise ConfigError(f"{path}.b_max", f"must be an integer in 1..{self.envs_per_worker} (the envs of one "
+                                               f"worker) or null, got {self.b_max}")
         if not (self.t_max_s >= 0 and math.isfinite(self.t_max_s)):
             raise ConfigError(f"{path}.t_max_s", f"must be a finite number >= 0, got {self.t_max_s}")
-        if self.max_staleness < 0:
-            raise ConfigError(f"{path}.max_staleness", f"must be an integer >= 0, got {self.max_staleness}")
+        check_int(f"{path}.max_staleness", self.max_staleness, min=0, max=10_000)
+
+    def _check_env_cores(self, path: str) -> None:
+        """Every env worker needs at least one CPU core of its node: fewer cores than the env
+        workers on a node cannot run them (the model would have to invent the missing cores)."""
+        c = self.cluster
+        if self.env_cores_per_worker >= 1:
+            return
+        workers = self.placement.max_workers_per_node
+        kept = 0.0 if not self.mechanisms.disaggregated else c.actor_cpu_cores_per_gpu
+        if kept > 0:
+            actors = max((n.actor for n in self.placement.nodes if n.rollout), default=0)
+            raise ConfigError(f"{path}.cluster.cpu_cores_per_node",
+                              f"must leave at least one core per env worker: {workers} env worker(s) and {actors} "
+                              f"actor GPU(s) keeping {kept:g} cores each share a node of {c.cpu_cores_per_node} "
+                              f"cores; need at least {math.ceil(workers + actors * kept)}")
+        raise ConfigError(f"{path}.cluster.cpu_cores_per_node",
+                          f"must be at least the env workers per node ({workers}: one per rollout GPU), "
+                          f"got {c.cpu_cores_per_node}")
 
     @classmethod
     def from_dict(cls, obj: Any, path: str = "plan") -> "Plan":
@@ -303,7 +362,11 @@ class Plan:
 
     @classmethod
     def load(cls, path: str | Path) -> "Plan":
-        return cls.from_dict(load_json(path, "plan"), "plan")
+        """A plan file. A relative ``profile`` path in it names a file beside the plan (resolved
+        against the plan file's directory, not the current one), as a user who moves the two
+        together expects; bundled profile names (``pi05``) stay names."""
+        plan = cls.from_dict(load_json(path, "plan"), "plan")
+        return plan.with_(profile=resolve_profile_ref(plan.profile, Path(path).parent))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
