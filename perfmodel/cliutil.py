@@ -60,7 +60,7 @@ def usage_message(e: click.UsageError) -> str:
 def error_line(e: BaseException) -> tuple[str, int]:
     """The single stderr line and the exit code for an exception escaping a command."""
     if isinstance(e, ConfigError):
-        return f"error: {e.field}: {_one_line(e.message)}", 2
+        return f"error: {_one_line(f'{e.field}: {e.message}')}", 2
     if isinstance(e, click.UsageError):
         return f"error: {usage_field(e)}: {_one_line(usage_message(e))}", 2
     if isinstance(e, OSError):

@@ -143,7 +143,7 @@ def select_rows(doc: dict[str, Any], selection: dict[str, tuple], options: dict[
         if wanted is None:
             continue
         field, applies = _FILTERS[key]
-        swept = [r[field] for r in rows if applies(r["mode"])]
+        swept = [r[field] for r in doc["rows"] if applies(r["mode"])]
         for w in wanted:
             if not any(_same(w, v) for v in swept):
                 shown = sorted({str(v) for v in swept}) or ["none"]
