@@ -84,7 +84,8 @@ def run_click(group: click.Group, prog_name: str, argv: list[str] | None = None)
     args = list(sys.argv[1:] if argv is None else argv)
     verbose = _verbose(args)
     args = [a for a in args if a != "--verbose"]
-    if not args:
+    completing = f"_{prog_name.upper().replace('-', '_')}_COMPLETE" in os.environ  # click's shell completion
+    if not args and not completing:
         with click.Context(group, info_name=prog_name, **group.context_settings) as ctx:
             click.echo(ctx.get_help())
         sys.exit(0)

@@ -337,3 +337,11 @@ def test_outputs_honour_umask(sweep_file, tmp_path):
             assert stat.S_IMODE(p.stat().st_mode) == 0o644, p
     finally:
         os.umask(old)
+
+
+def test_shell_completion_of_choices(monkeypatch):
+    monkeypatch.setenv("_PERFMODEL_COMPLETE", "bash_complete")
+    monkeypatch.setenv("COMP_WORDS", "perfmodel predict --mode s")
+    monkeypatch.setenv("COMP_CWORD", "3")
+    r = run_main()
+    assert r.returncode == 0 and "streamer" in r.stdout and "colocated" not in r.stdout, r.stdout
