@@ -309,7 +309,7 @@ def test_choices_suggest_near_misses(args, field, hint):
 
 
 def test_no_progress_everywhere_and_json_on_calibrate(tmp_path, monkeypatch):
-    monkeypatch.setenv("VLAPERF_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("VLAPERF_PROFILE_DIR", str(tmp_path / "home" / "profiles"))
     bundled = {p: p.stat().st_mtime_ns for p in (ROOT / "profiles").glob("*.json")}
     r = run_main("calibrate", "--max-evals", "2", "--no-progress", "--json")
     assert r.returncode == 0, r.stderr
@@ -339,9 +339,12 @@ def test_outputs_honour_umask(sweep_file, tmp_path):
         os.umask(old)
 
 
-def test_shell_completion_of_choices(monkeypatch):
-    monkeypatch.setenv("_PERFMODEL_COMPLETE", "bash_complete")
-    monkeypatch.setenv("COMP_WORDS", "perfmodel predict --mode s")
-    monkeypatch.setenv("COMP_CWORD", "3")
-    r = run_main()
-    assert r.returncode == 0 and "streamer" in r.stdout and "colocated" not in r.stdout, r.stdout
+def test_shell_completion_of_choices():
+    import subprocess
+    import sys
+
+    env = {**os.environ, "_PERFMODEL_COMPLETE": "bash_complete", "COMP_WORDS": "perfmodel predict --mode s",
+           "COMP_CWORD": "3", "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-m", "perfmodel.cli"], capture_output=True, text=True, env=env, cwd=ROOT,
+                       timeout=120)
+    assert r.returncode == 0 and "streamer" in r.stdout and "colocated" not in r.stdout, r.stdout + r.stderr
