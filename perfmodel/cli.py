@@ -673,6 +673,20 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
 # --------------------------------------- end of capacity planning ---------------------------
 
 
+@cli.command("gpus")
+@click.option("--json", "as_json", is_flag=True, help="print the table as JSON")
+def gpus_cmd(as_json: bool) -> None:
+    """The accelerators --gpu accepts, with their datasheet numbers and typical node."""
+    from perfmodel.schema.hardware import ACCELERATORS, table_markdown
+
+    if as_json:
+        click.echo(json.dumps({k: a.__dict__ for k, a in ACCELERATORS.items()}, indent=2))
+        return
+    click.echo(table_markdown())
+    for a in ACCELERATORS.values():
+        click.echo(f"{a.name}: {a.source}")
+
+
 def main(argv: list[str] | None = None) -> None:
     from perfmodel.cliutil import run_click
 

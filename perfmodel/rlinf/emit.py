@@ -65,6 +65,9 @@ def emit_yaml(plan: Plan, backbone: str | None = None, header: str | None = None
              "# (each key replaces the one in your file). Older RLinf reads env.train.rollout_epoch, newer",
              "# algorithm.rollout_epoch: keep the one your config has. RLinf ignores the vlaperf: block; vlaperf",
              "# reads it back (mode, dynamic batching) with --rlinf-config."]
+    if plan.mechanisms.disaggregated and plan.placement_strategy == "split" and plan.cluster.nodes > 1:
+        lines.append("# note: RLinf places components on contiguous GPU ranges (packed); this plan was costed with "
+                     "every node split by the ratio (placement_strategy split): re-check it with placement_strategy packed.")
     if header:
         lines += [f"# {h}" for h in header.splitlines()]
     return "\n".join(lines) + "\n" + yaml.safe_dump(fragment(plan, backbone), sort_keys=False, default_flow_style=False)
