@@ -76,14 +76,27 @@ def _verbose(argv: list[str]) -> bool:
     return "--verbose" in argv or os.environ.get(TRACEBACK_ENV, "") not in ("", "0")
 
 
+def _declares_verbose(group: click.Group, args: list[str]) -> bool:
+    """Whether the command being run has its own ``--verbose`` option (then it is left to it)."""
+    cmd: click.Command = group
+    for a in args:
+        if not isinstance(cmd, click.Group):
+            break
+        sub = cmd.commands.get(a)
+        if sub is not None:
+            cmd = sub
+    return any("--verbose" in getattr(p, "opts", ()) for p in cmd.params)
+
+
 def run_click(group: click.Group, prog_name: str, argv: list[str] | None = None) -> None:
     """Run a click group so that no traceback reaches a user (see the module docstring).
 
     ``--verbose`` is taken out of the arguments here (any position), so commands need not
-    declare it."""
+    declare it; a command that declares its own ``--verbose`` still receives it."""
     args = list(sys.argv[1:] if argv is None else argv)
     verbose = _verbose(args)
-    args = [a for a in args if a != "--verbose"]
+    if not _declares_verbose(group, args):
+        args = [a for a in args if a != "--verbose"]
     completing = f"_{prog_name.upper().replace('-', '_')}_COMPLETE" in os.environ  # click's shell completion
     if not args and not completing:
         with click.Context(group, info_name=prog_name, **group.context_settings) as ctx:

@@ -180,7 +180,6 @@ def test_plan_out_names_profile_relative_to_itself(sweep_file, tmp_path, monkeyp
     (("workload", "rollout_epoch"), 6000, "plan.workload.rollout_epoch"),  # within its field range, too much work
     (("workload", "total_num_envs"), 10**12, "plan.workload.total_num_envs"),
     (("max_staleness",), 10**9, "plan.max_staleness"),
-    (("b_max",), 10**9, "plan.b_max"),
 ])
 def test_huge_sizes_refused_with_range(tmp_path, scenario_dict, where, value, field):
     d = _plan(scenario_dict, profile=str(write_json(tmp_path / "p.json", scenario_dict)))

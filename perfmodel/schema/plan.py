@@ -32,10 +32,9 @@ SHARDING_STRATEGIES = ("no_shard", "full_shard")
 # openpi.train_expert_only: True; GR00T trains its action head with the VLM frozen.
 TRAINED_PARTS = ("action_expert", "full")
 
-# The range of sizes the model answers (in seconds to a minute of simulation). The simulator
-# steps every chunk step of an env group and every optimizer step of the actor, so these bound
-# its work; real configs are far inside them (RLinf LIBERO: 480-512 env steps per episode,
-# 5-10 action chunks, rollout_epoch <= 16, a few hundred optimizer steps per iteration).
+# Field ranges: far beyond any real config (RLinf LIBERO: 480-512 env steps per episode, 5-10
+# action chunks, rollout_epoch <= 16), they stop absurd sizes at the door with the range in the
+# message. How much work one simulation may take is perfmodel.simulate.check_simulable's.
 MAX_GPUS = 16384
 MAX_FIELD = {
     "total_num_envs": 10**7,
@@ -47,8 +46,6 @@ MAX_FIELD = {
     "global_batch_size": 10**9,
     "group_size": 10**4,
 }
-MAX_CHUNK_STEPS_PER_ITERATION = 20_000  # max_episode_steps / num_action_chunks * rollout_epoch
-MAX_OPTIMIZER_STEPS_PER_ITERATION = 100_000
 
 
 @dataclass(frozen=True)
@@ -129,19 +126,6 @@ class Workload:
             )
         if self.algorithm == "grpo" and self.group_size < 2:
             raise ConfigError(f"{path}.group_size", f"must be >= 2 for grpo, got {self.group_size}")
-        chunks = self.chunk_steps_per_epoch * self.rollout_epoch
-        if chunks > MAX_CHUNK_STEPS_PER_ITERATION:
-            raise ConfigError(
-                f"{path}.rollout_epoch",
-                f"max_episode_steps / num_action_chunks * rollout_epoch must be at most "
-                f"{MAX_CHUNK_STEPS_PER_ITERATION} chunk steps per env per iteration "
-                f"(the range the model answers), got {self.chunk_steps_per_epoch} * {self.rollout_epoch} = {chunks}")
-        steps = self.optimizer_steps_per_iteration
-        if steps > MAX_OPTIMIZER_STEPS_PER_ITERATION:
-            raise ConfigError(
-                f"{path}.global_batch_size",
-                f"gives {steps} optimizer steps per iteration; at most {MAX_OPTIMIZER_STEPS_PER_ITERATION} "
-                f"(the range the model answers): raise global_batch_size or lower total_num_envs")
 
 
 @dataclass(frozen=True)
@@ -342,10 +326,8 @@ class Plan:
                 f"{path}.pipeline_stage_num",
                 f"{self.envs_per_worker} envs per worker do not divide into {self.pipeline_stage_num} stages",
             )
-        if self.b_max is not None and not 1 <= self.b_max <= self.envs_per_worker:
-            # A generator serves one env worker: a batch never holds more than its envs.
-            raise ConfigError(f"{path}.b_max", f"must be an integer in 1..{self.envs_per_worker} (the envs of one "
-                                               f"worker) or null, got {self.b_max}")
+        if self.b_max is not None and self.b_max < 1:
+            raise ConfigError(f"{path}.b_max", f"must be an integer >= 1 or null, got {self.b_max}")
         if not (self.t_max_s >= 0 and math.isfinite(self.t_max_s)):
             raise ConfigError(f"{path}.t_max_s", f"must be a finite number >= 0, got {self.t_max_s}")
         check_int(f"{path}.max_staleness", self.max_staleness, min=0, max=10_000)
