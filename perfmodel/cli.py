@@ -80,6 +80,7 @@ def _print_prediction(p: dict[str, Any]) -> None:
         ("throughput", f"{p['throughput_env_steps_per_s']:.2f} env steps/s"
          + (f"  (95% CI {p['throughput_ci95'][0]:.2f} .. {p['throughput_ci95'][1]:.2f}, "
             f"{p['replications']} replications)" if "throughput_ci95" in p else "")),
+        *_interval_rows(p),
         ("bound", f"{p['bound_env_steps_per_s']:.2f} env steps/s (bottleneck: {p['bottleneck']})"),
         ("iteration", f"{p['iteration_time_s']:.1f} s"),
         ("utilization", "  ".join(f"{k} {v:.2f}" for k, v in p["utilization"]["resources"].items())),
@@ -92,6 +93,27 @@ def _print_prediction(p: dict[str, Any]) -> None:
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         click.echo(f"{k:<{width}}  {v}")
+
+
+def _interval_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
+    """The prediction interval and, beyond the calibrated scale, the extrapolation warning."""
+    rows: list[tuple[str, str]] = []
+    iv = p.get("throughput_interval")
+    if iv is not None:
+        rows.append(("interval", f"{iv['low']:.2f} .. {iv['high']:.2f} env steps/s "
+                                 f"({100 * iv['coverage']:.0f}% interval, width {iv['width_pct']:.1f}% of the prediction)"))
+    elif "throughput_interval_unavailable" in p:
+        rows.append(("interval", f"unavailable: {p['throughput_interval_unavailable']}"))
+    ext = p.get("extrapolation")
+    if ext and (ext["beyond_calibrated_gpus"] or ext["beyond_calibrated_nodes"]):
+        if ext["calibrated_gpus"]:
+            what = (f"extrapolation: {p['gpus']} GPUs / {ext['nodes']} node(s) is beyond the calibrated "
+                    f"{', '.join(map(str, ext['calibrated_gpus']))} GPUs / "
+                    f"{', '.join(map(str, ext['calibrated_nodes']))} node(s)")
+        else:
+            what = f"extrapolation: {ext.get('note', 'no calibrated scale')}"
+        rows.append(("warning", what))
+    return rows
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -114,8 +136,9 @@ def cli() -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 @click.option("--trace", type=str, help="write a Chrome/Perfetto trace of the simulated timeline")
+@click.option("--no-interval", is_flag=True, help="skip the prediction interval (a few simulations fewer)")
 def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage_num, b_max, t_max_s,
-            max_staleness, replications, seed, as_json, trace) -> None:
+            max_staleness, replications, seed, as_json, trace, no_interval) -> None:
     """Predict throughput for one plan."""
     from perfmodel.simulate import predict as run_predict
 
@@ -124,7 +147,8 @@ def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage
                                   "t_max_s": t_max_s, "max_staleness": max_staleness})
     if replications < 1:
         _fail("--replications", f"must be an integer >= 1, got {replications}")
-    out = run_predict(plan, profile, replications=replications, seed=seed, trace_path=trace)
+    out = run_predict(plan, profile, replications=replications, seed=seed, trace_path=trace,
+                      interval=not no_interval)
     if as_json:
         click.echo(json.dumps(out, indent=2))
     else:
@@ -197,7 +221,13 @@ def calibrate(reference: str, out_dir: str, max_evals: int) -> None:
         ref_label = str(Path(reference).resolve().relative_to(PROJECT_ROOT))
     except ValueError:
         ref_label = reference
+    from perfmodel.calibration.uncertainty import analyse, attach
+
+    # The fit's parameter covariance, stored so that predictions carry intervals without refitting.
+    click.echo("prediction-interval analysis (one simulation of every point per parameter) ...", err=True)
+    uncertainty = analyse(result.values, result.points)
     for name, prof in fitted_profiles(result, ref_label, command.strip()).items():
+        prof = attach(prof, uncertainty[name])
         path = Path(out_dir) / f"{name}.json"
         prof.save(path)
         click.echo(f"wrote {path}")
