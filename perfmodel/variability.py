@@ -20,11 +20,17 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-import numpy as np
+# numpy is imported only when a spread is non-zero: a deterministic prediction starts faster.
 
-_Z = np.linspace(-9.0, 9.0, 6001)  # quadrature grid for the standard normal
-_PHI = np.exp(-0.5 * _Z * _Z) / math.sqrt(2 * math.pi)
-_CDF = 0.5 * (1.0 + np.array([math.erf(z / math.sqrt(2.0)) for z in _Z]))
+
+@lru_cache(maxsize=1)
+def _grid():
+    import numpy as np
+
+    z = np.linspace(-9.0, 9.0, 6001)  # quadrature grid for the standard normal
+    phi = np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+    cdf = 0.5 * (1.0 + np.array([math.erf(v / math.sqrt(2.0)) for v in z]))
+    return z, phi, cdf
 
 
 @lru_cache(maxsize=4096)
@@ -33,22 +39,24 @@ def expected_max_factor(m: int, cv: float) -> float:
     1 for m = 1 or cv = 0, growing like 1 + cv * sqrt(2 ln m) for small cv."""
     if m <= 1 or cv <= 0:
         return 1.0
+    import numpy as np
+
+    z, phi, cdf = _grid()
     sigma = math.sqrt(math.log1p(cv * cv))
     # density of the maximum's z: m Phi(z)^(m-1) phi(z); a draw over its mean is exp(sigma z - sigma^2/2)
-    dens = m * np.power(_CDF, m - 1) * _PHI
-    return float(np.trapezoid(np.exp(sigma * _Z - 0.5 * sigma * sigma) * dens, _Z))
+    dens = m * np.power(cdf, m - 1) * phi
+    return float(np.trapezoid(np.exp(sigma * z - 0.5 * sigma * sigma) * dens, z))
 
 
 def empirical_expected_max_factor(samples: list[float] | tuple[float, ...], m: int) -> float:
     """E[max of m draws with replacement from ``samples``] / their mean (exact for the empirical
     distribution: sum over order statistics x_(i) ((i/N)^m - ((i-1)/N)^m))."""
-    xs = np.sort(np.asarray(samples, dtype=float))
+    xs = sorted(float(x) for x in samples)
     n = len(xs)
     if n == 0 or m <= 1:
         return 1.0
-    i = np.arange(1, n + 1)
-    weights = (i / n) ** m - ((i - 1) / n) ** m
-    return float(np.dot(xs, weights) / xs.mean())
+    total = sum(x * ((i / n) ** m - ((i - 1) / n) ** m) for i, x in enumerate(xs, start=1))
+    return total / (sum(xs) / n)
 
 
 def lockstep_barrier_factor(n_envs: int, cores: float, steps_per_chunk: int, step_cv: float) -> float:

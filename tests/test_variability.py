@@ -14,7 +14,7 @@ from perfmodel.costs import StageCosts
 from perfmodel.schema.profile import Profile
 from perfmodel.schema.timeline import Recorder
 from perfmodel.sim.durations import Durations
-from perfmodel.sim.workers import Actor, SampleBuffer, TrainLog, WeightStore
+from perfmodel.sim.workers import SampleBuffer, TrainLog, Trainer, WeightStore
 from perfmodel.simulate import simulate
 from perfmodel.variability import (empirical_expected_max_factor, expected_max_factor,
                                    lockstep_barrier_factor)
@@ -61,14 +61,14 @@ def test_lockstep_barrier_grows_with_envs_per_group(scenario_dict):
     assert det.env_chunk_s(8, True) == det.env_chunk_s(8, False)
 
 
-def _actor_end(prof: Profile, stream: bool, arrivals: list[tuple[float, int]]) -> float:
+def _actor_end(prof: Profile, stream: bool, arrivals: list[tuple[float, int]], collapse: bool = True) -> float:
     """One training iteration of the actor (1 rank) with samples arriving at the given times."""
     plan = published_plan(prof, "streamer" if stream else "rollout_async", 2, "1:1", max_staleness=0)
     costs = StageCosts(plan, prof)
     env = simpy.Environment()
     buffer, weights, log = SampleBuffer(env), WeightStore(env), TrainLog()
-    actor = Actor(env, [simpy.Resource(env, 1)], costs, Durations(costs, None), Recorder(), buffer, weights,
-                  log, rollout_done=None, stream=stream, switch_s=0.0)
+    actor = Trainer(env, [simpy.Resource(env, 1)], costs, Durations(costs, None), Recorder(), buffer, weights,
+                    log, rollout_done=None, stream=stream, switch_s=0.0, collapse=collapse)
 
     def feed():
         now = 0.0
@@ -83,7 +83,8 @@ def _actor_end(prof: Profile, stream: bool, arrivals: list[tuple[float, int]]) -
     return log.iteration_done[0]
 
 
-def test_streamer_gains_only_when_a_global_batch_arrives_in_pieces(scenario_profile):
+@pytest.mark.parametrize("collapse", [True, False])
+def test_streamer_gains_only_when_a_global_batch_arrives_in_pieces(scenario_profile, collapse):
     """128 samples per iteration, global batch 32 = 4 micro-batches of 8 on 1 rank (0.26 s each),
     optimizer step 0.3 s, 2 passes: 2.68 s of actor work per global batch.
 
@@ -98,15 +99,17 @@ def test_streamer_gains_only_when_a_global_batch_arrives_in_pieces(scenario_prof
     c = StageCosts(plan, scenario_profile)
     assert c.micro_batching(32) == (4, 8) and c.micro_batch_s(8) == pytest.approx(0.26)
     assert c.optimizer_step_s() == pytest.approx(0.3)
+    def end(stream, arrivals):
+        return _actor_end(scenario_profile, stream, arrivals, collapse)
+
     spread = [(float(t), 16) for t in range(1, 9)]
-    assert _actor_end(scenario_profile, False, spread) == pytest.approx(12.72)
-    assert _actor_end(scenario_profile, True, spread) == pytest.approx(12.2)
+    assert end(False, spread) == pytest.approx(12.72)
+    assert end(True, spread) == pytest.approx(12.2)
     aligned = [(float(t), 32) for t in (2, 4, 6, 8)]
-    assert _actor_end(scenario_profile, False, aligned) == pytest.approx(12.72)
-    assert _actor_end(scenario_profile, True, aligned) == pytest.approx(12.72)
+    assert end(False, aligned) == pytest.approx(12.72)
+    assert end(True, aligned) == pytest.approx(12.72)
     at_once = [(0.0, 128)]
-    assert _actor_end(scenario_profile, True, at_once) == _actor_end(scenario_profile, False, at_once) \
-        == pytest.approx(4 * 2.68)
+    assert end(True, at_once) == pytest.approx(end(False, at_once)) == pytest.approx(4 * 2.68)
 
 
 def test_streamer_equals_rollout_async_when_deliveries_align(scenario_profile):

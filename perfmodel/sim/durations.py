@@ -8,11 +8,13 @@ the worker processes (perfmodel.sim.workers).
 from __future__ import annotations
 
 import math
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from perfmodel.costs import StageCosts
 from perfmodel.variability import group_mean_cv
+
+if TYPE_CHECKING:  # numpy only when costs vary (a plain prediction starts faster without it)
+    import numpy as np
 
 
 class Durations:
