@@ -181,7 +181,7 @@ def ram_gb() -> float:
 def measure_envs(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any]:
     """Env chunk-step time vs envs per worker (rendered, each env process pinned to a core),
     reset time, memory per env process, CPU cores used."""
-    from executor.envs import ACTION_DIM, EnvConfig, EnvWorker
+    from executor.envs import ACTION_DIM, EnvConfig, EnvProcessGroup
 
     cores = tuple(sorted(os.sched_getaffinity(0)))
     n_max = max(cfg.env_counts)
@@ -194,7 +194,7 @@ def measure_envs(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     bar.set_description(f"creating {n_max} LIBERO envs")
     t0 = time.perf_counter()
-    with EnvWorker(env_cfg, num_envs=n_max, cores=cores, render_threads=1) as worker:
+    with EnvProcessGroup(env_cfg, num_envs=n_max, cores=cores, render_threads=1) as worker:
         create_wall = time.perf_counter() - t0
         bar.update(1)
         bar.set_description("env reset")
