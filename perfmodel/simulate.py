@@ -17,7 +17,7 @@ from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Profile
 from perfmodel.sim.modes import DEFAULT_MAX_SIMULATED_WORKERS, wire
 from perfmodel.schema.timeline import STAGES, Recorder
-from perfmodel.sim.workers import Durations
+from perfmodel.sim.durations import Durations
 
 DEFAULT_ITERATIONS = 3
 DEFAULT_WARMUP = 1

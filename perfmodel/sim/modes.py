@@ -17,7 +17,8 @@ import simpy
 
 from perfmodel.costs import StageCosts
 from perfmodel.schema.timeline import Recorder
-from perfmodel.sim.workers import (Actor, Durations, EnvWorker, Generator, RolloutLog,
+from perfmodel.sim.durations import Durations
+from perfmodel.sim.workers import (Actor, EnvWorker, Generator, RolloutLog,
                                    SampleBuffer, TrainLog, WeightStore)
 
 # Env workers are identical replicas (same envs, cores and costs) that interact only through
