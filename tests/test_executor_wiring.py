@@ -29,8 +29,9 @@ BASE = {
                 "intra_node_bw_GBps": 2.4, "inter_node_bw_GBps": 2.4},
 }
 CASES = {"1:1 on 2 nodes of 4": {},
-         "3:1 on one node of 8 (packed)": {"allocation_ratio": "3:1",
-                                           "cluster": {**BASE["cluster"], "gpus_per_node": 8}},
+         "2:1 on 6 GPUs, nodes of 4 (rollout packed first)": {
+             "allocation_ratio": "2:1", "cluster": {**BASE["cluster"], "gpus": 6},
+             "workload": {**BASE["workload"], "total_num_envs": 24}},
          "1:3, 1 stage": {"allocation_ratio": "1:3", "pipeline_stage_num": 1}}
 
 
@@ -64,7 +65,8 @@ def test_simulator_and_executor_wire_a_mode_alike(mode, case):
             on_node = range(node * pl.gpus_per_node, (node + 1) * pl.gpus_per_node)
             assert (sum(d in on_node for d in rollout), sum(d in on_node for d in actor)) == (r, a)
     else:
-        assert rollout == actor and sim.actor.gpus is sim.actor.gpus  # colocated: the rollout's slots
+        assert rollout == actor  # colocated: the trainer takes the rollout's slots, as the simulator's
+        assert [g.gpu for g in sim.generators] == sim.actor.gpus
 
     # env workers and their groups
     assert len(sim.workers) == len(ex.rollout_slots) == len(ex.first_env)
@@ -85,8 +87,9 @@ def test_simulator_and_executor_wire_a_mode_alike(mode, case):
     assert sim.dynamic_batching == ex.dynamic_batching
     assert sim.actor.stream == ex.streaming
     assert (sim.actor.rollout_done is not None) == ex.trains_after_rollout
-    assert (sim.actor.switch_s > 0 or not plan.mechanisms.disaggregated) and ex.phase_swaps == (
-        not plan.mechanisms.disaggregated)
+    assert ex.phase_swaps == (not plan.mechanisms.disaggregated)
+    if plan.mechanisms.disaggregated:
+        assert sim.actor.switch_s == 0.0
     assert sim.actor.ranks == len(ex.actor_slots)
     for k in range(4):
         assert ex.required_version(k) == k - ex.staleness
