@@ -126,10 +126,17 @@ def batch_size(batch: dict[str, Any]) -> int:
 # (``micro_batch_backward`` as samples arrive, then ``optimizer_step``), the same two functions.
 
 
+def _floats(x: Any) -> torch.Tensor:
+    """A tensor, array or list of numbers as a float32 CPU tensor."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().float().cpu()
+    return torch.as_tensor(np.asarray(x, dtype=np.float32))
+
+
 def advantage_stats(advantages: Any) -> tuple[float, float]:
     """(mean, std) that normalise a global batch's advantages (std unbiased, as torch.std);
     std = 1 when fewer than 2 samples (nothing to normalise)."""
-    a = torch.as_tensor(np.asarray(advantages), dtype=torch.float32).reshape(-1)  # (B,)
+    a = _floats(advantages).reshape(-1)  # (B,)
     if a.numel() < 2:
         return float(a.mean()) if a.numel() else 0.0, 1.0
     return float(a.mean()), float(a.std())
@@ -175,7 +182,7 @@ def micro_batch_backward(policy, mb: dict[str, Any], adv_stats: tuple[float, flo
     accumulated over the global batch's micro-steps average them. Returns the losses."""
     policy.train()
     mb = dict(mb)
-    adv = torch.as_tensor(np.asarray(mb["advantages"]), dtype=torch.float32)  # (M,)
+    adv = _floats(mb["advantages"])  # (M,)
     if cfg.norm_adv:
         mean, std = adv_stats
         adv = (adv - mean) / (std + 1e-8)

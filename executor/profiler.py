@@ -307,7 +307,7 @@ def load_env_costs(path: str) -> dict[str, Any]:
 def measure_model(cfg: ProfileConfig, slots: int, bar) -> dict[str, Any]:
     import torch
 
-    from executor.learner import LearnerConfig, compute_losses, make_optimizer, random_batch
+    from executor.learner import LearnerConfig, advantage_stats, make_optimizer, micro_batch_backward, random_batch
     from executor.policies import make_policy
     from executor.weight_sync import WeightPublisher, WeightReceiver
 
@@ -348,9 +348,11 @@ def measure_model(cfg: ProfileConfig, slots: int, bar) -> dict[str, Any]:
         batch = random_batch(policy, m, cfg.image_size, seed=m)
         policy.train()
 
-        def fwd_bwd() -> None:
+        stats = advantage_stats(batch["advantages"])
+
+        def fwd_bwd() -> None:  # the trainer ranks' micro-batch work (learner.micro_batch_backward)
             opt.zero_grad(set_to_none=True)
-            compute_losses(policy, batch, lcfg, use_value=True)["loss"].backward()
+            micro_batch_backward(policy, batch, stats, lcfg, True, 1)
 
         walls = []
         train_samples.append((float(m), timed(fwd_bwd, cfg.repeats, 1, sync, cpu_time, walls)))
