@@ -8,10 +8,12 @@ the worker processes (perfmodel.sim.workers).
 from __future__ import annotations
 
 import math
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from perfmodel.costs import StageCosts
+
+if TYPE_CHECKING:  # numpy only when costs vary (a plain prediction starts faster without it)
+    import numpy as np
 
 
 class Durations:
