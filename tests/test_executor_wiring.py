@@ -66,7 +66,7 @@ def test_simulator_and_executor_wire_a_mode_alike(mode, case):
             assert (sum(d in on_node for d in rollout), sum(d in on_node for d in actor)) == (r, a)
     else:
         assert rollout == actor  # colocated: the trainer takes the rollout's slots, as the simulator's
-        assert [g.gpu for g in sim.generators] == sim.actor.gpus
+        assert [s.gpu for s in sim.servers] == sim.trainer.gpus
 
     # env workers and their groups
     assert len(sim.workers) == len(ex.rollout_slots) == len(ex.first_env)
@@ -82,15 +82,14 @@ def test_simulator_and_executor_wire_a_mode_alike(mode, case):
         assert cores is None or len(cores) == max(1, int(pl.env_cores_per_worker))
 
     # inference batching, training rules
-    for g in sim.generators:
+    for g in sim.servers:
         assert (g.b_max, g.t_max) == (ex.b_max, ex.t_max_s)
-    assert sim.dynamic_batching == ex.dynamic_batching
-    assert sim.actor.stream == ex.streaming
-    assert (sim.actor.rollout_done is not None) == ex.trains_after_rollout
+    assert sim.trainer.stream == ex.streaming
+    assert (sim.trainer.rollout_done is not None) == ex.trains_after_rollout
     assert ex.phase_swaps == (not plan.mechanisms.disaggregated)
     if plan.mechanisms.disaggregated:
-        assert sim.actor.switch_s == 0.0
-    assert sim.actor.ranks == len(ex.actor_slots)
+        assert sim.trainer.switch_s == 0.0
+    assert sim.trainer.ranks == len(ex.actor_slots)
     for k in range(4):
         assert ex.required_version(k) == k - ex.staleness
 
