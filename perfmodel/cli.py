@@ -69,9 +69,15 @@ def resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, ratio
         profile = load_profile(base.profile)
         changes: dict[str, Any] = {}
         if gpus is not None:
+            # Another cluster size keeps the config's envs per GPU (as plan and sweep do).
             if gpus <= 0:
                 _fail("--gpus", f"must be an integer >= 1, got {gpus}")
+            envs = base.workload.total_num_envs * gpus / base.cluster.gpus
+            if not envs.is_integer():
+                _fail("--gpus", f"the config's {base.workload.total_num_envs} envs on {base.cluster.gpus} GPUs do not "
+                                f"scale to {gpus} GPUs at the same envs per GPU")
             changes["cluster"] = base.cluster.__class__(**{**base.cluster.__dict__, "gpus": gpus})
+            changes["workload"] = base.workload.__class__(**{**base.workload.__dict__, "total_num_envs": int(envs)})
         if ratio is not None:
             if base.allocation_ratio is None:
                 _fail("--ratio", "must not be given for colocated: every GPU runs every phase")
@@ -522,6 +528,10 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
         if env_steps is None or within_hours is None:
             _fail("--env-steps", "and --within-hours go together (the time objective)")
         target = (env_steps, within_hours)
+    from perfmodel.planning.choice import check_target
+
+    if objective in OBJECTIVES:
+        check_target(objective, target)
     ref, base, pipeline_stages, imported = _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages)
     if gpus is None:
         if imported is None:
