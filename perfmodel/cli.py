@@ -92,9 +92,15 @@ def resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, ratio
         profile = load_profile(base.profile)
         changes: dict[str, Any] = {}
         if gpus is not None:
+            # Another cluster size keeps the config's envs per GPU (as plan and sweep do).
             if not 1 <= gpus <= MAX_GPUS:
                 _fail("--gpus", f"must be an integer in 1..{MAX_GPUS}, got {gpus}")
+            envs = base.workload.total_num_envs * gpus / base.cluster.gpus
+            if not envs.is_integer():
+                _fail("--gpus", f"the config's {base.workload.total_num_envs} envs on {base.cluster.gpus} GPUs do not "
+                                f"scale to {gpus} GPUs at the same envs per GPU")
             changes["cluster"] = base.cluster.__class__(**{**base.cluster.__dict__, "gpus": gpus})
+            changes["workload"] = base.workload.__class__(**{**base.workload.__dict__, "total_num_envs": int(envs)})
         if ratio is not None:
             if base.allocation_ratio is None:
                 _fail("--ratio", "must not be given for colocated: every GPU runs every phase")
@@ -157,6 +163,7 @@ def _print_prediction(p: dict[str, Any]) -> None:
         ("throughput", f"{p['throughput_env_steps_per_s']:.2f} env steps/s"
          + (f"  (95% CI {p['throughput_ci95'][0]:.2f} .. {p['throughput_ci95'][1]:.2f}, "
             f"{p['replications']} replications)" if "throughput_ci95" in p else "")),
+        *_interval_rows(p),
         ("bound", f"{p['bound_env_steps_per_s']:.2f} env steps/s (bottleneck: {p['bottleneck']})"),
         ("iteration", f"{p['iteration_time_s']:.1f} s"),
         ("per GPU-hour", f"{p['env_steps_per_gpu_hour']:.0f} env steps on {p.get('gpu', 'h100')}"
@@ -172,6 +179,27 @@ def _print_prediction(p: dict[str, Any]) -> None:
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         click.echo(f"{k:<{width}}  {v}")
+
+
+def _interval_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
+    """The prediction interval and, beyond the calibrated scale, the extrapolation warning."""
+    rows: list[tuple[str, str]] = []
+    iv = p.get("throughput_interval")
+    if iv is not None:
+        rows.append(("interval", f"{iv['low']:.2f} .. {iv['high']:.2f} env steps/s "
+                                 f"({100 * iv['coverage']:.0f}% interval, width {iv['width_pct']:.1f}% of the prediction)"))
+    elif "throughput_interval_unavailable" in p:
+        rows.append(("interval", f"unavailable: {p['throughput_interval_unavailable']}"))
+    ext = p.get("extrapolation")
+    if ext and (ext["beyond_calibrated_gpus"] or ext["beyond_calibrated_nodes"]):
+        if ext["calibrated_gpus"]:
+            what = (f"extrapolation: {p['gpus']} GPUs / {ext['nodes']} node(s) is beyond the calibrated "
+                    f"{', '.join(map(str, ext['calibrated_gpus']))} GPUs / "
+                    f"{', '.join(map(str, ext['calibrated_nodes']))} node(s)")
+        else:
+            what = f"extrapolation: {ext.get('note', 'no calibrated scale')}"
+        rows.append(("warning", what))
+    return rows
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -200,8 +228,9 @@ def cli() -> None:
 @click.option("--rlinf-config", "rlinf_config", help="RLinf Hydra config (.yaml) to predict (options override it)")
 @click.option("--gpu", help="accelerator: a100, h100 (default), h200, b200 (README: GPU types)")
 @click.option("--gpu-hour-price", "price", type=float, help="dollars per GPU-hour: adds dollars per million env steps")
+@click.option("--no-interval", is_flag=True, help="skip the prediction interval (a few simulations fewer)")
 def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage_num, b_max, t_max_s,
-            max_staleness, replications, seed, as_json, trace, rlinf_config, gpu, price) -> None:
+            max_staleness, replications, seed, as_json, trace, rlinf_config, gpu, price, no_interval) -> None:
     """Predict throughput for one plan."""
     from perfmodel.simulate import predict as run_predict
 
@@ -215,7 +244,8 @@ def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage
     _check_seed(seed)
     _check_price(price)
     _cp_check_writable("--trace", trace)  # before simulating, not after
-    out = run_predict(plan, profile, replications=replications, seed=seed, trace_path=trace)
+    out = run_predict(plan, profile, replications=replications, seed=seed, trace_path=trace,
+                      interval=not no_interval)
     out["gpu"] = plan.cluster.gpu
     out["env_steps_per_gpu_hour"] = out["throughput_env_steps_per_s"] * 3600 / plan.cluster.gpus
     if price is not None:
@@ -305,7 +335,13 @@ def calibrate(reference: str, out_dir: str | None, max_evals: int, as_json: bool
     except ValueError:
         ref_label = reference
     written = []
+    from perfmodel.calibration.uncertainty import analyse, attach
+
+    # The fit's parameter covariance, stored so that predictions carry intervals without refitting.
+    click.echo("prediction-interval analysis (one simulation of every point per parameter) ...", err=True)
+    uncertainty = analyse(result.values, result.points)
     for name, prof in fitted_profiles(result, ref_label, command.strip()).items():
+        prof = attach(prof, uncertainty[name])
         path = out / f"{name}.json"
         prof.save(path)
         written.append(str(path))
@@ -613,6 +649,10 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
             if not (v > 0 and math.isfinite(v)):
                 _fail(option, f"must be a finite number > 0, got {v}")
         target = (env_steps, within_hours)
+    from perfmodel.planning.choice import check_target
+
+    if objective in OBJECTIVES:
+        check_target(objective, target)
     ref, base, pipeline_stages, imported = _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages)
     if gpus is None:
         if imported is None:
