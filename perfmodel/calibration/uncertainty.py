@@ -16,7 +16,8 @@ without refitting), and used by every prediction (``prediction_interval``):
    measured by cross-validation (fit on one GPU scale, predict the other).
 
 Propagation is linearised, not Monte Carlo: Sigma's principal directions (eigenvectors) with
-non-negligible variance are each one extra simulation, a small step h along the direction; the
+non-negligible variance each get a small step h along the direction, evaluated by simulation for
+the three that move the analytic bound most and by the bound for the rest; the
 log-throughput change scaled to one standard deviation, Delta_j = (change / h) sqrt(lambda_j),
 adds in quadrature: half-width z sqrt(sum_j Delta_j^2 + s^2 + (delta d)^2) in log throughput,
 d = doublings beyond the calibrated GPUs, z = 1.645 (90 % two-sided, normal in log throughput).
@@ -45,6 +46,7 @@ Z = 1.6448536269514722  # two-sided 90 % of a normal
 # sqrt(share) of the largest one (elasticities of throughput are <= 1 in magnitude): dropped.
 MIN_VARIANCE_SHARE = 1e-3
 MAX_DIRECTIONS = 6
+MAX_SIMULATED_DIRECTIONS = 3  # the rest take the analytic bound's sensitivity
 JACOBIAN_STEP = 0.05  # log-space finite-difference step (5 %)
 SENSITIVITY_STEP = 0.05  # the same for the prediction's sensitivities
 # Without a cross-validation: issue 13 measured, for the bundled model refitted on the 8-GPU
@@ -221,6 +223,26 @@ def _fitted_perturbations(profile: Profile, unc: Uncertainty) -> tuple[Profile, 
     return base, out
 
 
+def _direction_deltas(plan: Plan, base: Profile, base_thr: float, perturbed: list[tuple[Profile, float]],
+                      run: Callable[[Plan, Profile], float]) -> tuple[list[float], int]:
+    """Each direction's log-throughput change (one standard deviation). The analytic bound
+    (microseconds) screens them: the MAX_SIMULATED_DIRECTIONS that move the bound most are
+    simulated, the others keep the bound's change (they matter little by that screen)."""
+    from perfmodel.bound import bound
+    from perfmodel.costs import StageCosts
+
+    b0 = bound(StageCosts(plan, base)).throughput_env_steps_per_s
+    plans = [_plan_for(plan, base, p) for p, _ in perturbed]
+    screen = [scale * math.log(bound(StageCosts(pl, p)).throughput_env_steps_per_s / b0)
+              for pl, (p, scale) in zip(plans, perturbed)]
+    top = sorted(range(len(perturbed)), key=lambda j: -abs(screen[j]))[:MAX_SIMULATED_DIRECTIONS]
+    deltas = list(screen)
+    for j in top:
+        p, scale = perturbed[j]
+        deltas[j] = scale * math.log(run(plans[j], p) / base_thr)
+    return deltas, len(top)
+
+
 def _scale_curve(c: Curve, f: float) -> Curve:
     return replace(c, intercept=c.intercept * f, slope=c.slope * f,
                    points=tuple((x, y * f) for x, y in c.points), samples=())
@@ -271,12 +293,12 @@ def prediction_interval(plan: Plan, profile: Profile, throughput: float,
             return None, ext, pert
         base, perturbed = pert
         base_thr = throughput if base is profile else run(plan, base)
-        deltas = [scale * math.log(run(_plan_for(plan, base, p), p) / base_thr) for p, scale in perturbed]
+        deltas, simulated = _direction_deltas(plan, base, base_thr, perturbed, run)
         param_var = sum(dl * dl for dl in deltas)
         extra_var = (unc.extrapolation_sd_log_per_doubling * ext["doublings_beyond"]) ** 2
         half = Z * math.sqrt(param_var + unc.residual_sd_log ** 2 + extra_var)
         method = (f"linearised: {len(deltas)} principal directions of the fit's parameter covariance "
-                  f"(one simulation each, local derivatives), residual model error s = {100 * unc.residual_sd_log:.1f} %"
+                  f"(local derivatives; {simulated} simulated, the rest from the analytic bound), residual model error s = {100 * unc.residual_sd_log:.1f} %"
                   + (f", extrapolation {100 * unc.extrapolation_sd_log_per_doubling:.1f} % per doubling x "
                      f"{ext['doublings_beyond']:.2f} doublings ({unc.extrapolation_source})" if extra_var > 0 else ""))
         parts = {"parameters_pct": 100 * Z * math.sqrt(param_var), "model_pct": 100 * Z * unc.residual_sd_log,
