@@ -70,12 +70,18 @@ def test_pipelined_closed_form(scenario_dict, mode, stages):
 
 
 def test_colocated_adds_phase_switches(scenario_profile):
-    plan = published_plan(scenario_profile, "colocated", 4, None)
+    plan = published_plan(scenario_profile, "colocated", 4, None, enable_offload=True)
     res = simulate(plan, scenario_profile)
     costs = StageCosts(plan, scenario_profile)
     # two switches (offload 1.0 + reload 0.5) per iteration
     assert res.stage_time_s["phase_switch"] == pytest.approx(2 * 1.5)
     assert costs.phase_switch_s() == pytest.approx(1.5)
+    # Without offload (the published LIBERO setup) every model stays resident: no switch,
+    # and the iteration is shorter by exactly the two switches.
+    resident = published_plan(scenario_profile, "colocated", 4, None)
+    res0 = simulate(resident, scenario_profile)
+    assert res0.stage_time_s["phase_switch"] == 0.0
+    assert res.iteration_time_s - res0.iteration_time_s == pytest.approx(2 * 1.5)
 
 
 @pytest.mark.parametrize("mode", MODES)
