@@ -99,12 +99,12 @@ def test_colocated_without_offload_must_fit_gpu_memory():
     ok = published_plan(pi05, "colocated", 8, None)
     assert 0 < StageCosts(ok, pi05).gpu_memory_gb() < ok.cluster.gpu_memory_gb
     big = published_plan(pi05, "colocated", 8, None, trained_part="full", sharding_strategy="no_shard")
-    small_gpu = big.with_(cluster=big.cluster.__class__(**{**big.cluster.__dict__, "gpu_memory_gb": 40.0}))
+    small_gpu = big.with_(cluster=big.cluster.__class__(**{**big.cluster.__dict__, "gpu_memory_gb": 62.0}))
     with pytest.raises(ConfigError) as e:
         simulate(small_gpu, pi05, iterations=2, warmup=1)
     assert e.value.field == "plan.enable_offload"
     # With offload the generator's weights leave the GPU during training and it fits.
-    assert StageCosts(small_gpu.with_(enable_offload=True), pi05).gpu_memory_gb() < 40
+    assert StageCosts(small_gpu.with_(enable_offload=True), pi05).gpu_memory_gb() < 62
 
 
 def test_memory_refusal_is_one_line_exit_2(tmp_path):
@@ -113,7 +113,7 @@ def test_memory_refusal_is_one_line_exit_2(tmp_path):
     pi05 = load_profile("pi05")
     plan = published_plan(pi05, "colocated", 8, None, trained_part="full", sharding_strategy="no_shard")
     d = plan.to_dict()
-    d["cluster"]["gpu_memory_gb"] = 40.0
+    d["cluster"]["gpu_memory_gb"] = 62.0
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(d))
     r = run_cli("predict", "--plan", str(path), "--backbone", "pi05")
