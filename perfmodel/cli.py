@@ -266,7 +266,7 @@ def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage
 @click.option("--cross-validate", "cross", is_flag=True,
               help="refit on each GPU count alone and predict the others, beside linear and growth baselines")
 @click.option("--max-evals", type=int, default=None,
-              help="simulations of the training set per cross-validation fold (default 160)")
+              help="simulations of the training set per cross-validation fold (default 120)")
 @click.option("--record", is_flag=True, help="with --cross-validate: store the result in the bundled profiles' provenance")
 def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | None, record: bool) -> None:
     """Compare predictions with published results (or cross-validate the calibration)."""

@@ -27,7 +27,7 @@ from perfmodel.calibration.reference import ReferencePoint
 
 # Evaluations per fold: enough for the fit to converge from the hand-solved start on 10 points
 # (two backbones x five modes), few enough that both folds run in a few minutes on 2 cores.
-DEFAULT_FOLD_EVALS = 160
+DEFAULT_FOLD_EVALS = 120
 
 
 def _key(p: ReferencePoint) -> tuple[str, str, str | None]:
