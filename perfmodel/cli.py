@@ -17,8 +17,9 @@ from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.modes import MODES
 from perfmodel.schema.plan import Plan, parse_ratio
 
+from perfmodel.schema.profile import BUNDLED_REFERENCE, user_profile_dir
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-BUNDLED_REFERENCE = PROJECT_ROOT / "profiles" / "reference" / "rl_vla3_libero.csv"
 BACKBONE_NAMES = ("pi05", "gr00t_n15")
 
 
@@ -26,11 +27,59 @@ def _fail(field: str, message: str) -> None:
     raise ConfigError(field, message)
 
 
+def load_rlinf_config(path: str, backbone: str | None, profile_path: str | None, gpu: str | None,
+                      mode: str | None = None):
+    """An RLinf config (``--rlinf-config``) as a plan; its warnings go to stderr, one a line."""
+    from perfmodel.rlinf.importer import load_rlinf
+
+    if backbone is not None and profile_path is not None:
+        _fail("--profile", "give either --backbone or --profile, not both")
+    if mode is not None and mode not in MODES:
+        _fail("--mode", f"must be one of {', '.join(MODES)}; got {mode!r}")
+    im = load_rlinf(path, profile_ref=profile_path or backbone, gpu=gpu, mode=mode)
+    for w in im.warnings:
+        click.echo(f"warning: {w}", err=True)
+    return im
+
+
+def _check_gpu(gpu: str | None) -> None:
+    from perfmodel.schema.hardware import GPU_NAMES
+
+    if gpu is not None and gpu not in GPU_NAMES:
+        _fail("--gpu", f"must be one of {', '.join(GPU_NAMES)}; got {gpu!r}")
+
+
 def resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, ratio: str | None,
-                 plan_path: str | None, profile_path: str | None, knobs: dict[str, Any]):
-    """The plan and profile of a prediction, from a plan file and/or options (options win)."""
+                 plan_path: str | None, profile_path: str | None, knobs: dict[str, Any],
+                 rlinf_config: str | None = None, gpu: str | None = None, imported: list | None = None):
+    """The plan and profile of a prediction, from a plan file or an RLinf config and/or options
+    (options win). ``imported`` receives the RLinf import (its warnings) when there is one."""
     from perfmodel.schema.profile import load_profile
     from perfmodel.calibration.reference import published_plan
+    from perfmodel.gpu import cluster_on
+
+    _check_gpu(gpu)
+    if rlinf_config is not None:
+        if plan_path is not None:
+            _fail("--rlinf-config", "give either --plan or --rlinf-config, not both")
+        im = load_rlinf_config(rlinf_config, backbone, profile_path, gpu, mode)
+        if imported is not None:
+            imported.append(im)
+        base = im.plan
+        profile = load_profile(base.profile)
+        changes: dict[str, Any] = {}
+        if gpus is not None:
+            if gpus <= 0:
+                _fail("--gpus", f"must be an integer >= 1, got {gpus}")
+            changes["cluster"] = base.cluster.__class__(**{**base.cluster.__dict__, "gpus": gpus})
+        if ratio is not None:
+            if base.allocation_ratio is None:
+                _fail("--ratio", "must not be given for colocated: every GPU runs every phase")
+            changes["allocation_ratio"] = ratio
+        changes.update({k: v for k, v in knobs.items() if v is not None})
+        plan = base.with_(**changes)
+        plan.check()
+        return plan, profile
 
     if backbone is not None and backbone not in BACKBONE_NAMES:
         _fail("--backbone", f"must be one of {', '.join(BACKBONE_NAMES)}; got {backbone!r}")
@@ -51,6 +100,8 @@ def resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, ratio
         if ratio is not None:
             parse_ratio(ratio, gpus, "--ratio")
         plan = published_plan(profile, mode, gpus, ratio, **{k: v for k, v in knobs.items() if v is not None})
+        if gpu is not None:
+            plan = plan.with_(cluster=cluster_on(plan.cluster, gpu))
         return plan, profile
     changes: dict[str, Any] = {"mode": mode, "profile": profile.name if profile_path is None else profile_path}
     if gpus is not None:
@@ -65,6 +116,8 @@ def resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, ratio
         changes["allocation_ratio"] = "1:1"
     changes.update({k: v for k, v in knobs.items() if v is not None})
     plan = base.with_(**changes)
+    if gpu is not None:
+        plan = plan.with_(cluster=cluster_on(plan.cluster, gpu))
     plan.check()
     return plan, profile
 
@@ -82,6 +135,9 @@ def _print_prediction(p: dict[str, Any]) -> None:
             f"{p['replications']} replications)" if "throughput_ci95" in p else "")),
         ("bound", f"{p['bound_env_steps_per_s']:.2f} env steps/s (bottleneck: {p['bottleneck']})"),
         ("iteration", f"{p['iteration_time_s']:.1f} s"),
+        ("per GPU-hour", f"{p['env_steps_per_gpu_hour']:.0f} env steps on {p.get('gpu', 'h100')}"
+         + (f"; ${p['dollars_per_million_env_steps']:.2f} per million env steps at ${p['gpu_hour_price']:g}/GPU-hour"
+            if "dollars_per_million_env_steps" in p else "")),
         ("utilization", "  ".join(f"{k} {v:.2f}" for k, v in p["utilization"]["resources"].items())),
         ("stage s/iter", "  ".join(f"{k} {v:.1f}" for k, v in p["stage_time_s"].items() if v > 0)),
     ]
@@ -114,17 +170,31 @@ def cli() -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 @click.option("--trace", type=str, help="write a Chrome/Perfetto trace of the simulated timeline")
+@click.option("--rlinf-config", "rlinf_config", help="RLinf Hydra config (.yaml) to predict (options override it)")
+@click.option("--gpu", help="accelerator: a100, h100 (default), h200, b200 (README: GPU types)")
+@click.option("--gpu-hour-price", "price", type=float, help="dollars per GPU-hour: adds dollars per million env steps")
 def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage_num, b_max, t_max_s,
-            max_staleness, replications, seed, as_json, trace) -> None:
+            max_staleness, replications, seed, as_json, trace, rlinf_config, gpu, price) -> None:
     """Predict throughput for one plan."""
     from perfmodel.simulate import predict as run_predict
 
+    imported: list = []
     plan, profile = resolve_plan(mode, gpus, backbone, ratio, plan_path, profile_path,
                                  {"pipeline_stage_num": pipeline_stage_num, "b_max": b_max,
-                                  "t_max_s": t_max_s, "max_staleness": max_staleness})
+                                  "t_max_s": t_max_s, "max_staleness": max_staleness},
+                                 rlinf_config=rlinf_config, gpu=gpu, imported=imported)
     if replications < 1:
         _fail("--replications", f"must be an integer >= 1, got {replications}")
+    if price is not None and not price > 0:
+        _fail("--gpu-hour-price", f"must be a positive number (dollars per GPU-hour), got {price}")
     out = run_predict(plan, profile, replications=replications, seed=seed, trace_path=trace)
+    out["gpu"] = plan.cluster.gpu
+    out["env_steps_per_gpu_hour"] = out["throughput_env_steps_per_s"] * 3600 / plan.cluster.gpus
+    if price is not None:
+        out["gpu_hour_price"] = price
+        out["dollars_per_million_env_steps"] = 1e6 / out["env_steps_per_gpu_hour"] * price
+    if imported:
+        out["rlinf_import"] = imported[0].to_dict()
     if as_json:
         click.echo(json.dumps(out, indent=2))
     else:
@@ -168,7 +238,9 @@ def validate_cmd(reference: str, as_json: bool) -> None:
 
 @cli.command()
 @click.option("--reference", type=str, default=str(BUNDLED_REFERENCE), show_default=True)
-@click.option("--out-dir", type=str, default=str(PROJECT_ROOT / "profiles"), show_default=True)
+@click.option("--out-dir", type=str, default=None,
+              help=f"where to write the fitted profiles (default: your profile directory, {user_profile_dir()}; "
+                   "$VLAPERF_PROFILE_DIR overrides it); never the installed package")
 @click.option("--max-evals", type=int, default=300, show_default=True, help="simulations of the whole set")
 def calibrate(reference: str, out_dir: str, max_evals: int) -> None:
     """Fit the bundled profiles' physical parameters to published results."""
@@ -179,6 +251,7 @@ def calibrate(reference: str, out_dir: str, max_evals: int) -> None:
 
     if max_evals < 1:
         _fail("--max-evals", f"must be an integer >= 1, got {max_evals}")
+    out_dir = out_dir or str(user_profile_dir())
     points = load_reference(reference)
     for b in {p.backbone for p in points}:
         if b not in BACKBONE_NAMES:
@@ -277,12 +350,22 @@ def _cp_check_writable(option: str, path: str | None) -> None:
         _fail(option, f"must be a writable path; cannot write {path}")
 
 
+def _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages):
+    """(profile ref, base plan dict, pipeline stages) for a sweep over an RLinf config."""
+    _check_gpu(gpu)
+    if rlinf_config is None:
+        return None, None, pipeline_stages, None
+    im = load_rlinf_config(rlinf_config, backbone, profile_path, gpu)
+    stages = pipeline_stages if pipeline_stages is not None else str(im.plan.pipeline_stage_num)
+    return im.plan.profile, im.plan.to_dict(), stages, im
+
+
 def _cp_spec(profile_ref, modes, gpus, ratios, pipeline_stages, b_max, t_max, price, replications, seed,
-             staleness):
+             staleness, base_plan=None, gpu=None):
     from perfmodel.planning.sweep import SweepSpec
 
     kw: dict[str, Any] = {"profile_ref": profile_ref, "gpu_hour_price": price, "replications": replications,
-                          "seed": seed, "max_staleness": staleness}
+                          "seed": seed, "max_staleness": staleness, "base_plan": base_plan, "gpu": gpu}
     lists = {
         "modes": _cp_list("--modes", modes, None, f"modes ({', '.join(MODES)})"),
         "gpus": gpus,
@@ -327,6 +410,10 @@ def _cp_options(f):
         click.option("--seed", type=int, default=0, show_default=True),
         click.option("--jobs", type=int, help="processes (default: all cores)"),
         click.option("--quiet", is_flag=True, help="no progress bar"),
+        click.option("--rlinf-config", "rlinf_config",
+                     help="RLinf Hydra config (.yaml): its model, workload, batch and FSDP settings for every plan "
+                          "(envs scaled at its envs per GPU)"),
+        click.option("--gpu", help="accelerator: a100, h100 (default), h200, b200 (README: GPU types)"),
     ]):
         f = opt(f)
     return f
@@ -341,7 +428,7 @@ def _cp_options(f):
 @click.option("--show-infeasible", is_flag=True, help="list the combinations that cannot run, with the reason")
 @click.option("--address", help="run the predictions as Ray tasks on this cluster (host:port, auto; local = a new local one)")
 def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max, staleness, price, replications,
-              seed, jobs, quiet, gpus_text, out, csv_out, as_json, show_infeasible, address) -> None:
+              seed, jobs, quiet, rlinf_config, gpu, gpus_text, out, csv_out, as_json, show_infeasible, address) -> None:
     """Predict every mode x GPU count x ratio x knob combination; table, CSV and JSON."""
     from perfmodel.schema.jsonio import write_json_atomic
     from perfmodel.planning.sweep import format_table, run_sweep, write_csv_atomic
@@ -351,9 +438,10 @@ def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_m
         _fail("--jobs", f"must be an integer >= 1, got {jobs}")
     _cp_check_writable("--out", out)
     _cp_check_writable("--csv", csv_out)
-    spec = _cp_spec(_cp_ref(backbone, profile_path), modes, gpus, ratios, pipeline_stages, b_max, t_max, price,
-                    replications, seed, staleness)
-    _, profile = _cp_profile(backbone, profile_path)
+    ref, base, pipeline_stages, _ = _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages)
+    spec = _cp_spec(ref or _cp_ref(backbone, profile_path), modes, gpus, ratios, pipeline_stages, b_max, t_max, price,
+                    replications, seed, staleness, base, gpu)
+    _, profile = _cp_profile(None, ref) if ref else _cp_profile(backbone, profile_path)
     bar, progress = _cp_progress(quiet, "sweep")
     doc = run_sweep(spec, profile, jobs=jobs, progress=progress, address=address)
     if bar is not None:
@@ -376,20 +464,40 @@ def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_m
 
 @cli.command("plan")
 @_cp_options
-@click.option("--gpus", type=int, required=True, help="GPU budget: exactly N (throughput) or at most N (cost)")
+@click.option("--gpus", type=int, help="GPU budget: exactly N (throughput) or at most N (cost, time); "
+              "default: the --rlinf-config's GPUs")
 @click.option("--objective", default="throughput", show_default=True,
-              help="throughput (most env steps/s on N GPUs) or cost (most env steps per GPU-hour on <= N GPUs)")
+              help="throughput (most env steps/s on N GPUs), cost (most env steps per GPU-hour on <= N GPUs) or "
+                   "time (fewest GPU-hours, so dollars, to reach --env-steps within --within-hours on <= N GPUs)")
+@click.option("--env-steps", type=float, help="time objective: env steps to reach (e.g. 5e7)")
+@click.option("--within-hours", type=float, help="time objective: deadline in hours")
+@click.option("--emit", type=str, help="print the chosen plan as a config fragment: rlinf (YAML to paste)")
 @click.option("--sweep", "sweep_path", help="choose from this sweep JSON instead of sweeping now")
 @click.option("-o", "--out", "out", help="write the chosen plan (runnable by `executor run` and `perfmodel predict --plan`)")
 @click.option("--details", "details", help="write the choice (prediction, runner-up, explanation) as JSON")
 @click.option("--json", "as_json", is_flag=True, help="print the choice as JSON")
 def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max, staleness, price, replications,
-             seed, jobs, quiet, gpus, objective, sweep_path, out, details, as_json) -> None:
+             seed, jobs, quiet, rlinf_config, gpu, gpus, objective, env_steps, within_hours, emit, sweep_path, out,
+             details, as_json) -> None:
     """Choose the best plan for N GPUs and explain the choice."""
     from perfmodel.schema.jsonio import load_json
     from perfmodel.planning.choice import OBJECTIVES, choice_summary, choose, chosen_plan, plan_best
     from perfmodel.schema.jsonio import write_json_atomic
 
+    if emit is not None and emit != "rlinf":
+        _fail("--emit", f"must be rlinf, got {emit!r}")
+    if emit and as_json:
+        _fail("--emit", "prints YAML; give either --emit or --json")
+    target = None
+    if env_steps is not None or within_hours is not None:
+        if env_steps is None or within_hours is None:
+            _fail("--env-steps", "and --within-hours go together (the time objective)")
+        target = (env_steps, within_hours)
+    ref, base, pipeline_stages, imported = _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages)
+    if gpus is None:
+        if imported is None:
+            _fail("--gpus", "is required (an integer >= 1) unless --rlinf-config gives it")
+        gpus = imported.plan.cluster.gpus
     if gpus <= 0:
         _fail("--gpus", f"must be an integer >= 1, got {gpus}")
     if objective not in OBJECTIVES:
@@ -409,13 +517,13 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
                 if r["status"] == "ok":
                     r["env_steps_per_dollar"] = r["env_steps_per_gpu_hour"] / price
             doc["spec"]["gpu_hour_price"] = price
-        choice = choose(doc, gpus, objective)
+        choice = choose(doc, gpus, objective, target)
     else:
-        spec = _cp_spec(_cp_ref(backbone, profile_path), modes, None, ratios, pipeline_stages, b_max, t_max, price,
-                        replications, seed, staleness)
-        _, profile = _cp_profile(backbone, profile_path)
+        spec = _cp_spec(ref or _cp_ref(backbone, profile_path), modes, None, ratios, pipeline_stages, b_max, t_max,
+                        price, replications, seed, staleness, base, gpu)
+        _, profile = _cp_profile(None, ref) if ref else _cp_profile(backbone, profile_path)
         bar, progress = _cp_progress(quiet, "plan")
-        choice, _ = plan_best(spec, profile, gpus, objective, jobs=jobs, progress=progress)
+        choice, _ = plan_best(spec, profile, gpus, objective, jobs=jobs, progress=progress, target=target)
         if bar is not None:
             bar.close()
     plan = chosen_plan(choice)
@@ -430,6 +538,17 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
+    if emit == "rlinf":
+        import textwrap
+
+        from perfmodel.rlinf.emit import emit_yaml
+        from perfmodel.schema.profile import load_profile
+
+        header = "\n".join(textwrap.wrap(choice["explanation"], 100))
+        click.echo(emit_yaml(plan, load_profile(plan.profile).backbone, header), nl=False)
+        if out:
+            click.echo(f"wrote plan {out}", err=True)
+        return
     click.echo(choice["explanation"])
     if out:
         click.echo(f"wrote plan {out}  (run it: executor run --plan {out}; check it: perfmodel predict --plan {out})")
@@ -438,6 +557,20 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
 
 
 # --------------------------------------- end of capacity planning ---------------------------
+
+
+@cli.command("gpus")
+@click.option("--json", "as_json", is_flag=True, help="print the table as JSON")
+def gpus_cmd(as_json: bool) -> None:
+    """The accelerators --gpu accepts, with their datasheet numbers and typical node."""
+    from perfmodel.schema.hardware import ACCELERATORS, table_markdown
+
+    if as_json:
+        click.echo(json.dumps({k: a.__dict__ for k, a in ACCELERATORS.items()}, indent=2))
+        return
+    click.echo(table_markdown())
+    for a in ACCELERATORS.values():
+        click.echo(f"{a.name}: {a.source}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -19,6 +19,12 @@ class StageCosts:
     plan: Plan
     profile: Profile
 
+    def __post_init__(self) -> None:
+        # The profile's costs belong to its own GPU; carry them to the plan's (perfmodel/gpu.py).
+        from perfmodel.gpu import profile_on
+
+        object.__setattr__(self, "profile", profile_on(self.profile, self.plan.cluster.gpu))
+
     # --- env workers (CPU) ---
     @property
     def cores_per_worker(self) -> float:

@@ -62,6 +62,11 @@ class SweepSpec:
     replications: int = 1
     seed: int = 0
     max_staleness: int | None = None
+    # A plan to start every combination from (an imported RLinf config: its workload, cluster
+    # and knobs), envs scaled with the GPU count at its envs per GPU; None = the profile's
+    # published setup. ``gpu``: the accelerator (perfmodel/schema/hardware.py) when not h100.
+    base_plan: dict[str, Any] | None = None
+    gpu: str | None = None
 
     def check(self) -> None:
         if not self.modes:
@@ -151,7 +156,23 @@ def build_plan(spec: SweepSpec, profile: Profile, c: Combo) -> Plan:
     knobs: dict[str, Any] = {"pipeline_stage_num": c.pipeline_stage_num, "b_max": c.b_max, "t_max_s": c.t_max_s}
     if spec.max_staleness is not None:
         knobs["max_staleness"] = spec.max_staleness
-    plan = published_plan(profile, c.mode, c.gpus, c.allocation_ratio, **knobs)
+    if spec.base_plan is None:
+        plan = published_plan(profile, c.mode, c.gpus, c.allocation_ratio, **knobs)
+    else:
+        base = Plan.from_dict(spec.base_plan, "base plan")
+        envs = base.workload.total_num_envs * c.gpus / base.cluster.gpus
+        if not float(envs).is_integer():
+            raise ConfigError("plan.workload.total_num_envs",
+                              f"{base.workload.total_num_envs} envs on {base.cluster.gpus} GPUs do not scale to {c.gpus} GPUs")
+        disagg = MODE_TABLE[c.mode].disaggregated
+        plan = base.with_(mode=c.mode, allocation_ratio=(c.allocation_ratio or "1:1") if disagg else None,
+                          workload=base.workload.__class__(**{**base.workload.__dict__, "total_num_envs": int(envs)}),
+                          cluster=base.cluster.__class__(**{**base.cluster.__dict__, "gpus": c.gpus}), **knobs)
+        plan.check()
+    if spec.gpu is not None and spec.gpu != plan.cluster.gpu:
+        from perfmodel.gpu import cluster_on
+
+        plan = plan.with_(cluster=cluster_on(plan.cluster, spec.gpu))
     return plan.with_(profile=spec.profile_ref)
 
 

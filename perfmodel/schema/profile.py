@@ -18,7 +18,46 @@ from perfmodel.schema.jsonio import Fields, check_float, load_json, write_json_a
 SCHEMA_VERSION = 1
 CURVE_MODELS = ("linear", "table")
 PROVENANCE_KINDS = ("measured", "fitted")
-BUNDLED_DIR = Path(__file__).resolve().parents[2] / "profiles"
+# The repository's top-level profiles/ folder is the source of truth; pyproject.toml maps it to
+# the package ``perfmodel.profiles`` so that wheels and `pip install .` carry it as package data.
+_CHECKOUT_DIR = Path(__file__).resolve().parents[2] / "profiles"
+PROFILES_PACKAGE = "perfmodel.profiles"
+USER_DIR_ENV = "VLAPERF_PROFILE_DIR"
+
+
+def _bundled_dir() -> Path:
+    """Where the bundled profiles are: the installed package data (importlib.resources) or,
+    when running from a checkout that is not installed, the repository's profiles/ folder."""
+    # A source checkout (editable install or PYTHONPATH) reads its own profiles/ folder.
+    if (_CHECKOUT_DIR.parent / "pyproject.toml").is_file() and (_CHECKOUT_DIR / "pi05.json").is_file():
+        return _CHECKOUT_DIR
+    try:
+        from importlib.resources import files
+
+        # A directory without __init__.py is a namespace package: files() gives a
+        # MultiplexedPath, whose joinpath() is a real file path when the file exists.
+        marker = files(PROFILES_PACKAGE).joinpath("pi05.json")
+        if isinstance(marker, Path) and marker.is_file():
+            return marker.parent
+    except (ModuleNotFoundError, TypeError, ValueError):
+        pass
+    return _CHECKOUT_DIR
+
+
+BUNDLED_DIR = _bundled_dir()
+BUNDLED_REFERENCE = BUNDLED_DIR / "reference" / "rl_vla3_libero.csv"
+
+
+def user_profile_dir() -> Path:
+    """Where this user's own profiles go (``perfmodel calibrate``, ``executor profile``), never
+    inside the installed package: $VLAPERF_PROFILE_DIR, else $XDG_DATA_HOME/vlaperf/profiles,
+    else ~/.local/share/vlaperf/profiles (the XDG / platformdirs user-data location)."""
+    import os
+
+    if os.environ.get(USER_DIR_ENV):
+        return Path(os.environ[USER_DIR_ENV]).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base).expanduser() / "vlaperf" / "profiles"
 
 
 @dataclass(frozen=True)
@@ -264,12 +303,24 @@ def bundled_profiles() -> list[str]:
     return sorted(p.stem for p in BUNDLED_DIR.glob("*.json"))
 
 
+def user_profiles() -> list[str]:
+    d = user_profile_dir()
+    return sorted(p.stem for p in d.glob("*.json")) if d.is_dir() else []
+
+
 def load_profile(name_or_path: str) -> Profile:
-    """A bundled profile by name (``pi05``) or a profile file by path."""
+    """A profile by name (the user's profile directory first, then the bundled ones) or a
+    profile file by path."""
     p = Path(name_or_path)
     if p.suffix != ".json" and not p.exists():
-        candidate = BUNDLED_DIR / f"{name_or_path}.json"
-        if not candidate.is_file():
-            raise ConfigError("profile", f"no bundled profile {name_or_path!r} (bundled: {', '.join(bundled_profiles())}) and no such file")
-        p = candidate
+        for d in (user_profile_dir(), BUNDLED_DIR):
+            candidate = d / f"{name_or_path}.json"
+            if candidate.is_file():
+                p = candidate
+                break
+        else:
+            mine = user_profiles()
+            raise ConfigError("profile", f"no bundled profile {name_or_path!r} (bundled: {', '.join(bundled_profiles())}"
+                              + (f"; yours in {user_profile_dir()}: {', '.join(mine)}" if mine else "")
+                              + ") and no such file")
     return Profile.from_dict(load_json(p, "profile"), "profile")
