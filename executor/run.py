@@ -80,9 +80,7 @@ def check_plan_fits(plan: Plan, backbone: str, scale: str, env_memory_gb: float,
         raise ConfigError("plan.workload.num_action_chunks",
                           f"{backbone} generates chunks of {chunk} actions; must be <= {chunk}, got {w.num_action_chunks}")
     if w.algorithm == "grpo":
-        from executor.runtime.modes import group_sizes
-
-        n = group_sizes(plan)[0]
+        n = plan.placement.group_sizes[0]
         if n % w.group_size:
             raise ConfigError("plan.workload.group_size",
                               f"GRPO groups must lie within one env group of {n} envs; {w.group_size} does not divide {n}")
@@ -136,8 +134,7 @@ def execute(plan: Plan, *, iterations: int = DEFAULT_ITERATIONS, warmup: int = D
     if warmup >= iterations:
         raise ConfigError("iterations", f"must exceed warmup iterations ({warmup}), got {iterations}")
     w = plan.workload
-    learner = LearnerConfig(algorithm=w.algorithm, update_epoch=w.update_epoch, micro_batch_size=w.micro_batch_size,
-                            global_batch_size=w.global_batch_size, group_size=w.group_size, seed=opts.seed)
+    learner = LearnerConfig.from_plan(plan, seed=opts.seed)
     started_ray = False
     os.environ.setdefault("RAY_worker_niceness", "0")  # as the profile measured (Ray's default: 15)
     if not ray.is_initialized():

@@ -256,7 +256,8 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     elif MODE_TABLE[want].disaggregated != (derived != "colocated"):
         if MODE_TABLE[want].disaggregated:
             warnings.append(f"cluster.component_placement: shares GPUs between actor and rollout; mode {want} "
-                            f"costed on the same {len(used)} GPUs split {block.get('allocation_ratio') or '1:1'}")
+                            f"puts them apart, costed with a rollout:actor split "
+                            f"({block.get('allocation_ratio') or '1:1'} unless --ratio)")
             ratio = block.get("allocation_ratio") or "1:1"
         else:
             warnings.append(f"cluster.component_placement: actor and rollout apart; mode {want} costed on all "
