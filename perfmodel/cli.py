@@ -553,8 +553,11 @@ def _cp_sweep_rows(sweep_path, backbone, profile_path, modes, ratios, pipeline_s
     for name, option, value in (("staleness", "--staleness", staleness), ("replications", "--replications",
                                                                           replications), ("seed", "--seed", seed)):
         key = "max_staleness" if name == "staleness" else name
-        if given(name) and spec.get(key) != value:
-            _fail(option, f"{value} contradicts --sweep {sweep_path}, swept with {key} {spec.get(key)}; "
+        swept = spec.get(key)
+        if key == "max_staleness" and swept is None:
+            swept = Plan.__dataclass_fields__["max_staleness"].default  # the sweep kept the plan default
+        if given(name) and swept != value:
+            _fail(option, f"{value} contradicts --sweep {sweep_path}, swept with {key} {swept}; "
                           "leave it out or sweep again")
     selection = {
         "modes": _cp_list("--modes", modes, None, f"modes ({', '.join(MODES)})"),

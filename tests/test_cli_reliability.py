@@ -119,6 +119,8 @@ def test_plan_from_sweep_honours_selection(sweep_file):
     assert _choice("--sweep", s, "--modes", "streamer", "--b-max", "4")["b_max"] == 4
     # the case: colocated has no ratio, as a fresh `perfmodel plan` would answer
     assert _choice("--sweep", s, "--modes", "colocated", "--ratios", "1:3")["mode"] == "colocated"
+    # options equal to what the sweep used are no conflict (staleness: the plan default, 1)
+    assert _choice("--sweep", s, "--staleness", "1", "--seed", "0") == _choice("--sweep", s)
 
 
 @pytest.mark.parametrize("args,field", [
