@@ -112,6 +112,14 @@ class Curve:
                 raise ConfigError(f"{path}.points", "a table curve needs at least one [x, seconds] point")
             if sorted(points) != points or len({p[0] for p in points}) != len(points):
                 raise ConfigError(f"{path}.points", "x values must be strictly increasing")
+            for i in range(1, len(points)):
+                # A bigger batch never takes less time; a falling table would also extrapolate to
+                # free work beyond its last point.
+                if points[i][1] < points[i - 1][1]:
+                    raise ConfigError(f"{path}.points[{i}][1]",
+                                      f"seconds must not decrease as x grows (monotone non-decreasing): "
+                                      f"{points[i][1]:g} s at x={points[i][0]:g} after {points[i - 1][1]:g} s "
+                                      f"at x={points[i - 1][0]:g}")
         if err is not None:
             err = check_float(f"{path}.fit_error_pct", err)
         return cls(model, intercept, slope, tuple(points), tuple(samples), err)
