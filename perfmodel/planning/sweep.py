@@ -62,6 +62,7 @@ class SweepSpec:
     replications: int = 1
     seed: int = 0
     max_staleness: int | None = None
+    intervals: bool = True  # prediction intervals per row (a few simulations each; off for huge searches)
     # A plan to start every combination from (an imported RLinf config: its workload, cluster
     # and knobs), envs scaled with the GPU count at its envs per GPU; None = the profile's
     # published setup. ``gpu``: the accelerator (perfmodel/schema/hardware.py) when not h100.
@@ -192,7 +193,7 @@ def evaluate(spec: SweepSpec, profile: Profile, c: Combo) -> dict[str, Any]:
     except ConfigError as e:
         return {**row, "status": "infeasible", "reason_kind": "envs do not fit node RAM", "reason": str(e)}
     try:
-        pred = predict(plan, profile, replications=spec.replications, seed=spec.seed)
+        pred = predict(plan, profile, replications=spec.replications, seed=spec.seed, interval=spec.intervals)
     except ConfigError as e:
         return {**row, "status": "infeasible", "reason_kind": _category(e), "reason": str(e)}
     except Exception as e:  # a simulator failure on one plan must not lose the whole sweep
