@@ -579,8 +579,9 @@ def _cp_sweep_rows(sweep_path, backbone, profile_path, modes, ratios, pipeline_s
 @click.option("--csv", "csv_out", type=click.Path(dir_okay=False), help="write the table as CSV")
 @click.option("--json", "as_json", is_flag=True, help="print the sweep JSON instead of the table")
 @click.option("--show-infeasible", is_flag=True, help="list the combinations that cannot run, with the reason")
+@click.option("--address", help="run the predictions as Ray tasks on this cluster (host:port, auto; local = a new local one)")
 def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max, staleness, price, replications,
-              seed, jobs, quiet, rlinf_config, gpu, gpus_text, out, csv_out, as_json, show_infeasible) -> None:
+              seed, jobs, quiet, rlinf_config, gpu, gpus_text, out, csv_out, as_json, show_infeasible, address) -> None:
     """Predict every mode x GPU count x ratio x knob combination; table, CSV and JSON."""
     from perfmodel.schema.jsonio import write_json_atomic
     from perfmodel.planning.sweep import format_table, run_sweep, write_csv_atomic
@@ -594,7 +595,7 @@ def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_m
                     replications, seed, staleness, base, gpu)
     _, profile = _cp_profile(None, ref) if ref else _cp_profile(backbone, profile_path)
     bar, progress = _cp_progress(quiet, "sweep")
-    doc = run_sweep(spec, profile, jobs=jobs, progress=progress)
+    doc = run_sweep(spec, profile, jobs=jobs, progress=progress, address=address)
     if bar is not None:
         bar.close()
     try:

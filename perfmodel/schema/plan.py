@@ -257,7 +257,7 @@ class Plan:
     def actor_gpus(self) -> int:
         return self.split[1]
 
-    @property
+    @cached_property  # read on every simulated step (costs): parsed once
     def split(self) -> tuple[int, int]:
         if not self.mechanisms.disaggregated:
             return self.cluster.gpus, self.cluster.gpus
