@@ -4,7 +4,8 @@ One row per combination, in a deterministic order (GPUs, then mode in ``MODES`` 
 ratio, pipeline stages, ``b_max``, ``t_max_s`` in the order given). Combinations that cannot run
 are kept as rows with ``status: "infeasible"`` and the reason (the ratio does not split the GPUs,
 the envs do not divide over the env workers or stages, the envs do not fit a node's RAM); they
-are counted, never fatal. Predictions run in a process pool (one prediction per task).
+are counted, never fatal. Predictions run in a process pool, the most expensive first, or as Ray tasks on a cluster
+(``--address``; Ray is imported only then).
 
 Derived columns (docs/metrics.md defines the rest):
 
@@ -61,6 +62,7 @@ class SweepSpec:
     replications: int = 1
     seed: int = 0
     max_staleness: int | None = None
+    intervals: bool = True  # prediction intervals per row (a few simulations each; off for huge searches)
     # A plan to start every combination from (an imported RLinf config: its workload, cluster
     # and knobs), envs scaled with the GPU count at its envs per GPU; None = the profile's
     # published setup. ``gpu``: the accelerator (perfmodel/schema/hardware.py) when not h100.
@@ -191,7 +193,7 @@ def evaluate(spec: SweepSpec, profile: Profile, c: Combo) -> dict[str, Any]:
     except ConfigError as e:
         return {**row, "status": "infeasible", "reason_kind": "envs do not fit node RAM", "reason": str(e)}
     try:
-        pred = predict(plan, profile, replications=spec.replications, seed=spec.seed)
+        pred = predict(plan, profile, replications=spec.replications, seed=spec.seed, interval=spec.intervals)
     except ConfigError as e:
         return {**row, "status": "infeasible", "reason_kind": _category(e), "reason": str(e)}
     except Exception as e:  # a simulator failure on one plan must not lose the whole sweep
@@ -210,6 +212,11 @@ def evaluate(spec: SweepSpec, profile: Profile, c: Combo) -> dict[str, Any]:
     })
     if "throughput_ci95" in pred:
         row["throughput_ci95"] = pred["throughput_ci95"]
+    iv = pred.get("throughput_interval")
+    row["throughput_low"] = iv["low"] if iv else None
+    row["throughput_high"] = iv["high"] if iv else None
+    ext = pred.get("extrapolation") or {}
+    row["extrapolation"] = bool(ext.get("beyond_calibrated_gpus") or ext.get("beyond_calibrated_nodes"))
     return row
 
 
@@ -274,7 +281,8 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         b = rs[0]
         for r in rs:
             entry = {k: r.get(k) for k in ("index", "gpus", "allocation_ratio", "pipeline_stage_num", "b_max", "t_max_s",
-                                           "throughput_env_steps_per_s", "throughput_ci95", "gain_over_colocated_pct",
+                                           "throughput_env_steps_per_s", "throughput_low", "throughput_high",
+                                           "throughput_ci95", "gain_over_colocated_pct",
                                            "env_steps_per_gpu_hour", "env_steps_per_dollar", "bottleneck")}
             entry["mode"] = mode
             entry["scaling_efficiency"] = ((r["throughput_env_steps_per_s"] / r["gpus"])
@@ -299,15 +307,77 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _cost_order(combos: list[Combo]) -> list[Combo]:
+    """Most expensive first, so no process is left with a slow plan at the end: dynamic
+    batching simulates an event per env group and chunk step (about 10x the others), more
+    replications multiply it; the cluster size does not matter (collapsed simulation)."""
+    return sorted(combos, key=lambda c: (not MODE_TABLE[c.mode].dynamic_batching, c.index))
+
+
+def _chunks(combos: list[Combo], parts: int) -> list[list[Combo]]:
+    """Round-robin chunks (each gets its share of the expensive plans at the front)."""
+    return [combos[i::parts] for i in range(parts) if combos[i::parts]]
+
+
+def _evaluate_chunk(spec: SweepSpec, profile_dict: dict[str, Any], chunk: list[Combo]) -> list[dict[str, Any]]:
+    profile = Profile.from_dict(profile_dict)
+    return [evaluate(spec, profile, c) for c in chunk]
+
+
+def _run_ray(spec: SweepSpec, profile: Profile, combos: list[Combo], address: str,
+             progress: Callable[[int, int], None] | None) -> list[dict[str, Any]]:
+    """The combinations as Ray tasks on the cluster at ``address`` (``auto``, ``host:port`` or
+    ``local`` for a new local one); Ray is imported here only."""
+    if address not in ("auto", "local") and "://" not in address:
+        # Ray waits minutes for an address nobody answers at: refuse it in seconds instead.
+        import socket
+
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host or "127.0.0.1", int(port)), timeout=3).close()
+        except (OSError, ValueError) as e:
+            raise ConfigError("--address", f"must be host:port of a running Ray cluster, auto or local; "
+                              f"cannot reach {address!r} ({getattr(e, 'strerror', None) or e})") from None
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("--address", "needs Ray installed (pip install ray)") from None
+    try:
+        ray.init(address=None if address == "local" else address, ignore_reinit_error=True,
+                 logging_level="ERROR", log_to_driver=False, include_dashboard=False)
+    except Exception as e:  # a bad address must be one line, not Ray's traceback
+        raise ConfigError("--address", f"must name a running Ray cluster (host:port or auto); "
+                          f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+    try:
+        task = ray.remote(_evaluate_chunk)
+        spec_ref, prof_ref = ray.put(spec), ray.put(profile.to_dict())
+        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        pending = [task.remote(spec_ref, prof_ref, chunk)
+                   for chunk in _chunks(combos, max(1, min(len(combos), cpus * 8)))]
+        rows: list[dict[str, Any]] = []
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                rows.extend(ray.get(ref))
+            if progress:
+                progress(len(rows), len(combos))
+        return rows
+    finally:
+        ray.shutdown()
+
+
 def run_sweep(spec: SweepSpec, profile: Profile, *, jobs: int | None = None,
-              progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Evaluate every combination (in ``jobs`` processes; 1 = in this process) and return the
-    sweep document: spec, rows in combination order, summary, and the definitions used."""
+              progress: Callable[[int, int], None] | None = None, address: str | None = None) -> dict[str, Any]:
+    """Evaluate every combination and return the sweep document: spec, rows in combination
+    order, summary, and the definitions used. In ``jobs`` processes on this machine (1 = in
+    this process), or as Ray tasks on the cluster at ``address``."""
     spec.check()
     combos = combinations(spec)
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(combos) or 1))
     rows: list[dict[str, Any]] = []
-    if jobs == 1:
+    if address is not None:
+        rows = _run_ray(spec, profile, _cost_order(combos), address, progress)
+    elif jobs == 1:
         for c in combos:
             rows.append(evaluate(spec, profile, c))
             if progress:
@@ -315,8 +385,10 @@ def run_sweep(spec: SweepSpec, profile: Profile, *, jobs: int | None = None,
     else:
         import multiprocessing as mp
 
+        # Small chunks keep the processes busy to the end; enough of them to show progress.
+        chunk = max(1, min(16, len(combos) // (jobs * 8)))
         with mp.get_context().Pool(jobs, initializer=_init_worker, initargs=(spec, profile.to_dict())) as pool:
-            for row in pool.imap(_run_one, combos, chunksize=1):
+            for row in pool.imap_unordered(_run_one, _cost_order(combos), chunksize=chunk):
                 rows.append(row)
                 if progress:
                     progress(len(rows), len(combos))
@@ -337,7 +409,8 @@ def run_sweep(spec: SweepSpec, profile: Profile, *, jobs: int | None = None,
 
 
 CSV_COLUMNS = ("index", "status", "mode", "gpus", "allocation_ratio", "rollout_gpus", "actor_gpus",
-               "pipeline_stage_num", "b_max", "t_max_s", "throughput_env_steps_per_s", "throughput_ci95_low",
+               "pipeline_stage_num", "b_max", "t_max_s", "throughput_env_steps_per_s", "throughput_low",
+               "throughput_high", "extrapolation", "throughput_ci95_low",
                "throughput_ci95_high", "iteration_time_s", "bound_env_steps_per_s", "bottleneck",
                "scaling_efficiency", "scaling_baseline_gpus", "gain_over_colocated_pct",
                "env_steps_per_gpu_hour", "env_steps_per_dollar", "util_env_cpu", "util_rollout_gpu",
@@ -378,7 +451,7 @@ def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
     """The terminal table: one line per feasible row (infeasible ones counted at the end)."""
     price = doc["spec"]["gpu_hour_price"]
     head = (f"{'gpus':>5} {'mode':<14} {'ratio':>5} {'stg':>3} {'b_max':>5} {'t_max':>5} {'env steps/s':>12} "
-            f"{'95% CI':>17} {'scal.eff':>8} {'vs coloc':>9} {'steps/GPU-h':>12} "
+            f"{'90% interval':>17} {'scal.eff':>8} {'vs coloc':>9} {'steps/GPU-h':>12} "
             f"{'steps/$':>10} {'bottleneck':<11}")
     lines = [head]
     for r in doc["rows"]:
@@ -387,8 +460,9 @@ def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
                 lines.append(f"{r['gpus']:>5} {r['mode']:<14} {r['allocation_ratio'] or '-':>5} "
                              f"{r['pipeline_stage_num']:>3} not run: {r['reason']}")
             continue
-        ci = r.get("throughput_ci95")
-        ci_s = f"{ci[0]:.1f}..{ci[1]:.1f}" if ci else "-"
+        # The prediction interval (what calibration leaves open; '*' beyond the calibrated scale).
+        ci_s = (f"{r['throughput_low']:.0f}..{r['throughput_high']:.0f}" if r.get("throughput_low") is not None
+                else "-") + ("*" if r.get("extrapolation") else "")
         gain = r["gain_over_colocated_pct"]
         lines.append(
             f"{r['gpus']:>5} {r['mode']:<14} {r['allocation_ratio'] or '-':>5} {r['pipeline_stage_num']:>3} "
@@ -401,6 +475,8 @@ def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
                  + (f", {s['errors']} failed" if s["errors"] else "")
                  + (": " + "; ".join(f"{n} {k}" for k, n in sorted(s["not_run_by_reason"].items()))
                     if s["not_run_by_reason"] else ""))
+    lines.append("note: 90% interval = prediction interval from the calibration's uncertainty; "
+                 "* = extrapolation beyond the calibrated GPU or node counts (docs/metrics.md)")
     lines.append(f"note: {SCALING_NOTE}")
     lines.append(f"note: {GAIN_NOTE}" + ("" if "colocated" in doc["spec"]["modes"] else " (colocated not swept: '-')"))
     if price is None:

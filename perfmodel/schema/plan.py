@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.schema.errors import ConfigError
-from perfmodel.schema.jsonio import Fields, load_json
+from perfmodel.schema.jsonio import Fields, check_int, load_json
 from perfmodel.schema.hardware import DEFAULT_GPU, GPU_NAMES
 from perfmodel.schema.modes import MODE_TABLE, MODES, Mode
 from perfmodel.schema.placement import Placement, placement_of
@@ -31,6 +31,21 @@ SHARDING_STRATEGIES = ("no_shard", "full_shard")
 # Which parameters train: the RL-VLA3 fork's model/pi0_5.yaml (and RLinf's) set
 # openpi.train_expert_only: True; GR00T trains its action head with the VLM frozen.
 TRAINED_PARTS = ("action_expert", "full")
+
+# Field ranges: far beyond any real config (RLinf LIBERO: 480-512 env steps per episode, 5-10
+# action chunks, rollout_epoch <= 16), they stop absurd sizes at the door with the range in the
+# message. How much work one simulation may take is perfmodel.simulate.check_simulable's.
+MAX_GPUS = 16384
+MAX_FIELD = {
+    "total_num_envs": 10**7,
+    "max_episode_steps": 100_000,
+    "num_action_chunks": 10_000,
+    "rollout_epoch": 10_000,
+    "update_epoch": 10_000,
+    "micro_batch_size": 10**8,
+    "global_batch_size": 10**9,
+    "group_size": 10**4,
+}
 
 
 @dataclass(frozen=True)
@@ -91,9 +106,7 @@ class Workload:
     def check(self, path: str = "workload") -> None:
         for name in ("total_num_envs", "max_episode_steps", "num_action_chunks", "rollout_epoch",
                      "update_epoch", "micro_batch_size", "global_batch_size", "group_size"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ConfigError(f"{path}.{name}", f"must be an integer >= 1, got {v!r}")
+            check_int(f"{path}.{name}", getattr(self, name), min=1, max=MAX_FIELD[name])
         if self.algorithm not in ALGORITHMS:
             raise ConfigError(f"{path}.algorithm", f"must be one of {', '.join(ALGORITHMS)}; got {self.algorithm!r}")
         if self.max_episode_steps % self.num_action_chunks:
@@ -158,9 +171,9 @@ class Cluster:
         f = Fields(obj, path)
         d = defaults
         c = cls(
-            gpus=f.int("gpus") if d is None else f.int("gpus", d.gpus),
-            gpus_per_node=f.int("gpus_per_node", d.gpus_per_node if d else 8),
-            cpu_cores_per_node=f.int("cpu_cores_per_node", d.cpu_cores_per_node if d else 128),
+            gpus=f.int("gpus", max=MAX_GPUS) if d is None else f.int("gpus", d.gpus, max=MAX_GPUS),
+            gpus_per_node=f.int("gpus_per_node", d.gpus_per_node if d else 8, max=1024),
+            cpu_cores_per_node=f.int("cpu_cores_per_node", d.cpu_cores_per_node if d else 128, max=1_000_000),
             node_ram_gb=f.float("node_ram_gb", d.node_ram_gb if d else 2048.0, min=0.0, strict_min=True),
             intra_node_bw_GBps=f.float("intra_node_bw_GBps", d.intra_node_bw_GBps if d else 200.0,
                                        min=0.0, strict_min=True),
@@ -174,6 +187,20 @@ class Cluster:
         )
         f.done()
         return c
+
+
+def is_profile_path(ref: str) -> bool:
+    """A profile reference that names a file (``x.json`` or with a directory part), not a
+    bundled profile name such as ``pi05``."""
+    return ref.endswith(".json") or "/" in ref or "\\" in ref
+
+
+def resolve_profile_ref(ref: str, base_dir: str | Path) -> str:
+    """``ref`` as a path relative to ``base_dir`` (the file that names it) when it is a relative
+    file path; bundled names and absolute paths unchanged."""
+    if not is_profile_path(ref) or Path(ref).is_absolute():
+        return ref
+    return str(Path(base_dir) / ref)
 
 
 def parse_ratio(text: str, gpus: int, field: str = "allocation_ratio") -> tuple[int, int]:
@@ -230,7 +257,7 @@ class Plan:
     def actor_gpus(self) -> int:
         return self.split[1]
 
-    @property
+    @cached_property  # read on every simulated step (costs): parsed once
     def split(self) -> tuple[int, int]:
         if not self.mechanisms.disaggregated:
             return self.cluster.gpus, self.cluster.gpus
@@ -273,8 +300,8 @@ class Plan:
     def check(self, path: str = "plan") -> None:
         if self.mode not in MODES:
             raise ConfigError(f"{path}.mode", f"must be one of {', '.join(MODES)}; got {self.mode!r}")
-        if self.cluster.gpus < 1:
-            raise ConfigError(f"{path}.cluster.gpus", f"must be an integer >= 1, got {self.cluster.gpus}")
+        check_int(f"{path}.cluster.gpus", self.cluster.gpus, min=1, max=MAX_GPUS)
+        self.workload.check(f"{path}.workload")
         if not self.mechanisms.disaggregated:
             if self.allocation_ratio is not None:
                 raise ConfigError(f"{path}.allocation_ratio",
@@ -284,10 +311,6 @@ class Plan:
                 raise ConfigError(f"{path}.allocation_ratio",
                                   f"is required for {self.mode} (rollout:actor GPUs, e.g. 1:1)")
             parse_ratio(self.allocation_ratio, self.cluster.gpus, f"{path}.allocation_ratio")
-        if self.env_cores_per_worker <= 0:
-            raise ConfigError(f"{path}.cluster.actor_cpu_cores_per_gpu",
-                              f"actor GPUs would keep all {self.cluster.cpu_cores_per_node} cores of a node "
-                              "that hosts env workers; must be less")
         if self.pipeline_stage_num < 1:
             raise ConfigError(f"{path}.pipeline_stage_num", f"must be an integer >= 1, got {self.pipeline_stage_num}")
         w = self.workload
@@ -297,6 +320,7 @@ class Plan:
                 f"{path}.workload.total_num_envs",
                 f"{w.total_num_envs} envs do not divide over {g_r} env workers (one per rollout GPU)",
             )
+        self._check_env_cores(path)
         if self.envs_per_worker % self.pipeline_stage_num:
             raise ConfigError(
                 f"{path}.pipeline_stage_num",
@@ -306,14 +330,31 @@ class Plan:
             raise ConfigError(f"{path}.b_max", f"must be an integer >= 1 or null, got {self.b_max}")
         if not (self.t_max_s >= 0 and math.isfinite(self.t_max_s)):
             raise ConfigError(f"{path}.t_max_s", f"must be a finite number >= 0, got {self.t_max_s}")
-        if self.max_staleness < 0:
-            raise ConfigError(f"{path}.max_staleness", f"must be an integer >= 0, got {self.max_staleness}")
+        check_int(f"{path}.max_staleness", self.max_staleness, min=0, max=10_000)
         for name, allowed in (("placement_strategy", PLACEMENT_STRATEGIES),
                               ("sharding_strategy", SHARDING_STRATEGIES), ("trained_part", TRAINED_PARTS)):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{path}.{name}", f"must be one of {', '.join(allowed)}; got {getattr(self, name)!r}")
         if not isinstance(self.enable_offload, bool):
             raise ConfigError(f"{path}.enable_offload", f"must be true or false, got {self.enable_offload!r}")
+
+    def _check_env_cores(self, path: str) -> None:
+        """Every env worker needs at least one CPU core of its node: fewer cores than the env
+        workers on a node cannot run them (the model would have to invent the missing cores)."""
+        c = self.cluster
+        if self.env_cores_per_worker >= 1:
+            return
+        workers = self.placement.max_workers_per_node
+        kept = 0.0 if not self.mechanisms.disaggregated else c.actor_cpu_cores_per_gpu
+        if kept > 0:
+            actors = max((n.actor for n in self.placement.nodes if n.rollout), default=0)
+            raise ConfigError(f"{path}.cluster.cpu_cores_per_node",
+                              f"must leave at least one core per env worker: {workers} env worker(s) and {actors} "
+                              f"actor GPU(s) keeping {kept:g} cores each share a node of {c.cpu_cores_per_node} "
+                              f"cores; need at least {math.ceil(workers + actors * kept)}")
+        raise ConfigError(f"{path}.cluster.cpu_cores_per_node",
+                          f"must be at least the env workers per node ({workers}: one per rollout GPU), "
+                          f"got {c.cpu_cores_per_node}")
 
     @classmethod
     def from_dict(cls, obj: Any, path: str = "plan") -> "Plan":
@@ -348,7 +389,11 @@ class Plan:
 
     @classmethod
     def load(cls, path: str | Path) -> "Plan":
-        return cls.from_dict(load_json(path, "plan"), "plan")
+        """A plan file. A relative ``profile`` path in it names a file beside the plan (resolved
+        against the plan file's directory, not the current one), as a user who moves the two
+        together expects; bundled profile names (``pi05``) stay names."""
+        plan = cls.from_dict(load_json(path, "plan"), "plan")
+        return plan.with_(profile=resolve_profile_ref(plan.profile, Path(path).parent))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
