@@ -58,7 +58,7 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--backbone", required=True, help="pi05 or gr00t_n15")
+@click.option("--backbone", default=None, help="pi05 or gr00t_n15 (not with --comm)")
 @click.option("--scale", default="tiny", show_default=True, help="tiny, small or full")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda[:N] or auto")
 @click.option("--suite", default="libero_spatial", show_default=True,
@@ -77,11 +77,27 @@ def main() -> None:
               help="device slots of this node (default: CUDA devices, or 2 on a CPU box)")
 @click.option("--env-profile", default=None,
               help="take env costs from this measured (CPU) profile instead of measuring envs here")
+@click.option("--comm", is_flag=True,
+              help="measure collectives (all-reduce, all-gather, broadcast) over torch.distributed instead")
+@click.option("--comm-ranks", default="2,4", show_default=True, help="--comm: rank counts")
+@click.option("--comm-mb", default="0.25,1,4,16", show_default=True, help="--comm: message sizes (MB)")
+@click.option("--base-profile", default=None,
+              help="--comm: write this profile with the table in extra.collectives (else a standalone table)")
+@click.option("--address", default=None, help="--comm: spread the ranks over this Ray cluster's nodes")
+@click.option("--verbose", is_flag=True, help="let Ray's own messages through to stderr")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 def profile(backbone, scale, device, suite, task_id, out, image_size, env_counts, env_repeats, reset_repeats,
-            batch_sizes, train_sizes, repeats, sync_mb, gpus_per_node, env_profile, no_progress) -> None:
-    """Measure env, inference, training and sync costs into a perfmodel profile."""
+            batch_sizes, train_sizes, repeats, sync_mb, gpus_per_node, env_profile, comm, comm_ranks, comm_mb,
+            base_profile, address, verbose, no_progress) -> None:
+    """Measure env, inference, training and sync costs into a perfmodel profile (or, with
+    --comm, the cost of collectives at increasing rank counts)."""
     from executor.profiler import ProfileConfig, command_line, run_profile
+
+    if comm:
+        _profile_comm(out, device, comm_ranks, comm_mb, repeats, base_profile, address, verbose, no_progress)
+        return
+    if backbone is None:
+        raise ConfigError("backbone", "missing: --backbone pi05 or gr00t_n15 (or --comm)")
 
     cfg = ProfileConfig(
         backbone=backbone, scale=scale, out=out, device=device, suite=suite, task_id=task_id,
@@ -104,6 +120,36 @@ def profile(backbone, scale, device, suite, task_id, out, image_size, env_counts
                f"{c.env_core_efficiency:.2f}, reset {c.env_reset_s:.2f} s, {c.env_memory_gb:.2f} GB/env; "
                f"infer(1) {c.infer_s(1) * 1e3:.1f} ms, train(1) {c.train_micro_batch_s(1) * 1e3:.1f} ms, "
                f"optimizer {c.optimizer_step_s * 1e3:.1f} ms, sync {p.node['intra_node_bw_GBps']:.2f} GB/s")
+
+
+def _profile_comm(out, device, ranks, sizes, repeats, base_profile, address, verbose, no_progress) -> None:
+    from executor.comm import CommConfig, run_comm_profile
+    from executor.policies import resolve_device
+    from executor.runtime.preflight import resolve_address
+    from perfmodel.schema.jsonio import write_json_atomic
+    from perfmodel.schema.profile import load_profile
+
+    base = load_profile(base_profile) if base_profile else None
+    addr, _ = resolve_address(address)
+    cfg = CommConfig(ranks=_sizes("comm-ranks", ranks), sizes_mb=_sizes("comm-mb", sizes, float),
+                     repeats=_positive("repeats", repeats), device=str(resolve_device(device)), address=addr)
+    cfg.check()
+
+    def show(row) -> None:
+        if not no_progress:
+            click.echo(f"{row['op']:<10} ranks {row['ranks']} nodes {row['nodes']} {row['bytes'] / 1e6:>8.2f} MB  "
+                       f"median {row['median_s'] * 1e3:8.2f} ms  busbw {row['busbw_GBps']:.3f} GB/s", err=True)
+    table = run_comm_profile(cfg, verbose=verbose, progress=show)
+    table["provenance"]["command"] = "executor " + " ".join(sys.argv[1:])
+    if base is not None:
+        d = base.to_dict()
+        d["extra"] = {**d.get("extra", {}), "collectives": table}
+        write_json_atomic(out, d)
+    else:
+        write_json_atomic(out, table)
+    n = len(table["rows"])
+    click.echo(f"wrote {out}: {n} measured collectives ({table['backend']}, ranks {','.join(map(str, cfg.ranks))}, "
+               f"up to {max(r['nodes'] for r in table['rows'])} node(s))")
 
 
 # ---------------------------------------------------------------------------------------------

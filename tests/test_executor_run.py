@@ -174,6 +174,9 @@ def test_train_async_survives_a_killed_env_process(ray_session):
     plan, record, rec = run_mode(tiny_plan("train_async", max_staleness=0), inject_env_fault=(1, 0))
     check_record(plan, record, rec)  # the counts stay right: the episode was re-run
     assert record["env_restarts"] == 1 and record["faults"][0]["kind"] == "env_process_died"
+    # iteration 1 is the measured one (warm-up 1): the restart is flagged, not silently averaged in
+    assert record["env_restarts_in_measured_window"] == 1
+    assert any("inside the measured window" in w for w in record["warnings"])
     assert record["rerun_episodes"] == plan.envs_per_stage
     assert record["staleness"]["max"] <= plan.max_staleness
 
@@ -252,6 +255,7 @@ def test_dead_ray_actor_ends_the_run_with_one_error_and_a_partial_record(ray_ses
     assert r.exit_code == 1, r.output
     lines = [x for x in r.output.splitlines() if x.startswith("error:")]
     assert len(lines) == 1 and "a Ray actor died" in lines[0] and "partial record" in lines[0], r.output
+    assert "generator_0 on node" in lines[0], r.output  # which actor, which node
     assert "Traceback" not in r.output
     record = json.loads((out / "record.json").read_text())
     assert record["status"] == "failed" and record["counts"]["iterations"] == 1

@@ -183,6 +183,7 @@ def build_record(result: Any, *, iterations: int, warmup: int, opts: Any, profil
         "successes": rl.successes if rl else 0,
         "generator_versions": [g.version for g in wiring.generators] if wiring else [],
         "weight_syncs": list(ctx.weight_syncs),
+        "actor_nodes": dict(getattr(result, "actor_nodes", {}) or {}),
         "initial_weight_checksum": ctx.initial_weight_checksum,
         "iteration_done_s": tl.iteration_done if tl else [],
         "measured_window_s": m["window_s"],

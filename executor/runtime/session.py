@@ -56,13 +56,16 @@ class Signals:
         if self.reason is None:
             self.reason = "SIGTERM" if signum == signal.SIGTERM else "Ctrl-C"
         self.stop.set()
-        if self.count >= 2 and self.phase == "startup":
-            raise KeyboardInterrupt  # actors may take minutes to start; a second signal aborts that
 
-    def __enter__(self) -> "Signals":
+    def install(self) -> None:
+        """(Re)install the handlers: ``ray.init`` sets its own SIGTERM handler (sys.exit)."""
         if threading.current_thread() is threading.main_thread():
             for s in (signal.SIGINT, signal.SIGTERM):
-                self._old[s] = signal.signal(s, self._handle)
+                old = signal.signal(s, self._handle)
+                self._old.setdefault(s, old)
+
+    def __enter__(self) -> "Signals":
+        self.install()
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -111,6 +114,9 @@ class RaySession:
         import ray
 
         os.environ.setdefault("RAY_worker_niceness", "0")  # as the profile measured (Ray's default: 15)
+        # Ray's C++ failure-signal handler turns SIGTERM into an abort with a stack dump (no
+        # record); the driver's own handler (Signals) must see SIGTERM instead.
+        os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
         if ray.is_initialized():  # a caller's session (tests): use it, leave it running
             return
         kw: dict[str, Any] = dict(log_to_driver=False, configure_logging=False, logging_level=logging.ERROR)
@@ -192,6 +198,18 @@ class ActorWatch:
         self._halt.set()
         self._thread.join(5)
 
+    def nodes(self) -> dict[str, str]:
+        """Where each actor of the run lives: label -> node (IP and node id)."""
+        from ray._private import state
+
+        out = {}
+        for actor_id, label in self.labels.items():
+            try:
+                out[label] = _node_name(state.actors(actor_id=actor_id))
+            except Exception:  # noqa: BLE001
+                out[label] = "?"
+        return out
+
     def poll(self) -> ActorLost | None:
         from ray._private import state
 
@@ -261,6 +279,7 @@ class RunResult:
     load_before: float
     address: str | None
     notes: list[str] = field(default_factory=list)
+    actor_nodes: dict[str, str] = field(default_factory=dict)
 
 
 def execute_session(plan: Plan, *, iterations: int, opts: Any, learner: Any, address: str | None = None,
@@ -280,19 +299,26 @@ def execute_session(plan: Plan, *, iterations: int, opts: Any, learner: Any, add
     rec = Recorder(keep_spans=True)
     ctx = Context(plan, rec, t0=wall0)
     wiring, watch, bar = None, None, None
+    actor_nodes: dict[str, str] = {}
     status, error, startup_s = "ok", None, None
     with Signals(stop) as sig, quiet_stderr(None if verbose else ray_log) as err:
         try:
+            # Ray's head processes die with the *thread* that started them (PR_SET_PDEATHSIG):
+            # ray.init runs in the main thread; its SIGTERM handler (sys.exit) is replaced after
             session.start()
+            sig.install()
             if on_session is not None:
                 on_session(session.session_dir)
             if address:
                 _check_cluster(plan, address, opts)
-            wiring = wire(ctx, opts, learner)
+            wiring = _interruptible(lambda: wire(ctx, opts, learner), sig)  # actors take minutes to start
+            if stop.is_set():  # what was started is torn down below
+                raise KeyboardInterrupt
             startup_s = time.time() - wall0
             sig.phase = "running"
             ctx.t0 = time.time()  # the timeline starts once every actor is up
             watch = ActorWatch(wiring.handles, ctx.fail).start()
+            actor_nodes = watch.nodes()
             bar = _progress_bar(plan, ctx, iterations, err) if progress else None
             threads = []
             if wiring.dynamic_batching:
@@ -316,12 +342,13 @@ def execute_session(plan: Plan, *, iterations: int, opts: Any, learner: Any, add
             if ctx.errors:
                 status, error = "failed", _describe(ctx.errors, watch)
             elif interrupted:
-                status, error = "interrupted", f"interrupted ({sig.reason or 'Ctrl-C'}): partial record"
+                status, error = "interrupted", f"interrupted ({sig.reason or 'Ctrl-C'})"
         except ConfigError:
             raise
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, SystemExit):  # SystemExit: Ray's SIGTERM handler during ray.init
             ctx.stop.set()
-            status, error = "interrupted", f"interrupted ({sig.reason or 'Ctrl-C'}) during start-up: partial record"
+            sig.reason = sig.reason or "SIGTERM"
+            status, error = "interrupted", f"interrupted ({sig.reason or 'Ctrl-C'}) during start-up"
         except Exception as e:  # noqa: BLE001 - actor start-up failures end the run with a record
             ctx.stop.set()
             status, error = "failed", _describe([e], watch)
@@ -334,7 +361,33 @@ def execute_session(plan: Plan, *, iterations: int, opts: Any, learner: Any, add
             if wiring is not None:
                 _teardown(wiring)
             session.stop()
-    return RunResult(plan, rec, ctx, wiring, status, error, wall0, startup_s, load_before, address)
+    return RunResult(plan, rec, ctx, wiring, status, error, wall0, startup_s, load_before, address,
+                     actor_nodes=actor_nodes)
+
+
+def _interruptible(fn: Callable[[], Any], sig: Signals) -> Any:
+    """Run start-up in a thread so that a signal is seen at once: returns ``fn()``'s result
+    (None if a third signal left it running). Ray cannot be shut down under a thread still inside
+    ``ray.get`` (it aborts the process), so an interrupted start-up is waited for, unless a
+    third signal says not to wait."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = e
+
+    t = threading.Thread(target=target, daemon=True, name="start-up")
+    t.start()
+    while t.is_alive() and not sig.stop.is_set():
+        t.join(0.2)
+        sig.install()  # ray.init (in the thread) replaces the handlers; take them back at once
+    while t.is_alive() and sig.count < 3:
+        t.join(0.2)
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
 
 
 def _check_cluster(plan: Plan, address: str, opts: Any) -> None:
