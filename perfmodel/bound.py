@@ -11,10 +11,11 @@ The bound's throughput is env steps per iteration over that time; no schedule be
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from perfmodel.costs import StageCosts
-from perfmodel.schema.rules import global_batches
+from perfmodel.schema.rules import global_batch_runs
 
 
 @dataclass(frozen=True)
@@ -36,12 +37,34 @@ def max_batch(costs: StageCosts) -> int:
     return plan.envs_per_stage
 
 
+def cheapest_per_sample_s(costs: StageCosts, b_hi: int) -> float:
+    """min over batch sizes b in 1..b_hi of infer(b) / b, in O(table points): on each linear
+    piece of the curve, infer(b) / b = slope + c / b is monotone in b, so the minimum is at 1,
+    b_hi or an integer next to a breakpoint or to where a piece reaches zero."""
+    curve = costs.profile.costs.infer_s
+    cands = {1, b_hi}
+    pieces = [(curve.intercept, curve.slope)] if curve.model == "linear" else []
+    if curve.model != "linear":
+        pts = list(curve.points)
+        for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+            slope = (y1 - y0) / (x1 - x0)
+            pieces.append((y0 - slope * x0, slope))
+        cands |= {v for x, _ in pts for v in (math.floor(x), math.ceil(x))}
+    for c, slope in pieces:
+        if slope:
+            cands |= {math.floor(-c / slope), math.ceil(-c / slope)}
+    cands = {b for b in cands if 1 <= b <= b_hi}
+    if b_hi <= 4096:  # small ranges: every size, as before
+        cands |= set(range(1, b_hi + 1))
+    return min(costs.infer_s(b) / b for b in cands)
+
+
 def actor_iteration_s(costs: StageCosts) -> float:
     w = costs.plan.workload
     total = 0.0
-    for size in global_batches(w.samples_per_iteration, w.global_batch_size):
+    for size, count in global_batch_runs(w.samples_per_iteration, w.global_batch_size):
         steps, per_rank = costs.micro_batching(size)
-        total += w.update_epoch * (steps * costs.micro_batch_s(per_rank) + costs.optimizer_step_s())
+        total += count * w.update_epoch * (steps * costs.micro_batch_s(per_rank) + costs.optimizer_step_s())
     return total
 
 
@@ -52,7 +75,7 @@ def bound(costs: StageCosts) -> Bound:
     env_s = w.rollout_epoch * (costs.env_reset_s(n) + w.chunk_steps_per_epoch * costs.env_chunk_s(n, lockstep))
     samples_per_worker = n * w.chunk_steps_per_epoch * w.rollout_epoch
     b_hi = max_batch(costs)
-    per_sample = min(costs.infer_s(b) / b for b in range(1, b_hi + 1))
+    per_sample = cheapest_per_sample_s(costs, b_hi)
     inference_s = samples_per_worker * per_sample
     actor_s = actor_iteration_s(costs)
     sync_s = costs.weight_sync_s()

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import simpy
 
 from perfmodel.bound import bound
@@ -15,12 +14,18 @@ from perfmodel.costs import StageCosts
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Profile
-from perfmodel.sim.modes import DEFAULT_MAX_SIMULATED_WORKERS, wire
 from perfmodel.schema.timeline import STAGES, Recorder
-from perfmodel.sim.workers import Durations
+from perfmodel.sim.durations import Durations
+from perfmodel.sim.modes import DEFAULT_MAX_SIMULATED_WORKERS, wire
 
 DEFAULT_ITERATIONS = 3
 DEFAULT_WARMUP = 1
+# What one simulation can answer in seconds: the rollout side has an event per env group and
+# chunk step, the trainer's first pass per micro-batch when streaming. The largest RLinf LIBERO
+# configs use 820 chunk steps per iteration (512 steps / 5 chunks x 8 epochs) and 2 update epochs.
+MAX_CHUNK_STEPS_PER_ITERATION = 10_000
+MAX_UPDATE_EPOCH = 1_000
+MAX_MICRO_BATCHES_PER_GLOBAL_BATCH = 10_000
 
 
 @dataclass
@@ -35,6 +40,7 @@ class SimResult:
     counts: dict[str, int]
     staleness: dict[str, float]
     recorder: Recorder
+    events: int = 0  # SimPy events scheduled (the simulation's cost, independent of timing)
 
 
 def check_fits(plan: Plan, costs: StageCosts) -> None:
@@ -49,23 +55,52 @@ def check_fits(plan: Plan, costs: StageCosts) -> None:
         )
 
 
+def check_simulable(plan: Plan) -> None:
+    """Refuse sizes the simulator cannot answer in seconds (one line naming the field)."""
+    w = plan.workload
+    per_iter = w.chunk_steps_per_epoch * w.rollout_epoch
+    if per_iter > MAX_CHUNK_STEPS_PER_ITERATION:
+        field = "max_episode_steps" if w.chunk_steps_per_epoch > w.rollout_epoch else "rollout_epoch"
+        raise ConfigError(f"plan.workload.{field}",
+                          f"max_episode_steps / num_action_chunks x rollout_epoch must be <= "
+                          f"{MAX_CHUNK_STEPS_PER_ITERATION} chunk steps per iteration, got {per_iter}")
+    if w.update_epoch > MAX_UPDATE_EPOCH:
+        raise ConfigError("plan.workload.update_epoch", f"must be <= {MAX_UPDATE_EPOCH}, got {w.update_epoch}")
+    if w.global_batch_size // w.micro_batch_size > MAX_MICRO_BATCHES_PER_GLOBAL_BATCH:
+        raise ConfigError("plan.workload.global_batch_size",
+                          f"must be <= {MAX_MICRO_BATCHES_PER_GLOBAL_BATCH} x micro_batch_size "
+                          f"({MAX_MICRO_BATCHES_PER_GLOBAL_BATCH * w.micro_batch_size}), got {w.global_batch_size}")
+
+
 def simulate(plan: Plan, profile: Profile, *, iterations: int = DEFAULT_ITERATIONS,
              warmup: int = DEFAULT_WARMUP, seed: int | None = None, trace: bool = False,
-             max_workers: int = DEFAULT_MAX_SIMULATED_WORKERS) -> SimResult:
+             max_workers: int | None = None, collapse: bool = True) -> SimResult:
+    """``max_workers``: env workers simulated (replicas of the real ones, perfmodel.sim.modes);
+    by default one with deterministic costs (identical replicas give the same timeline, tested)
+    and DEFAULT_MAX_SIMULATED_WORKERS with variability (stragglers at the barriers).
+    ``collapse=False``: one event per step everywhere (the reference the collapsed blocks of
+    perfmodel.sim.workers are tested against)."""
     if warmup >= iterations:
         raise ConfigError("iterations", f"must exceed warmup iterations ({warmup}), got {iterations}")
+    check_simulable(plan)
     costs = StageCosts(plan, profile)
     check_fits(plan, costs)
-    rng = np.random.default_rng(seed) if (seed is not None and profile.variability.any) else None
+    rng = None
+    if seed is not None and profile.variability.any:
+        import numpy as np  # only for variable costs: a plain prediction starts faster without it
+
+        rng = np.random.default_rng(seed)
     env = simpy.Environment()
     rec = Recorder(keep_spans=trace)
-    wiring = wire(env, costs, Durations(costs, rng), rec, max_workers)
-    if wiring.dynamic_batching:
-        for gen in wiring.generators:
-            env.process(gen.run())
+    if max_workers is None:
+        max_workers = 1 if rng is None else DEFAULT_MAX_SIMULATED_WORKERS
+    wiring = wire(env, costs, Durations(costs, rng), rec, max_workers, collapse)
+    if plan.mechanisms.dynamic_batching:
+        for server in wiring.servers:
+            env.process(server.run())
     for worker in wiring.workers:
         env.process(worker.run(iterations))
-    done = env.process(wiring.actor.run(iterations))
+    done = env.process(wiring.trainer.run(iterations))
     env.run(until=done)
 
     ends = wiring.train_log.iteration_done
@@ -81,12 +116,12 @@ def simulate(plan: Plan, profile: Profile, *, iterations: int = DEFAULT_ITERATIO
     env_cores = g_r * costs.cores_per_worker
     units = {"env_reset": env_cores, "env_step": env_cores, "inference": g_r, "train": g_a,
              "optimizer_step": g_a, "weight_sync": g_r,
-             "phase_switch": g_r if plan.mode == "colocated" else plan.cluster.gpus}
+             "phase_switch": plan.cluster.gpus if plan.mechanisms.disaggregated else g_r}
     busy = {s: rec.busy_time(s, t0, t1) for s in STAGES}
     stage_util = {s: busy[s] / (span * units[s]) for s in STAGES}
     # Per-unit busy seconds per iteration: what one GPU / one worker's cores spend on the stage.
     stage_time = {s: busy[s] / units[s] / measured for s in STAGES}
-    if plan.mode == "colocated":
+    if not plan.mechanisms.disaggregated:
         resources = {"gpu": sum(stage_util[s] for s in ("inference", "train", "optimizer_step", "phase_switch"))}
     else:
         resources = {
@@ -104,22 +139,24 @@ def simulate(plan: Plan, profile: Profile, *, iterations: int = DEFAULT_ITERATIO
         "optimizer_steps": wiring.train_log.optimizer_steps,
         "micro_batches": wiring.train_log.micro_batches,
         "weight_versions": wiring.weights.version,
-        "inference_calls": sum(g.calls for g in wiring.generators) * (plan.rollout_gpus // g_r),
+        "inference_calls": sum(s.calls for s in wiring.servers) * (plan.rollout_gpus // g_r),
         "simulated_env_workers": g_r,
     }
-    staleness = {"mean": float(np.mean(lags)) if lags else 0.0, "max": float(max(lags)) if lags else 0.0}
+    staleness = {"mean": math.fsum(lags) / len(lags) if lags else 0.0, "max": float(max(lags)) if lags else 0.0}
     return SimResult(plan, iteration_s, throughput, (t0, t1), measured, stage_time,
-                     {"stages": stage_util, "resources": resources}, counts, staleness, rec)
+                     {"stages": stage_util, "resources": resources}, counts, staleness, rec,
+                     next(env._eid))  # SimPy's event id counter: events scheduled so far
 
 
 def _interval(values: list[float]) -> tuple[float, float, float]:
     """Mean and a 95 % Student-t interval."""
-    from scipy import stats
+    mean = math.fsum(values) / len(values)
+    if len(values) < 2:
+        return mean, mean, mean
+    import numpy as np
+    from scipy import stats  # heavy (about 1 s): only when an interval is asked for
 
     arr = np.asarray(values, dtype=float)
-    mean = float(arr.mean())
-    if len(arr) < 2:
-        return mean, mean, mean
     half = float(stats.t.ppf(0.975, len(arr) - 1) * arr.std(ddof=1) / math.sqrt(len(arr)))
     return mean, mean - half, mean + half
 

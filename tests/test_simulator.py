@@ -207,3 +207,132 @@ def test_collectives_follow_placement(scenario_dict):
     # Weight sync crosses nodes once the cluster spans them: 2 GB at 10 GB/s.
     assert two_nodes.weight_sync_s() == pytest.approx(2e9 / 10e9)
     assert one_node.weight_sync_s() == pytest.approx(2e9 / 100e9)
+
+
+# --- collapsed simulation (issue 14): identical work timed as one block ---------------------
+
+COLLAPSE_CASES = [(2, "1:1", 1), (8, "1:1", 1), (8, "1:3", 1), (12, "1:2", 1), (16, "1:1", 1), (32, "1:3", 1),
+                  (32, "1:1", 1), (8, "1:1", 2), (16, "1:1", 4)]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("gpus,ratio,stages", COLLAPSE_CASES)
+def test_collapsed_equals_event_by_event_exactly(scenario_profile, mode, gpus, ratio, stages):
+    """Deterministic costs: the collapsed blocks give bit-for-bit the event-by-event timeline."""
+    plan = published_plan(scenario_profile, mode, gpus, None if mode == "colocated" else ratio,
+                          pipeline_stage_num=stages)
+    for workers in (1, 2):
+        fast = simulate(plan, scenario_profile, max_workers=workers)
+        ref = simulate(plan, scenario_profile, max_workers=workers, collapse=False)
+        assert fast.iteration_time_s == ref.iteration_time_s
+        assert fast.throughput_env_steps_per_s == ref.throughput_env_steps_per_s
+        assert fast.window == ref.window
+        assert fast.counts == ref.counts
+        assert fast.staleness == ref.staleness
+        for group in ref.utilization:
+            for k, v in ref.utilization[group].items():
+                assert fast.utilization[group][k] == pytest.approx(v, rel=1e-12, abs=1e-15)
+        assert fast.stage_time_s == pytest.approx(ref.stage_time_s, rel=1e-12)
+        assert fast.events < ref.events
+
+
+def test_collapsed_trace_has_every_span(scenario_profile):
+    plan = published_plan(scenario_profile, "disaggregated", 8, "1:1")
+    fast = simulate(plan, scenario_profile, trace=True)
+    ref = simulate(plan, scenario_profile, trace=True, collapse=False)
+    key = lambda s: (s[3], s[0], s[1], s[2])  # noqa: E731
+    assert sorted(((s[0], s[1], s[2], s[3], s[4]) for s in fast.recorder.spans), key=key) == \
+        sorted(((s[0], s[1], s[2], s[3], s[4]) for s in ref.recorder.spans), key=key)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_events_do_not_grow_with_the_cluster(mode):
+    """The cost of a prediction, counted in SimPy events (not timed): 1024 and 16384 GPUs
+    schedule at most 2x the events of 32 GPUs; the event-by-event reference grows with them."""
+    from perfmodel.schema.profile import load_profile
+
+    prof = load_profile("pi05")
+    events = {g: simulate(published_plan(prof, mode, g, None if mode == "colocated" else "1:1"), prof).events
+              for g in (32, 1024, 16384)}
+    assert events[1024] <= 2 * events[32] and events[16384] <= 2 * events[32], events
+    plan = published_plan(prof, mode, 256, None if mode == "colocated" else "1:1")
+    assert simulate(plan, prof, collapse=False).events > 2 * events[32]
+
+
+@pytest.mark.parametrize("mode", ["disaggregated", "rollout_async"])
+def test_collapsed_within_interval_with_variability(scenario_dict, mode):
+    """With variability the blocks draw the same distributions in another order: the collapsed
+    mean lies inside the event-by-event replications' 95 % interval and vice versa."""
+    import statistics
+
+    scenario_dict["variability"] = {"env_step_cv": 0.2, "infer_cv": 0.1, "train_cv": 0.2}
+    prof = Profile.from_dict(scenario_dict)
+    plan = published_plan(prof, mode, 16, "1:1")
+    fast = [simulate(plan, prof, seed=s).throughput_env_steps_per_s for s in range(12)]
+    ref = [simulate(plan, prof, seed=100 + s, collapse=False).throughput_env_steps_per_s for s in range(12)]
+    for a, b in ((fast, ref), (ref, fast)):
+        half = 2.2 * statistics.stdev(b) / len(b) ** 0.5  # t(0.975, 11) = 2.20
+        assert abs(statistics.fmean(a) - statistics.fmean(b)) <= half + 2.2 * statistics.stdev(a) / len(a) ** 0.5
+
+
+def test_block_totals_approximation_error(scenario_dict, monkeypatch):
+    """Blocks beyond EXACT_STEPS are count x one batch (float rounding only) and beyond
+    EXACT_DRAWS draw their variable total from a normal (the CLT approximation): measure both."""
+    import statistics
+
+    from perfmodel.sim import workers
+
+    prof = Profile.from_dict(scenario_dict)
+    plan = published_plan(prof, "disaggregated", 16, "1:1")
+    exact = simulate(plan, prof)
+    monkeypatch.setattr(workers, "EXACT_STEPS", 0)
+    monkeypatch.setattr(workers, "EXACT_DRAWS", 0)
+    approx = simulate(plan, prof)
+    assert approx.iteration_time_s == pytest.approx(exact.iteration_time_s, rel=1e-13)
+    assert approx.counts == exact.counts
+
+    scenario_dict["variability"] = {"train_cv": 0.5}
+    vprof = Profile.from_dict(scenario_dict)
+    normal = [simulate(plan, vprof, seed=s).iteration_time_s for s in range(16)]
+    monkeypatch.undo()
+    draws = [simulate(plan, vprof, seed=s).iteration_time_s for s in range(16)]
+    # The totals have the same mean and variance: the means agree within their intervals.
+    err = statistics.fmean(normal) / statistics.fmean(draws) - 1
+    half = 2.13 * (statistics.stdev(normal) + statistics.stdev(draws)) / 4 / statistics.fmean(draws)
+    assert abs(err) <= half, (err, half)
+
+
+@pytest.mark.parametrize("field,changes", [
+    ("max_episode_steps", {"max_episode_steps": 10**9}),
+    ("rollout_epoch", {"rollout_epoch": 10**7}),
+    ("update_epoch", {"update_epoch": 10**7}),
+])
+def test_huge_sizes_refused_with_range(scenario_profile, field, changes):
+    from dataclasses import replace
+
+    from perfmodel.schema.errors import ConfigError
+
+    plan = published_plan(scenario_profile, "rollout_async", 8, "1:1")
+    plan = plan.with_(workload=replace(plan.workload, **changes))
+    with pytest.raises(ConfigError, match=rf"plan\.workload\.{field}: .*<= \d+"):
+        simulate(plan, scenario_profile)
+
+
+@pytest.mark.parametrize("curve", [
+    {"model": "linear", "intercept": 0.2, "slope": 0.05},
+    {"model": "linear", "intercept": 0.0, "slope": 0.05},
+    {"model": "table", "points": [[1, 0.3], [16, 0.5], [64, 0.6], [300, 3.0], [2000, 5.0]]},
+    {"model": "table", "points": [[1, 0.5], [10, 0.2], [5000, 9.0]]},
+])
+def test_cheapest_per_sample_is_exact_for_any_b_max(scenario_dict, curve):
+    """The bound's min over batch sizes, without walking 1..b_max (b_max 1e9 answers at once)."""
+    from perfmodel.bound import cheapest_per_sample_s
+
+    scenario_dict["costs"]["infer_s"] = curve
+    prof = Profile.from_dict(scenario_dict)
+    costs = StageCosts(published_plan(prof, "rollout_async", 2, "1:1"), prof)
+    for b_hi in (4097, 6000, 9999):
+        brute = min(costs.infer_s(b) / b for b in range(1, b_hi + 1))
+        assert cheapest_per_sample_s(costs, b_hi) == pytest.approx(brute, rel=1e-12)
+    big = published_plan(prof, "rollout_async", 2, "1:1", b_max=10**9)
+    assert bound(StageCosts(big, prof)).throughput_env_steps_per_s > 0

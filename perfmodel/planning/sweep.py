@@ -116,11 +116,6 @@ class Combo:
     b_max: int | None
     t_max_s: float
 
-    @property
-    def config_key(self) -> tuple:
-        """The configuration without the GPU count (for scaling efficiency)."""
-        return (self.mode, self.allocation_ratio, self.pipeline_stage_num, self.b_max, self.t_max_s)
-
 
 def combinations(spec: SweepSpec) -> list[Combo]:
     out: list[Combo] = []

@@ -22,10 +22,16 @@ def required_weight_version(iteration: int, staleness: int) -> int:
     return iteration - staleness
 
 
+def global_batch_runs(samples: int, global_batch_size: int) -> list[tuple[int, int]]:
+    """An iteration's global batches in order as (size, count) runs: full batches, then the
+    remainder (a few numbers, whatever the cluster size)."""
+    full, rest = divmod(samples, global_batch_size)
+    return [(s, c) for s, c in ((global_batch_size, full), (rest, 1 if rest else 0)) if c]
+
+
 def global_batches(samples: int, global_batch_size: int) -> list[int]:
     """An iteration's samples as global batches in order: full batches, then the remainder."""
-    full, rest = divmod(samples, global_batch_size)
-    return [global_batch_size] * full + ([rest] if rest else [])
+    return [s for s, c in global_batch_runs(samples, global_batch_size) for _ in range(c)]
 
 
 def micro_batching(batch: int, ranks: int, micro_batch_size: int) -> tuple[int, int]:

@@ -8,7 +8,6 @@ Stage names are the shared vocabulary of simulator and executor (docs/metrics.md
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,7 +73,3 @@ class Recorder:
         from perfmodel.schema.jsonio import write_json_atomic
 
         write_json_atomic(path, self.chrome_trace(meta))
-
-
-def load_trace(path: str | Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text())

@@ -3,12 +3,28 @@
 - ``EnvWorker``: one per rollout GPU; its envs in ``groups`` (pipeline stages, or the finer
   groups of asynchronous rollout), stepped by action chunks on the worker's CPU cores (a
   ``simpy.Container`` of cores). Event granularity: one env group per chunk step.
-- ``Generator``: rollout inference on one GPU (a ``simpy.Resource``), fed by a ``simpy.Store``
-  of requests; lock-step (one group's request per call) or dynamic batching (``b_max``/``t_max``).
-- ``Actor``: the data-parallel training group; takes samples from the ``SampleBuffer`` (a
-  ``simpy.Container``) by global batch, or by micro-batch when streaming.
+- ``InferenceServer``: rollout inference on one GPU (a ``simpy.Resource``), fed by queued
+  requests; lock-step (one group's request per call) or dynamic batching (``b_max``/``t_max``).
+- ``Trainer``: the data-parallel training group (RLinf's actor); takes samples from the
+  ``SampleBuffer`` by global batch, or by micro-batch when streaming.
 - ``WeightStore``: published policy versions; a rollout iteration waits for the version its
   staleness bound requires and pays the weight sync when it picks up a newer one.
+
+Collapsed work (``collapse=True``, the default; the event-by-event path stays for tests):
+identical work that nothing else can interleave with is timed as one block instead of one
+SimPy event per step, so the simulation's cost does not grow with the cluster.
+- Trainer: once a global batch's samples are in the buffer, its passes and every following
+  batch already buffered run back to back on the trainer's own GPUs (nothing else takes them
+  while the trainer holds them, and nothing the trainer does is visible before its iteration
+  ends), so they are one block.
+- A lock-step worker with one env group: its epoch (reset, then inference and env step per
+  chunk) uses its GPU and its cores alone, so one epoch is one block.
+Block end times are summed in the same order as the events would add them, so with
+deterministic costs the timeline is bit-for-bit the event-by-event one (tests/test_simulator.py)
+up to ``EXACT_STEPS`` steps per block; beyond that the block is ``count x one batch`` (equal
+up to float rounding, relative 1e-15 per step). With variability, blocks above
+``EXACT_DRAWS`` micro-batches draw their total from a normal of the same mean and variance
+instead of one lognormal per micro-batch (an approximation; its error is measured in a test).
 """
 
 from __future__ import annotations
@@ -17,44 +33,31 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Generator as Gen
 
-import numpy as np
 import simpy
 
 from perfmodel.costs import StageCosts
-from perfmodel.schema.rules import global_batches, required_weight_version
+from perfmodel.schema.rules import batch_fires, global_batch_runs, required_weight_version
 from perfmodel.schema.timeline import Recorder
+from perfmodel.sim.durations import Durations
+
+EXACT_STEPS = 4096  # steps per block summed one by one (exact); more: multiplied
+EXACT_DRAWS = 2048  # micro-batch draws per block one by one; more: the sum's normal approximation
 
 
-class Durations:
-    """Stage durations: the cost model's mean, times a lognormal factor when the profile has
-    variability (mean-preserving, so deterministic runs are the cv = 0 special case)."""
-
-    def __init__(self, costs: StageCosts, rng: np.random.Generator | None) -> None:
-        self.costs = costs
-        self.var = costs.profile.variability
-        self.rng = rng
-
-    def _noisy(self, mean: float, cv: float) -> float:
-        if cv <= 0 or self.rng is None or mean <= 0:
-            return mean
-        sigma2 = math.log1p(cv * cv)
-        return mean * float(self.rng.lognormal(-sigma2 / 2, math.sqrt(sigma2)))
-
-    def env_chunk(self, n: int, lockstep: bool) -> float:
-        return self._noisy(self.costs.env_chunk_s(n, lockstep), self.var.env_step_cv)
-
-    def env_reset(self, n: int) -> float:
-        return self._noisy(self.costs.env_reset_s(n), self.var.env_step_cv)
-
-    def infer(self, batch: int) -> float:
-        return self._noisy(self.costs.infer_s(batch), self.var.infer_cv)
-
-    def micro_batch(self, samples: int) -> float:
-        return self._noisy(self.costs.micro_batch_s(samples), self.var.train_cv)
+def timeout_at(env: simpy.Environment, when: float) -> simpy.Event:
+    """A timeout that fires at exactly ``when``: ``now + (when - now)`` can miss it by an ulp,
+    so the delay is nudged until it lands (a block then ends where its events would have)."""
+    delay = when - env.now
+    for _ in range(8):
+        got = env.now + delay
+        if got == when:
+            break
+        delay = math.nextafter(delay, math.inf if got < when else -math.inf)
+    return env.timeout(max(delay, 0.0))
 
 
 class WeightStore:
-    """Policy versions published by the actor (version k+1 after training iteration k)."""
+    """Policy versions published by the trainer (version k+1 after training iteration k)."""
 
     def __init__(self, env: simpy.Environment) -> None:
         self.env = env
@@ -83,12 +86,12 @@ class InferenceRequest:
     done: simpy.Event
 
 
-class Generator:
+class InferenceServer:
     """Rollout inference on one GPU.
 
     Lock-step modes call ``infer`` directly: one env group's observations are one call.
-    Dynamic batching (``run``): requests queue; a batch fires once ``b_max`` envs wait or
-    ``t_max`` has passed since the first of them arrived, whichever comes first.
+    Dynamic batching (``run``): requests queue; a batch fires as ``rules.batch_fires`` says,
+    once ``b_max`` envs wait or ``t_max`` has passed, whichever comes first.
     """
 
     def __init__(self, env: simpy.Environment, name: str, gpu: simpy.Resource, dur: Durations,
@@ -99,7 +102,6 @@ class Generator:
         self.waiting_envs = 0
         self._wake: tuple[int, simpy.Event] | None = None  # (envs needed, event)
         self.calls = 0
-        self.batched_envs = 0
 
     def infer(self, envs: int) -> Gen:
         with self.gpu.request() as slot:
@@ -108,7 +110,6 @@ class Generator:
             yield self.env.timeout(self.dur.infer(envs))
             self.rec.span("inference", self.name, "inference", start, self.env.now, batch=envs)
         self.calls += 1
-        self.batched_envs += envs
 
     def submit(self, envs: int) -> simpy.Event:
         req = InferenceRequest(envs, self.env.event())
@@ -129,8 +130,7 @@ class Generator:
         while True:
             if not self.queue:
                 yield self._until(1)
-            if self.waiting_envs < self.b_max and self.t_max > 0:
-                # The timer runs from the first request's arrival, not from now.
+            if not batch_fires(self.waiting_envs, self.b_max, 0.0, self.t_max):
                 yield env.timeout(self.t_max) | self._until(self.b_max)
                 self._wake = None
             batch, n = [], 0
@@ -145,7 +145,7 @@ class Generator:
 
 
 class SampleBuffer:
-    """Finished trajectories waiting for the actor, counted in samples (env x chunk step)."""
+    """Finished trajectories waiting for the trainer, counted in samples (env x chunk step)."""
 
     def __init__(self, env: simpy.Environment) -> None:
         self.level = simpy.Container(env)
@@ -162,7 +162,7 @@ class SampleBuffer:
 class RolloutLog:
     """What the rollout side did: env steps, when each worker finished each iteration, the
     behaviour policy version used, and an event per iteration that fires once all workers
-    have finished it (what synchronous modes' actor waits for)."""
+    have finished it (what synchronous modes' trainer waits for)."""
 
     def __init__(self, env: simpy.Environment, workers: int) -> None:
         self.env, self.workers = env, workers
@@ -188,19 +188,21 @@ class EnvWorker:
     group cycling inference request -> chunk step, resetting at each rollout epoch."""
 
     def __init__(self, env: simpy.Environment, index: int, envs: int, groups: int,
-                 costs: StageCosts, dur: Durations, rec: Recorder, generator: Generator,
+                 costs: StageCosts, dur: Durations, rec: Recorder, server: InferenceServer,
                  buffer: SampleBuffer, weights: WeightStore, log: RolloutLog,
-                 staleness: int, dynamic: bool, replicas: int = 1) -> None:
+                 staleness: int, dynamic: bool, replicas: int = 1, collapse: bool = True) -> None:
         self.env, self.index, self.costs, self.dur, self.rec = env, index, costs, dur, rec
         self.group_envs = envs // groups
         self.groups = groups
-        self.generator, self.buffer, self.weights, self.log = generator, buffer, weights, log
+        self.server, self.buffer, self.weights, self.log = server, buffer, weights, log
         self.staleness = staleness
         self.dynamic = dynamic
         self.replicas = replicas  # real workers this simulated one stands for
         self.name = f"env_worker_{index}"
         self.cores = simpy.Container(env, capacity=costs.cores_per_worker, init=costs.cores_per_worker)
         self.version = 0
+        # One lock-step group: nothing shares its GPU or cores during an epoch (see module doc).
+        self.epoch_block = collapse and groups == 1 and not dynamic
 
     def run(self, iterations: int) -> Gen:
         env = self.env
@@ -210,11 +212,14 @@ class EnvWorker:
             if self.weights.version > self.version:
                 start = env.now
                 yield env.timeout(self.costs.weight_sync_s())
-                self.rec.span("weight_sync", self.generator.name, "weight_sync", start, env.now,
+                self.rec.span("weight_sync", self.server.name, "weight_sync", start, env.now,
                               version=self.weights.version)
                 self.version = self.weights.version
             self.log.behaviour_version.setdefault(k, []).append(self.version)
-            yield env.all_of([env.process(self._group(k, g)) for g in range(self.groups)])
+            if self.groups == 1:
+                yield from self._group(k, 0)
+            else:
+                yield env.all_of([env.process(self._group(k, g)) for g in range(self.groups)])
             self.log.worker_done(k)
 
     def _cpu(self, stage: str, lane: str, seconds: float, n: int) -> Gen:
@@ -230,20 +235,53 @@ class EnvWorker:
         if shared:
             yield self.cores.put(cores)
 
+    def _epoch_end(self, n: int) -> simpy.Event:
+        w = self.costs.plan.workload
+        self.log.env_steps += self.replicas * n * w.max_episode_steps
+        # A trajectory is complete at the end of the episode (full horizon, no early reset).
+        return self.buffer.put(self.replicas * n * w.chunk_steps_per_epoch)
+
     def _group(self, k: int, g: int) -> Gen:
         w, n = self.costs.plan.workload, self.group_envs
         lane = f"group_{g}"
         for _epoch in range(w.rollout_epoch):
+            if self.epoch_block:
+                yield from self._epoch_as_block(n, lane)
+                yield self._epoch_end(n)
+                continue
             yield from self._cpu("env_reset", lane, self.dur.env_reset(n), n)
             for _chunk in range(w.chunk_steps_per_epoch):
                 if self.dynamic:
-                    yield self.generator.submit(n)
+                    yield self.server.submit(n)
                 else:
-                    yield from self.generator.infer(n)
+                    yield from self.server.infer(n)
                 yield from self._cpu("env_step", lane, self.dur.env_chunk(n, not self.dynamic), n)
-            self.log.env_steps += self.replicas * n * w.max_episode_steps
-            # A trajectory is complete at the end of the episode (full horizon, no early reset).
-            yield self.buffer.put(self.replicas * n * w.chunk_steps_per_epoch)
+            yield self._epoch_end(n)
+
+    def _epoch_as_block(self, n: int, lane: str) -> Gen:
+        """One lock-step epoch of a lone group, timed without an event per step: the same
+        draws in the same order, the same spans, the same end time as the events."""
+        w, rec, server = self.costs.plan.workload, self.rec, self.server
+        cores = self.costs.env_cores_used(n)
+        with server.gpu.request() as slot:  # colocated: the trainer is idle during rollout
+            yield slot
+            t = self.env.now
+            reset = self.dur.env_reset(n)
+            if reset > 0:
+                end = t + reset
+                rec.span("env_reset", self.name, lane, t, end, units=cores)
+                t = end
+            for _chunk in range(w.chunk_steps_per_epoch):
+                end = t + self.dur.infer(n)
+                rec.span("inference", server.name, "inference", t, end, batch=n)
+                t = end
+                step = self.dur.env_chunk(n, True)
+                if step > 0:
+                    end = t + step
+                    rec.span("env_step", self.name, lane, t, end, units=cores)
+                    t = end
+            server.calls += w.chunk_steps_per_epoch
+            yield timeout_at(self.env, t)
 
 
 @dataclass
@@ -254,10 +292,10 @@ class TrainLog:
     samples: int = 0
 
 
-class Actor:
+class Trainer:
     """The data-parallel training group on ``gpus`` (all taken for each global batch).
 
-    ``wait_whole_rollout``: synchronous modes train only once the iteration's rollout is done.
+    ``rollout_done``: synchronous modes train only once the iteration's rollout is done.
     ``stream``: the first pass over a global batch starts per micro-batch as samples arrive.
     ``switch_s``: colocated's offload/reload around the training phase.
     """
@@ -265,23 +303,30 @@ class Actor:
     def __init__(self, env: simpy.Environment, gpus: list[simpy.Resource], costs: StageCosts,
                  dur: Durations, rec: Recorder, buffer: SampleBuffer, weights: WeightStore,
                  log: TrainLog, rollout_done: Callable[[int], simpy.Event] | None,
-                 stream: bool, switch_s: float) -> None:
+                 stream: bool, switch_s: float, collapse: bool = True) -> None:
         self.env, self.gpus, self.costs, self.dur, self.rec = env, gpus, costs, dur, rec
         self.buffer, self.weights, self.log = buffer, weights, log
         self.rollout_done, self.stream, self.switch_s = rollout_done, stream, switch_s
-        self.name = "actor"
+        self.collapse = collapse
+        self.name = "actor"  # the trace resource, as the executor names it
         self.ranks = costs.plan.actor_gpus
 
     def run(self, iterations: int) -> Gen:
         env, w = self.env, self.costs.plan.workload
-        per_iter = w.samples_per_iteration
+        runs = global_batch_runs(w.samples_per_iteration, w.global_batch_size)
         for k in range(iterations):
             if self.rollout_done is not None:
                 yield self.rollout_done(k)
             if self.switch_s > 0:
                 yield from self._switch("to_train")
-            for size in global_batches(per_iter, w.global_batch_size):
-                yield from self._global_batch(size)
+            for size, count in runs:
+                left = count
+                while left:
+                    if not self.collapse:
+                        yield from self._global_batch(size)
+                        left -= 1
+                        continue
+                    left -= yield from self._block(size, left)
             if self.switch_s > 0:
                 yield from self._switch("to_rollout")
             self.log.iteration_done.append(env.now)
@@ -293,14 +338,23 @@ class Actor:
         self.rec.span("phase_switch", "all_gpus", "phase_switch", start, self.env.now,
                       units=len(self.gpus), direction=direction)
 
+    def _acquire(self) -> Gen:
+        slots = [gpu.request() for gpu in self.gpus]
+        yield self.env.all_of(slots)
+        return slots
+
+    def _release(self, slots: list) -> None:
+        for gpu, slot in zip(self.gpus, slots):
+            gpu.release(slot)
+
     def _global_batch(self, size: int) -> Gen:
+        """One global batch, one event per micro-batch and optimizer step (the reference)."""
         env, w = self.env, self.costs.plan.workload
         micro_steps, per_rank = self.costs.micro_batching(size)
         per_step = per_rank * self.ranks  # samples of one micro-batch on every rank
         if not self.stream:
             yield self.buffer.get(size)
-        slots = [gpu.request() for gpu in self.gpus]
-        yield env.all_of(slots)
+        slots = yield from self._acquire()
         try:
             for p in range(w.update_epoch):
                 got = 0
@@ -319,5 +373,61 @@ class Actor:
                 self.log.optimizer_steps += 1
             self.log.samples += size
         finally:
-            for gpu, slot in zip(self.gpus, slots):
-                gpu.release(slot)
+            self._release(slots)
+
+    def _block(self, size: int, left: int) -> Gen:
+        """Up to ``left`` global batches of ``size``: the first waits for its samples (micro-
+        batch by micro-batch when streaming, as the reference does), then it and every
+        following batch already buffered train as one block. Returns the batches done."""
+        if self.stream and self.buffer.level.level < size:
+            yield from self._global_batch(size)
+            return 1
+        yield self.buffer.get(size)
+        count = 1 + min(left - 1, int(self.buffer.level.level) // size)
+        if count > 1:
+            yield self.buffer.get((count - 1) * size)
+        slots = yield from self._acquire()
+        try:
+            end = self._time_block(size, count)
+            yield timeout_at(self.env, end)
+        finally:
+            self._release(slots)
+        return count
+
+    def _time_block(self, size: int, count: int) -> float:
+        """End time of ``count`` batches of ``size`` from now; records their spans and counts."""
+        w, rec, ranks = self.costs.plan.workload, self.rec, self.ranks
+        steps, per_rank = self.costs.micro_batching(size)
+        opt = self.costs.optimizer_step_s()
+        passes = count * w.update_epoch
+        draws = passes * steps
+        deterministic = self.dur.rng is None or self.costs.profile.variability.train_cv <= 0
+        t = self.env.now
+        self.log.micro_batches += draws
+        self.log.optimizer_steps += passes
+        self.log.samples += count * size
+        if passes * (steps + 1) <= EXACT_STEPS or rec.keep_spans:
+            # Step by step, in the events' order: bit-for-bit the reference's times.
+            for _ in range(passes):
+                for _ in range(steps):
+                    end = t + self.dur.micro_batch(per_rank)
+                    rec.span("train", self.name, "train", t, end, units=ranks)
+                    t = end
+                end = t + opt
+                rec.span("optimizer_step", self.name, "train", t, end, units=ranks)
+                t = end
+            return t
+        # Many identical steps: totals instead of sums (see the module docstring).
+        if deterministic or draws <= EXACT_DRAWS:
+            train = sum(self.dur.micro_batch(per_rank) for _ in range(draws)) if not deterministic \
+                else draws * self.costs.micro_batch_s(per_rank)
+        else:
+            # APPROXIMATION: the sum of many iid lognormal micro-batch times drawn as one normal
+            # with their mean and variance (central limit; error measured in the tests).
+            mean = self.costs.micro_batch_s(per_rank)
+            cv = self.costs.profile.variability.train_cv
+            train = max(0.0, float(self.dur.rng.normal(draws * mean, mean * cv * math.sqrt(draws))))
+        start = t
+        rec.span("train", self.name, "train", start, start + train, units=ranks)
+        rec.span("optimizer_step", self.name, "train", start + train, start + train + passes * opt, units=ranks)
+        return start + train + passes * opt

@@ -1,0 +1,44 @@
+"""Stage durations drawn by the simulator: the cost model's mean, with variability.
+
+The simulator asks this one object for every duration, so a change to how durations vary
+(per-stage distributions, lock-step barriers waiting for the slowest env) lives here and not in
+the worker processes (perfmodel.sim.workers).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from perfmodel.costs import StageCosts
+
+if TYPE_CHECKING:  # numpy only when costs vary (a plain prediction starts faster without it)
+    import numpy as np
+
+
+class Durations:
+    """Stage durations: the cost model's mean, times a lognormal factor when the profile has
+    variability (mean-preserving, so deterministic runs are the cv = 0 special case)."""
+
+    def __init__(self, costs: StageCosts, rng: np.random.Generator | None) -> None:
+        self.costs = costs
+        self.var = costs.profile.variability
+        self.rng = rng
+
+    def _noisy(self, mean: float, cv: float) -> float:
+        if cv <= 0 or self.rng is None or mean <= 0:
+            return mean
+        sigma2 = math.log1p(cv * cv)
+        return mean * float(self.rng.lognormal(-sigma2 / 2, math.sqrt(sigma2)))
+
+    def env_chunk(self, n: int, lockstep: bool) -> float:
+        return self._noisy(self.costs.env_chunk_s(n, lockstep), self.var.env_step_cv)
+
+    def env_reset(self, n: int) -> float:
+        return self._noisy(self.costs.env_reset_s(n), self.var.env_step_cv)
+
+    def infer(self, batch: int) -> float:
+        return self._noisy(self.costs.infer_s(batch), self.var.infer_cv)
+
+    def micro_batch(self, samples: int) -> float:
+        return self._noisy(self.costs.micro_batch_s(samples), self.var.train_cv)
