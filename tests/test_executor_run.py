@@ -258,6 +258,8 @@ def test_dead_ray_actor_ends_the_run_with_one_error_and_a_partial_record(ray_ses
     assert "generator_0 on node" in lines[0], r.output  # which actor, which node
     assert "Traceback" not in r.output
     record = json.loads((out / "record.json").read_text())
-    assert record["status"] == "failed" and record["counts"]["iterations"] == 1
+    # the generator is killed as rollout iteration 1 starts, while the actor may still train
+    # iteration 0: the watch ends the run at once instead of when the generator is next called
+    assert record["status"] == "failed" and record["counts"]["iterations"] in (0, 1)
     assert record["counts"]["env_steps"] == 2 * 10  # the first iteration's, counted right
     assert (out / "trace.json").exists()
