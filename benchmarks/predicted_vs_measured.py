@@ -1,13 +1,14 @@
 """Predicted vs measured throughput for every mode on this machine.
 
-Runs ``executor run PLAN --compare --json`` for each bundled example plan (one fresh process
-and local Ray session per plan, so runs do not share warm state), then prints one row per mode:
-predicted and measured env steps/s, error, iteration times, per-stage measured vs predicted,
-and the 1-minute load average at the start (other tenants on the cores bias the measurement).
+Runs ``executor run PLAN --compare --json`` for each plan (one fresh process and local Ray
+session per plan, so runs do not share warm state), then prints one row per plan: predicted and
+measured env steps/s, error (prediction / measurement - 1, docs/metrics.md), iteration times,
+per-stage measured vs predicted, the env processes' CPU share, and the 1-minute load average
+before and after the run (other tenants on the cores bias the measurement: read it with them).
 
     python benchmarks/predicted_vs_measured.py                        # the five pi05_4envs_* plans
-    python benchmarks/predicted_vs_measured.py --plans 'examples/plans/pi05_4envs_streamer.json' \
-        --iterations 3 --out runs/bench --json bench.json
+    python benchmarks/predicted_vs_measured.py my_plans/              # every *.json in a directory
+    python benchmarks/predicted_vs_measured.py a.json 'dir/*.json' --iterations 3 --json bench.json
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import os
 import subprocess
 import sys
 import time
@@ -47,52 +49,70 @@ def share(r: dict) -> str:
     return "/".join("-" if v is None else f"{v:.2f}" for v in vals)
 
 
+def find_plans(specs: list[str]) -> list[str]:
+    """Plan files from directories (their *.json), files and glob patterns, in mode order."""
+    out: list[str] = []
+    for spec in specs:
+        p = Path(spec)
+        out += sorted(str(x) for x in p.glob("*.json")) if p.is_dir() else sorted(glob.glob(spec))
+    return sorted(dict.fromkeys(out), key=lambda p: (next((i for i, m in enumerate(MODES) if m in Path(p).stem), 9), p))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--plans", default=str(ROOT / "examples" / "plans" / "pi05_4envs_*.json"))
+    ap.add_argument("plans", nargs="*", help="plan directories, files or glob patterns "
+                    "(default: examples/plans/pi05_4envs_*.json)")
     ap.add_argument("--iterations", type=int, default=3)
     ap.add_argument("--warmup-iterations", type=int, default=1)
     ap.add_argument("--out", default=str(ROOT / "runs" / "bench"))
     ap.add_argument("--json", default=None, help="write all records here")
-    ap.add_argument("extra", nargs="*", help="more options for executor run (after --)")
+    ap.add_argument("--extra", default="", help="more options for executor run, one string")
     a = ap.parse_args()
-    plans = sorted(glob.glob(a.plans), key=lambda p: next((i for i, m in enumerate(MODES) if m in Path(p).stem), 9))
+    specs = a.plans or [str(ROOT / "examples" / "plans" / "pi05_4envs_*.json")]
+    plans = find_plans(specs)
     if not plans:
-        print(f"error: --plans: no plan matches {a.plans}", file=sys.stderr)
+        print(f"error: plans: no plan file in {' '.join(specs)}", file=sys.stderr)
         return 2
+    a.extra = a.extra.split()
+    print(f"{len(plans)} plan(s), {os.cpu_count()} CPUs, 1-min load average now {os.getloadavg()[0]:.2f}", flush=True)
     rows = []
     for plan in plans:
         name = Path(plan).stem
         rec = run_one(plan, Path(a.out) / name, a.iterations, a.warmup_iterations, a.extra)
+        rec["loadavg_1min_after"] = os.getloadavg()[0]
+        rec["name"] = name
         rows.append(rec)
         if rec.get("status") != "ok":
             print(f"{name}: failed: {rec.get('error')}", flush=True)
             continue
         print(f"{name}: predicted {rec['predicted_throughput_env_steps_per_s']:.3f}  measured "
               f"{rec['throughput_env_steps_per_s']:.3f} env steps/s  error {rec['error_pct']:+.1f} %  "
-              f"(load {rec['host']['loadavg_1min_before']:.2f}, {rec['wall_s']:.0f} s)", flush=True)
+              f"(load {rec['host']['loadavg_1min_before']:.2f} -> {rec['loadavg_1min_after']:.2f}, "
+              f"{rec['wall_s']:.0f} s)", flush=True)
     print()
-    hdr = f"{'mode':<14} {'pred':>7} {'meas':>7} {'err %':>7} {'it pred':>8} {'it meas':>8} " \
-          f"{'reset p/m':>11} {'step p/m':>11} {'cpu share':>9} {'load':>5}"
+    hdr = f"{'plan':<30} {'mode':<14} {'pred':>7} {'meas':>7} {'err %':>7} {'it pred':>8} {'it meas':>8} " \
+          f"{'reset p/m':>11} {'step p/m':>11} {'cpu share':>9} {'load b/a':>10}"
     print("(reset, step: predicted/measured s per iteration per worker's cores; cpu share: reset/step)")
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
         if r.get("status") != "ok":
-            print(f"{Path(r['plan']).stem:<14} failed: {r.get('error')}")
+            print(f"{Path(r['plan']).stem:<30} failed: {r.get('error')}")
             continue
         st = r["stages"]
 
         def pm(s):
             v = st.get(s)
             return f"{v['predicted_s']:.1f}/{v['measured_s']:.1f}" if v else "-"
-        print(f"{r['mode']:<14} {r['predicted_throughput_env_steps_per_s']:>7.3f} {r['throughput_env_steps_per_s']:>7.3f} "
+        load = f"{r['host']['loadavg_1min_before']:.2f}/{r['loadavg_1min_after']:.2f}"
+        print(f"{r['name']:<30} {r['mode']:<14} {r['predicted_throughput_env_steps_per_s']:>7.3f} {r['throughput_env_steps_per_s']:>7.3f} "
               f"{r['error_pct']:>+7.1f} {r['predicted_iteration_time_s']:>8.2f} {r['iteration_time_s']:>8.2f} "
-              f"{pm('env_reset'):>11} {pm('env_step'):>11} {share(r):>9} {r['host']['loadavg_1min_before']:>5.2f}")
+              f"{pm('env_reset'):>11} {pm('env_step'):>11} {share(r):>9} {load:>10}")
     ok = [r for r in rows if r.get("status") == "ok"]
     if ok:
         worst = max(abs(r["error_pct"]) for r in ok)
-        print(f"\nmax |error| {worst:.1f} % over {len(ok)} mode(s); target 10 %")
+        print(f"\nmax |error| {worst:.1f} % over {len(ok)} plan(s); target 10 %; error = prediction / "
+              "measurement - 1; load b/a: 1-min load average before/after each run")
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=2) + "\n")
     return 0 if len(ok) == len(rows) else 1

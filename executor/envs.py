@@ -5,7 +5,7 @@ the init states and every scene asset inside its wheels, so nothing is downloade
 nothing prompts on import (the other PyPI LIBERO packages fetch assets from a hub on first use).
 It needs ``mujoco<4`` (robosuite 1.4). Rendering is headless EGL (Mesa llvmpipe on a CPU box).
 
-``LiberoEnv`` is one env in this process. ``EnvWorker`` holds several envs, each in its own
+``LiberoEnv`` is one env in this process. ``EnvProcessGroup`` holds several envs, each in its own
 subprocess (a MuJoCo scene with a renderer holds ~2 GB and ~160 ms a rendered step, so they run
 in parallel on separate cores). Both are plain classes without global state, so a Ray actor can
 own one.
@@ -232,7 +232,7 @@ def _env_main(conn, cfg: EnvConfig, core: int | None, render_threads: int | None
 
 
 @dataclass
-class EnvWorker:
+class EnvProcessGroup:
     """``num_envs`` LIBERO envs, each in its own subprocess, stepped together by chunks.
 
     ``cores``: CPU cores to pin env processes to (env i on cores[i % len(cores)]); None leaves
@@ -330,7 +330,7 @@ class EnvWorker:
                 p.join(timeout=5)
         self._conns, self._procs = [], []
 
-    def __enter__(self) -> "EnvWorker":
+    def __enter__(self) -> "EnvProcessGroup":
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -1,12 +1,15 @@
-"""PPO (actor-critic with GAE) and GRPO updates for the VLA policies, CleanRL style.
+"""PPO (actor-critic with GAE) and GRPO updates for the VLA policies, CleanRL style: the one
+update that tests check and that ``executor run``'s trainer ranks perform.
 
 A *sample* is one env at one chunk step (one policy call): observation, the flow's starting noise,
 the executed chunk, its log-probability and value under the behaviour policy, advantage, return.
 One update: ``update_epoch`` passes over the samples; each pass is cut into global batches of
 ``global_batch_size`` samples (``global_batch_size / world_size`` on each data-parallel rank), each
-global batch into micro-batches of ``micro_batch_size`` whose gradients accumulate; after the last
-micro-batch, gradients are averaged over ranks (torch.distributed all-reduce: gloo on CPU, NCCL on
-GPU), clipped, and one optimizer step is applied.
+global batch into micro-steps of one ``micro_batch_size`` micro-batch per rank
+(``perfmodel.schema.rules``, as the simulator splits it) whose gradients accumulate; advantages
+are normalised over the global batch; after the last micro-step, gradients are averaged over
+ranks (torch.distributed all-reduce: gloo on CPU, NCCL on GPU), clipped, and one optimizer step
+is applied. Metric names follow CleanRL: ``losses/*``, ``charts/*``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import torch
 import torch.distributed as dist
 
 from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.rules import global_batches, micro_batching
 
 
 @dataclass(frozen=True)
@@ -46,9 +50,17 @@ class LearnerConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ConfigError(name, f"must be an integer >= 1, got {v!r}")
-        if self.global_batch_size % (self.micro_batch_size * world_size):
-            raise ConfigError("global_batch_size", f"must be a multiple of micro_batch_size x ranks "
-                              f"({self.micro_batch_size} x {world_size}), got {self.global_batch_size}")
+        # Any global / micro batch sizes are valid: rules.micro_batching cuts a global batch that
+        # the ranks' micro-batches do not divide into a shorter last micro-step.
+
+    @classmethod
+    def from_plan(cls, plan: Any, seed: int = 0, **overrides: Any) -> "LearnerConfig":
+        """The run's learner configuration: batch sizes and algorithm from the plan's workload,
+        the rest (gamma, lambda, clip, lr, ...) from these defaults or ``overrides``."""
+        w = plan.workload
+        return cls(**{**dict(algorithm=w.algorithm, update_epoch=w.update_epoch,
+                                micro_batch_size=w.micro_batch_size, global_batch_size=w.global_batch_size,
+                                group_size=w.group_size, seed=seed), **overrides})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -106,18 +118,51 @@ def batch_size(batch: dict[str, Any]) -> int:
 
 # ---------------------------------------------------------------------------------------------
 # The update
+#
+# One update = ``update_epoch`` passes; each pass cuts the samples into global batches
+# (``rules.global_batches``); each global batch is cut into micro-steps, each micro-step into one
+# micro-batch per data-parallel rank (``rules.micro_batching``). ``update_global_batch`` is the
+# update of one global batch; the executor's trainer ranks run it one micro-batch at a time
+# (``micro_batch_backward`` as samples arrive, then ``optimizer_step``), the same two functions.
+
+
+def _floats(x: Any) -> torch.Tensor:
+    """A tensor, array or list of numbers as a float32 CPU tensor."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().float().cpu()
+    return torch.as_tensor(np.asarray(x, dtype=np.float32))
+
+
+def advantage_stats(advantages: Any) -> tuple[float, float]:
+    """(mean, std) that normalise a global batch's advantages (std unbiased, as torch.std);
+    std = 1 when fewer than 2 samples (nothing to normalise)."""
+    a = _floats(advantages).reshape(-1)  # (B,)
+    if a.numel() < 2:
+        return float(a.mean()) if a.numel() else 0.0, 1.0
+    return float(a.mean()), float(a.std())
+
+
+def micro_batch_slice(batch: int, ranks: int, micro_batch_size: int, step: int, rank: int) -> tuple[int, int]:
+    """Sample range [lo, hi) of a global batch of ``batch`` samples that ``rank`` trains on in
+    micro-step ``step``: micro-step m takes samples [m x P x R, (m + 1) x P x R), rank r the r-th
+    run of P = samples per rank per micro-step (``rules.micro_batching``). The last micro-step
+    may be short, some ranks' slices empty (lo == hi)."""
+    _, per_rank = micro_batching(batch, ranks, micro_batch_size)
+    base = step * per_rank * ranks
+    lo = min(batch, base + rank * per_rank)
+    return lo, min(batch, lo + per_rank)
 
 
 def compute_losses(policy, mb: dict[str, Any], cfg: LearnerConfig, use_value: bool) -> dict[str, torch.Tensor]:
     """Clipped surrogate + value + entropy losses of one micro-batch of M samples."""
     newlogp, entropy, newvalue = policy.evaluate(mb["obs"], mb["noise"], mb["actions"])  # (M,) each
-    oldlogp = mb["logprob"].to(newlogp.device)  # (M,)
-    adv = mb["advantages"].to(newlogp.device)  # (M,) normalised per global batch by the caller
+    oldlogp = torch.as_tensor(mb["logprob"]).to(newlogp.device)  # (M,)
+    adv = torch.as_tensor(mb["advantages"]).float().to(newlogp.device)  # (M,) normalised per global batch
     logratio = newlogp - oldlogp
     ratio = logratio.exp()
     pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
     if use_value:
-        v_loss = 0.5 * (newvalue - mb["returns"].to(newvalue.device)).pow(2).mean()
+        v_loss = 0.5 * (newvalue - torch.as_tensor(mb["returns"]).to(newvalue.device)).pow(2).mean()
     else:
         v_loss = torch.zeros((), device=newlogp.device)
     ent = entropy.mean()
@@ -125,8 +170,65 @@ def compute_losses(policy, mb: dict[str, Any], cfg: LearnerConfig, use_value: bo
     with torch.no_grad():
         approx_kl = ((ratio - 1) - logratio).mean()  # k3 estimator of KL(old || new)
         clipfrac = ((ratio - 1).abs() > cfg.clip_coef).float().mean()
-    return {"loss": loss, "policy": pg_loss, "value": v_loss, "entropy": ent, "approx_kl": approx_kl,
+    return {"total": loss, "policy": pg_loss, "value": v_loss, "entropy": ent, "approx_kl": approx_kl,
             "clipfrac": clipfrac}
+
+
+def micro_batch_backward(policy, mb: dict[str, Any], adv_stats: tuple[float, float], cfg: LearnerConfig,
+                         use_value: bool, micro_steps: int) -> dict[str, float]:
+    """Forward + backward of one micro-batch of M samples (obs dict of (M, ...), noise / actions
+    (M, chunk, adim), logprob / advantages / returns (M,)): advantages normalised with the global
+    batch's ``adv_stats`` (when ``cfg.norm_adv``), loss / ``micro_steps`` so that the gradients
+    accumulated over the global batch's micro-steps average them. Returns the losses."""
+    policy.train()
+    mb = dict(mb)
+    adv = _floats(mb["advantages"])  # (M,)
+    if cfg.norm_adv:
+        mean, std = adv_stats
+        adv = (adv - mean) / (std + 1e-8)
+    mb["advantages"] = adv
+    mb["noise"], mb["actions"] = torch.as_tensor(mb["noise"]), torch.as_tensor(mb["actions"])
+    losses = compute_losses(policy, mb, cfg, use_value)
+    (losses["total"] / micro_steps).backward()
+    return {k: float(v.detach()) for k, v in losses.items()}
+
+
+def optimizer_step(policy, optimizer: torch.optim.Optimizer, cfg: LearnerConfig, world: int) -> float:
+    """End of a global batch: average gradients over the ranks, clip, step, clear. Returns the
+    gradient norm before clipping."""
+    params = [p for p in policy.parameters() if p.requires_grad]
+    if world > 1:
+        allreduce_grads(params, world)
+    grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return float(grad_norm)
+
+
+def update_global_batch(policy, optimizer: torch.optim.Optimizer, gbatch: dict[str, Any], cfg: LearnerConfig,
+                        use_value: bool, rank: int = 0, world: int = 1) -> dict[str, float]:
+    """One optimizer step on a global batch of B samples (every rank holds the whole global
+    batch and trains its slices, ``micro_batch_slice``): advantages normalised over the B
+    samples, ``micro_steps`` micro-batches of gradient accumulation, all-reduce, clip, step.
+    Returns this rank's losses averaged over its micro-batches, and the gradient norm."""
+    B = batch_size(gbatch)
+    micro_steps, _ = micro_batching(B, world, cfg.micro_batch_size)
+    stats = advantage_stats(gbatch["advantages"])
+    sums: dict[str, float] = {}
+    n = 0
+    for m in range(micro_steps):  # gradient accumulation over micro-batches
+        lo, hi = micro_batch_slice(B, world, cfg.micro_batch_size, m, rank)
+        if hi <= lo:
+            continue
+        losses = micro_batch_backward(policy, index_batch(gbatch, torch.arange(lo, hi)), stats, cfg,
+                                      use_value, micro_steps)
+        for k, v in losses.items():
+            sums[k] = sums.get(k, 0.0) + v
+        n += 1
+    grad_norm = optimizer_step(policy, optimizer, cfg, world)
+    out = {f"losses/{k}": v / max(1, n) for k, v in sums.items()}
+    out.update({"charts/grad_norm": grad_norm, "charts/micro_batches": float(n)})
+    return out
 
 
 def allreduce_grads(params: list[torch.nn.Parameter], world_size: int) -> None:
@@ -144,48 +246,29 @@ def allreduce_grads(params: list[torch.nn.Parameter], world_size: int) -> None:
 
 def policy_update(policy, optimizer: torch.optim.Optimizer, batch: dict[str, Any], cfg: LearnerConfig,
                   use_value: bool) -> dict[str, float]:
-    """The one update loop shared by PPO and GRPO. ``batch`` holds this rank's S samples:
-    obs (dict of (S, ...)), noise / actions (S, chunk, adim), logprob / values / advantages /
-    returns (S,). Returns namespaced metrics averaged over micro-batches."""
+    """The whole update on an iteration's S samples (every rank holds all S): ``update_epoch``
+    passes, each over a random permutation cut into global batches (``rules.global_batches``),
+    one ``update_global_batch`` each. Returns the metrics averaged over the optimizer steps."""
     world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+    rank = dist.get_rank() if world > 1 else 0
     cfg.check(world)
-    params = [p for p in policy.parameters() if p.requires_grad]
     S = batch_size(batch)
-    local_global = cfg.global_batch_size // world  # samples per optimizer step on this rank
-    n_micro = local_global // cfg.micro_batch_size  # gradient-accumulation steps
-    if S < local_global:
-        raise ConfigError("global_batch_size", f"needs {local_global} samples per rank, this rank has {S}")
     gen = torch.Generator().manual_seed(cfg.seed)
     sums: dict[str, float] = {}
-    n_mb = 0
     steps = 0
-    grad_norm = torch.zeros(())
-    policy.train()
+    optimizer.zero_grad(set_to_none=True)
     for _epoch in range(cfg.update_epoch):
-        perm = torch.randperm(S, generator=gen)
-        for start in range(0, S - local_global + 1, local_global):  # one optimizer step each
-            gidx = perm[start: start + local_global]  # (local_global,)
-            gbatch = index_batch(batch, gidx)
-            adv = gbatch["advantages"].float()
-            if cfg.norm_adv and adv.numel() > 1:
-                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            gbatch["advantages"] = adv
-            optimizer.zero_grad(set_to_none=True)
-            for m in range(n_micro):  # gradient accumulation over micro-batches
-                mb = index_batch(gbatch, torch.arange(m * cfg.micro_batch_size, (m + 1) * cfg.micro_batch_size))
-                losses = compute_losses(policy, mb, cfg, use_value)
-                (losses["loss"] / n_micro).backward()
-                for k, v in losses.items():
-                    sums[k] = sums.get(k, 0.0) + float(v.detach())
-                n_mb += 1
-            if world > 1:
-                allreduce_grads(params, world)
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-            optimizer.step()
+        perm = torch.randperm(S, generator=gen)  # (S,)
+        start = 0
+        for size in global_batches(S, cfg.global_batch_size):
+            gbatch = index_batch(batch, perm[start: start + size])
+            start += size
+            for k, v in update_global_batch(policy, optimizer, gbatch, cfg, use_value, rank, world).items():
+                sums[k] = sums.get(k, 0.0) + v
             steps += 1
-    metrics = {f"losses/{'total' if k == 'loss' else k}": v / max(1, n_mb) for k, v in sums.items()}
-    metrics.update({"train/grad_norm": float(grad_norm), "train/optimizer_steps": float(steps),
-                    "train/micro_batches": float(n_mb)})
+    metrics = {k: v / max(1, steps) for k, v in sums.items() if k != "charts/micro_batches"}
+    metrics.update({"charts/optimizer_steps": float(steps),
+                    "charts/micro_batches": sums.get("charts/micro_batches", 0.0)})
     return metrics
 
 
@@ -206,11 +289,12 @@ def make_optimizer(policy, cfg: LearnerConfig) -> torch.optim.Optimizer:
 
 @torch.no_grad()
 def evaluate_loss(policy, batch: dict[str, Any], cfg: LearnerConfig, use_value: bool) -> float:
-    """The update's loss on the whole batch (advantages normalised as in the update)."""
+    """The update's loss on the whole batch (advantages normalised over it, as in the update)."""
     b = dict(batch)
-    adv = b["advantages"].float()
-    b["advantages"] = (adv - adv.mean()) / (adv.std() + 1e-8) if cfg.norm_adv and adv.numel() > 1 else adv
-    return float(compute_losses(policy, b, cfg, use_value)["loss"])
+    if cfg.norm_adv:
+        mean, std = advantage_stats(b["advantages"])
+        b["advantages"] = (torch.as_tensor(b["advantages"]).float() - mean) / (std + 1e-8)
+    return float(compute_losses(policy, b, cfg, use_value)["total"])
 
 
 # ---------------------------------------------------------------------------------------------

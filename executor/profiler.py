@@ -181,7 +181,7 @@ def ram_gb() -> float:
 def measure_envs(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any]:
     """Env chunk-step time vs envs per worker (rendered, each env process pinned to a core),
     reset time, memory per env process, CPU cores used."""
-    from executor.envs import ACTION_DIM, EnvConfig, EnvWorker
+    from executor.envs import ACTION_DIM, EnvConfig, EnvProcessGroup
 
     cores = tuple(sorted(os.sched_getaffinity(0)))
     n_max = max(cfg.env_counts)
@@ -194,7 +194,7 @@ def measure_envs(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     bar.set_description(f"creating {n_max} LIBERO envs")
     t0 = time.perf_counter()
-    with EnvWorker(env_cfg, num_envs=n_max, cores=cores, render_threads=1) as worker:
+    with EnvProcessGroup(env_cfg, num_envs=n_max, cores=cores, render_threads=1) as worker:
         create_wall = time.perf_counter() - t0
         bar.update(1)
         bar.set_description("env reset")
@@ -307,7 +307,7 @@ def load_env_costs(path: str) -> dict[str, Any]:
 def measure_model(cfg: ProfileConfig, slots: int, bar) -> dict[str, Any]:
     import torch
 
-    from executor.learner import LearnerConfig, compute_losses, make_optimizer, random_batch
+    from executor.learner import LearnerConfig, advantage_stats, make_optimizer, micro_batch_backward, random_batch
     from executor.policies import make_policy
     from executor.weight_sync import WeightPublisher, WeightReceiver
 
@@ -348,9 +348,11 @@ def measure_model(cfg: ProfileConfig, slots: int, bar) -> dict[str, Any]:
         batch = random_batch(policy, m, cfg.image_size, seed=m)
         policy.train()
 
-        def fwd_bwd() -> None:
+        stats = advantage_stats(batch["advantages"])
+
+        def fwd_bwd() -> None:  # the trainer ranks' micro-batch work (learner.micro_batch_backward)
             opt.zero_grad(set_to_none=True)
-            compute_losses(policy, batch, lcfg, use_value=True)["loss"].backward()
+            micro_batch_backward(policy, batch, stats, lcfg, True, 1)
 
         walls = []
         train_samples.append((float(m), timed(fwd_bwd, cfg.repeats, 1, sync, cpu_time, walls)))

@@ -13,33 +13,112 @@ from typing import Any
 
 import click
 
+from perfmodel.cliutil import Choice, no_progress_option, progress_bar, version_option
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.modes import MODES
-from perfmodel.schema.plan import Plan, parse_ratio
+from perfmodel.planning.choice import OBJECTIVES
+from perfmodel.schema.plan import MAX_GPUS, Plan, is_profile_path, parse_ratio
+
+from perfmodel.schema.profile import BUNDLED_REFERENCE, user_profile_dir
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-BUNDLED_REFERENCE = PROJECT_ROOT / "profiles" / "reference" / "rl_vla3_libero.csv"
 BACKBONE_NAMES = ("pi05", "gr00t_n15")
+MAX_REPLICATIONS = 1000
+MAX_SEED = 2**32 - 1  # numpy's seed range
+
+
+def _check_seed(seed: int) -> None:
+    if not 0 <= seed <= MAX_SEED:
+        _fail("--seed", f"must be an integer in 0..{MAX_SEED}, got {seed}")
+
+
+def _check_price(price: float | None) -> None:
+    import math
+
+    if price is not None and not (price > 0 and math.isfinite(price)):
+        _fail("--gpu-hour-price", f"must be a finite number > 0 (dollars per GPU-hour), got {price}")
 
 
 def _fail(field: str, message: str) -> None:
     raise ConfigError(field, message)
 
 
+def _check_backbone(backbone: str | None, profile, source: str) -> None:
+    """``--backbone X`` with a profile of another backbone is a contradiction, not an override."""
+    if backbone is not None and profile.backbone != backbone:
+        _fail("--backbone", f"{backbone} contradicts {source} {profile.name!r}, a {profile.backbone} profile; "
+                            "give one of them")
+
+
+def load_rlinf_config(path: str, backbone: str | None, profile_path: str | None, gpu: str | None,
+                      mode: str | None = None):
+    """An RLinf config (``--rlinf-config``) as a plan; its warnings go to stderr, one a line."""
+    from perfmodel.rlinf.importer import load_rlinf
+
+    if backbone is not None and profile_path is not None:
+        _fail("--profile", "give either --backbone or --profile, not both")
+    if mode is not None and mode not in MODES:
+        _fail("--mode", f"must be one of {', '.join(MODES)}; got {mode!r}")
+    im = load_rlinf(path, profile_ref=profile_path or backbone, gpu=gpu, mode=mode)
+    for w in im.warnings:
+        click.echo(f"warning: {w}", err=True)
+    return im
+
+
+def _check_gpu(gpu: str | None) -> None:
+    from perfmodel.schema.hardware import GPU_NAMES
+
+    if gpu is not None and gpu not in GPU_NAMES:
+        _fail("--gpu", f"must be one of {', '.join(GPU_NAMES)}; got {gpu!r}")
+
+
 def resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, ratio: str | None,
-                 plan_path: str | None, profile_path: str | None, knobs: dict[str, Any]):
-    """The plan and profile of a prediction, from a plan file and/or options (options win)."""
+                 plan_path: str | None, profile_path: str | None, knobs: dict[str, Any],
+                 rlinf_config: str | None = None, gpu: str | None = None, imported: list | None = None):
+    """The plan and profile of a prediction, from a plan file or an RLinf config and/or options
+    (options win). ``imported`` receives the RLinf import (its warnings) when there is one."""
     from perfmodel.schema.profile import load_profile
     from perfmodel.calibration.reference import published_plan
+    from perfmodel.gpu import cluster_on
+
+    _check_gpu(gpu)
+    if rlinf_config is not None:
+        if plan_path is not None:
+            _fail("--rlinf-config", "give either --plan or --rlinf-config, not both")
+        im = load_rlinf_config(rlinf_config, backbone, profile_path, gpu, mode)
+        if imported is not None:
+            imported.append(im)
+        base = im.plan
+        profile = load_profile(base.profile)
+        changes: dict[str, Any] = {}
+        if gpus is not None:
+            # Another cluster size keeps the config's envs per GPU (as plan and sweep do).
+            if not 1 <= gpus <= MAX_GPUS:
+                _fail("--gpus", f"must be an integer in 1..{MAX_GPUS}, got {gpus}")
+            envs = base.workload.total_num_envs * gpus / base.cluster.gpus
+            if not envs.is_integer():
+                _fail("--gpus", f"the config's {base.workload.total_num_envs} envs on {base.cluster.gpus} GPUs do not "
+                                f"scale to {gpus} GPUs at the same envs per GPU")
+            changes["cluster"] = base.cluster.__class__(**{**base.cluster.__dict__, "gpus": gpus})
+            changes["workload"] = base.workload.__class__(**{**base.workload.__dict__, "total_num_envs": int(envs)})
+        if ratio is not None:
+            if base.allocation_ratio is None:
+                _fail("--ratio", "must not be given for colocated: every GPU runs every phase")
+            changes["allocation_ratio"] = ratio
+        changes.update({k: v for k, v in knobs.items() if v is not None})
+        plan = base.with_(**changes)
+        plan.check()
+        return plan, profile
 
     if backbone is not None and backbone not in BACKBONE_NAMES:
         _fail("--backbone", f"must be one of {', '.join(BACKBONE_NAMES)}; got {backbone!r}")
     if mode is not None and mode not in MODES:
         _fail("--mode", f"must be one of {', '.join(MODES)}; got {mode!r}")
-    if gpus is not None and gpus <= 0:
-        _fail("--gpus", f"must be an integer >= 1, got {gpus}")
+    if gpus is not None and not 1 <= gpus <= MAX_GPUS:
+        _fail("--gpus", f"must be an integer in 1..{MAX_GPUS}, got {gpus}")
     base = Plan.load(plan_path) if plan_path else None
     profile = load_profile(profile_path or (base.profile if base and backbone is None else backbone or "pi05"))
+    _check_backbone(backbone, profile, "--profile" if profile_path else "plan.profile")
     mode = mode or (base.mode if base else None)
     if mode is None:
         _fail("--mode", f"is required (one of {', '.join(MODES)}) unless --plan gives it")
@@ -51,6 +130,8 @@ def resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, ratio
         if ratio is not None:
             parse_ratio(ratio, gpus, "--ratio")
         plan = published_plan(profile, mode, gpus, ratio, **{k: v for k, v in knobs.items() if v is not None})
+        if gpu is not None:
+            plan = plan.with_(cluster=cluster_on(plan.cluster, gpu))
         return plan, profile
     changes: dict[str, Any] = {"mode": mode, "profile": profile.name if profile_path is None else profile_path}
     if gpus is not None:
@@ -65,6 +146,8 @@ def resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, ratio
         changes["allocation_ratio"] = "1:1"
     changes.update({k: v for k, v in knobs.items() if v is not None})
     plan = base.with_(**changes)
+    if gpu is not None:
+        plan = plan.with_(cluster=cluster_on(plan.cluster, gpu))
     plan.check()
     return plan, profile
 
@@ -80,8 +163,12 @@ def _print_prediction(p: dict[str, Any]) -> None:
         ("throughput", f"{p['throughput_env_steps_per_s']:.2f} env steps/s"
          + (f"  (95% CI {p['throughput_ci95'][0]:.2f} .. {p['throughput_ci95'][1]:.2f}, "
             f"{p['replications']} replications)" if "throughput_ci95" in p else "")),
+        *_interval_rows(p),
         ("bound", f"{p['bound_env_steps_per_s']:.2f} env steps/s (bottleneck: {p['bottleneck']})"),
         ("iteration", f"{p['iteration_time_s']:.1f} s"),
+        ("per GPU-hour", f"{p['env_steps_per_gpu_hour']:.0f} env steps on {p.get('gpu', 'h100')}"
+         + (f"; ${p['dollars_per_million_env_steps']:.2f} per million env steps at ${p['gpu_hour_price']:g}/GPU-hour"
+            if "dollars_per_million_env_steps" in p else "")),
         ("utilization", "  ".join(f"{k} {v:.2f}" for k, v in p["utilization"]["resources"].items())),
         ("stage s/iter", "  ".join(f"{k} {v:.1f}" for k, v in p["stage_time_s"].items() if v > 0)),
     ]
@@ -94,18 +181,42 @@ def _print_prediction(p: dict[str, Any]) -> None:
         click.echo(f"{k:<{width}}  {v}")
 
 
+def _interval_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
+    """The prediction interval and, beyond the calibrated scale, the extrapolation warning."""
+    rows: list[tuple[str, str]] = []
+    iv = p.get("throughput_interval")
+    if iv is not None:
+        rows.append(("interval", f"{iv['low']:.2f} .. {iv['high']:.2f} env steps/s "
+                                 f"({100 * iv['coverage']:.0f}% interval, width {iv['width_pct']:.1f}% of the prediction)"))
+    elif "throughput_interval_unavailable" in p:
+        rows.append(("interval", f"unavailable: {p['throughput_interval_unavailable']}"))
+    ext = p.get("extrapolation")
+    if ext and (ext["beyond_calibrated_gpus"] or ext["beyond_calibrated_nodes"]):
+        if ext["calibrated_gpus"]:
+            what = (f"extrapolation: {p['gpus']} GPUs / {ext['nodes']} node(s) is beyond the calibrated "
+                    f"{', '.join(map(str, ext['calibrated_gpus']))} GPUs / "
+                    f"{', '.join(map(str, ext['calibrated_nodes']))} node(s)")
+        else:
+            what = f"extrapolation: {ext.get('note', 'no calibrated scale')}"
+        rows.append(("warning", what))
+    return rows
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@version_option()
 def cli() -> None:
     """Predict RL post-training throughput of VLA models on LIBERO for a cluster and mode."""
 
 
 @cli.command()
-@click.option("--mode", help=f"pipeline mode: {', '.join(MODES)}")
+@click.option("--mode", type=Choice(MODES), help="pipeline mode")
 @click.option("--gpus", type=int, help="GPUs in the whole cluster")
-@click.option("--backbone", help="bundled profile: pi05 (pi0.5) or gr00t_n15 (GR00T N1.5); default pi05")
+@click.option("--backbone", type=Choice(BACKBONE_NAMES),
+              help="bundled profile: pi05 (pi0.5) or gr00t_n15 (GR00T N1.5); default pi05")
 @click.option("--ratio", help="rollout:actor GPU split, e.g. 1:1 or 3:1 (not for colocated)")
-@click.option("--plan", "plan_path", type=str, help="plan JSON file (options override its fields)")
-@click.option("--profile", "profile_path", type=str, help="profile JSON file instead of a bundled one")
+@click.option("--plan", "plan_path", type=click.Path(dir_okay=False), help="plan JSON file (options override its fields)")
+@click.option("--profile", "profile_path", type=click.Path(dir_okay=False),
+              help="profile JSON file instead of a bundled one")
 @click.option("--pipeline-stages", "pipeline_stage_num", type=int, help="pipeline_stage_num")
 @click.option("--b-max", type=int, help="dynamic batching: batch fires at this many envs")
 @click.option("--t-max", "t_max_s", type=float, help="dynamic batching: or after this many seconds")
@@ -113,18 +224,35 @@ def cli() -> None:
 @click.option("--replications", type=int, default=1, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-@click.option("--trace", type=str, help="write a Chrome/Perfetto trace of the simulated timeline")
+@click.option("--trace", type=click.Path(dir_okay=False), help="write a Chrome/Perfetto trace of the simulated timeline")
+@click.option("--rlinf-config", "rlinf_config", help="RLinf Hydra config (.yaml) to predict (options override it)")
+@click.option("--gpu", help="accelerator: a100, h100 (default), h200, b200 (README: GPU types)")
+@click.option("--gpu-hour-price", "price", type=float, help="dollars per GPU-hour: adds dollars per million env steps")
+@click.option("--no-interval", is_flag=True, help="skip the prediction interval (a few simulations fewer)")
 def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage_num, b_max, t_max_s,
-            max_staleness, replications, seed, as_json, trace) -> None:
+            max_staleness, replications, seed, as_json, trace, rlinf_config, gpu, price, no_interval) -> None:
     """Predict throughput for one plan."""
     from perfmodel.simulate import predict as run_predict
 
+    imported: list = []
     plan, profile = resolve_plan(mode, gpus, backbone, ratio, plan_path, profile_path,
                                  {"pipeline_stage_num": pipeline_stage_num, "b_max": b_max,
-                                  "t_max_s": t_max_s, "max_staleness": max_staleness})
-    if replications < 1:
-        _fail("--replications", f"must be an integer >= 1, got {replications}")
-    out = run_predict(plan, profile, replications=replications, seed=seed, trace_path=trace)
+                                  "t_max_s": t_max_s, "max_staleness": max_staleness},
+                                 rlinf_config=rlinf_config, gpu=gpu, imported=imported)
+    if not 1 <= replications <= MAX_REPLICATIONS:
+        _fail("--replications", f"must be an integer in 1..{MAX_REPLICATIONS}, got {replications}")
+    _check_seed(seed)
+    _check_price(price)
+    _cp_check_writable("--trace", trace)  # before simulating, not after
+    out = run_predict(plan, profile, replications=replications, seed=seed, trace_path=trace,
+                      interval=not no_interval)
+    out["gpu"] = plan.cluster.gpu
+    out["env_steps_per_gpu_hour"] = out["throughput_env_steps_per_s"] * 3600 / plan.cluster.gpus
+    if price is not None:
+        out["gpu_hour_price"] = price
+        out["dollars_per_million_env_steps"] = 1e6 / out["env_steps_per_gpu_hour"] * price
+    if imported:
+        out["rlinf_import"] = imported[0].to_dict()
     if as_json:
         click.echo(json.dumps(out, indent=2))
     else:
@@ -132,7 +260,7 @@ def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage
 
 
 @cli.command("validate")
-@click.option("--reference", type=str, default=str(BUNDLED_REFERENCE), show_default=True,
+@click.option("--reference", type=click.Path(dir_okay=False), default=str(BUNDLED_REFERENCE), show_default=True,
               help="CSV with columns mode, backbone, gpus, allocation_ratio, throughput_env_steps_per_s")
 @click.option("--json", "as_json", is_flag=True)
 def validate_cmd(reference: str, as_json: bool) -> None:
@@ -158,8 +286,8 @@ def validate_cmd(reference: str, as_json: bool) -> None:
     a = res["best_mode_agreement"]
     click.echo(f"MAPE {res['mape_pct']:.2f}%  median |error| {res['median_abs_error_pct']:.2f}%  "
                f"max |error| {res['max_abs_error_pct']:.2f}%")
-    click.echo(f"best mode agrees in {a['matches']}/{a['groups']} (backbone, gpus) groups; "
-               f"Spearman {res['spearman']:.3f}")
+    spearman = "n/a (fewer than 2 distinct points)" if res["spearman"] is None else f"{res['spearman']:.3f}"
+    click.echo(f"best mode agrees in {a['matches']}/{a['groups']} (backbone, gpus) groups; Spearman {spearman}")
     for g in a["per_group"]:
         mark = "ok" if g["match"] else "MISMATCH"
         click.echo(f"  {g['backbone']} {g['gpus']} GPUs: published best {' = '.join(g['published_best'])}, "
@@ -167,48 +295,77 @@ def validate_cmd(reference: str, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--reference", type=str, default=str(BUNDLED_REFERENCE), show_default=True)
-@click.option("--out-dir", type=str, default=str(PROJECT_ROOT / "profiles"), show_default=True)
+@click.option("--reference", type=click.Path(dir_okay=False), default=str(BUNDLED_REFERENCE), show_default=True)
+@click.option("--out-dir", type=click.Path(file_okay=False), default=None,
+              help=f"where to write the fitted profiles (default: your profile directory, {user_profile_dir()}; "
+                   "$VLAPERF_PROFILE_DIR overrides it); never the installed package")
 @click.option("--max-evals", type=int, default=300, show_default=True, help="simulations of the whole set")
-def calibrate(reference: str, out_dir: str, max_evals: int) -> None:
+@click.option("--json", "as_json", is_flag=True, help="print the fit as one JSON object")
+@no_progress_option
+def calibrate(reference: str, out_dir: str | None, max_evals: int, as_json: bool, quiet: bool) -> None:
     """Fit the bundled profiles' physical parameters to published results."""
-    from tqdm import tqdm
-
     from perfmodel.calibration.calibrate import fit, fitted_profiles
     from perfmodel.calibration.reference import load_reference
 
-    if max_evals < 1:
-        _fail("--max-evals", f"must be an integer >= 1, got {max_evals}")
+    if not 1 <= max_evals <= 100_000:
+        _fail("--max-evals", f"must be an integer in 1..100000, got {max_evals}")
     points = load_reference(reference)
     for b in {p.backbone for p in points}:
         if b not in BACKBONE_NAMES:
             _fail("reference.backbone", f"must be one of {', '.join(BACKBONE_NAMES)}; got {b!r}")
-    bar = tqdm(total=max_evals, desc="calibrating", unit="eval", file=sys.stderr)
+    out = Path(out_dir) if out_dir else user_profile_dir()
+    if out.exists() and not out.is_dir():
+        _fail("--out-dir", f"must be a directory, {out} is a file")
+    for name in sorted({p.backbone for p in points}):
+        _cp_check_writable("--out-dir", str(out / f"{name}.json"))
+    bar = progress_bar(max_evals, "calibrating", "eval", quiet)
 
     def progress(n: int, rms: float) -> None:
-        bar.n = min(n, max_evals)
-        bar.set_postfix(rms_log_error=f"{rms:.4f}")
-        bar.refresh()
+        if bar is not None:
+            bar.n = min(n, max_evals)
+            bar.set_postfix(rms_log_error=f"{rms:.4f}")
+            bar.refresh()
 
     result = fit(points, max_evals=max_evals, progress=progress)
-    bar.close()
+    if bar is not None:
+        bar.close()
     command = "perfmodel calibrate " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     try:
         ref_label = str(Path(reference).resolve().relative_to(PROJECT_ROOT))
     except ValueError:
         ref_label = reference
+    written = []
+    from perfmodel.calibration.uncertainty import analyse, attach
+
+    # The fit's parameter covariance, stored so that predictions carry intervals without refitting.
+    click.echo("prediction-interval analysis (one simulation of every point per parameter) ...", err=True)
+    uncertainty = analyse(result.values, result.points)
     for name, prof in fitted_profiles(result, ref_label, command.strip()).items():
-        path = Path(out_dir) / f"{name}.json"
+        prof = attach(prof, uncertainty[name])
+        path = out / f"{name}.json"
         prof.save(path)
-        click.echo(f"wrote {path}")
-    click.echo(f"{'backbone':<10} {'mode':<14} {'gpus':>4} {'published':>10} {'predicted':>10} {'error':>7}")
+        written.append(str(path))
     errs = result.errors_pct
-    for pt, pred, err in zip(result.points, result.predicted, errs):
-        click.echo(f"{pt.backbone:<10} {pt.mode:<14} {pt.gpus:>4} {pt.throughput_env_steps_per_s:>10.2f} "
-                   f"{pred:>10.2f} {err:>+6.1f}%")
     import numpy as np
 
     abs_err = np.abs(errs)
+    if as_json:
+        click.echo(json.dumps({
+            "kind": "perfmodel.calibration", "wrote": written, "evaluations": result.evaluations,
+            "seconds": result.seconds, "values": {k: float(v) for k, v in result.values.items()},
+            "median_abs_error_pct": float(np.median(abs_err)), "max_abs_error_pct": float(abs_err.max()),
+            "points": [{"mode": pt.mode, "backbone": pt.backbone, "gpus": pt.gpus,
+                        "allocation_ratio": pt.allocation_ratio, "published": pt.throughput_env_steps_per_s,
+                        "predicted": float(pred), "error_pct": float(err)}
+                       for pt, pred, err in zip(result.points, result.predicted, errs)],
+        }, indent=2))
+        return
+    for path in written:
+        click.echo(f"wrote {path}")
+    click.echo(f"{'backbone':<10} {'mode':<14} {'gpus':>4} {'published':>10} {'predicted':>10} {'error':>7}")
+    for pt, pred, err in zip(result.points, result.predicted, errs):
+        click.echo(f"{pt.backbone:<10} {pt.mode:<14} {pt.gpus:>4} {pt.throughput_env_steps_per_s:>10.2f} "
+                   f"{pred:>10.2f} {err:>+6.1f}%")
     click.echo(f"median |error| {np.median(abs_err):.2f}%  max |error| {abs_err.max():.2f}%  "
                f"({result.evaluations} evaluations, {result.seconds:.0f} s)")
     for k, v in result.values.items():
@@ -243,11 +400,26 @@ def _cp_list(option: str, text: str | None, kind, allowed: str) -> tuple | None:
 
 
 def _cp_ref(backbone: str | None, profile_path: str | None) -> str:
+    """What plans record as their profile: a bundled name, or the profile file as an absolute
+    path (a relative one would later be read against the plan file's directory)."""
     if backbone is not None and profile_path is not None:
         _fail("--profile", "give either --backbone or --profile, not both")
     if backbone is not None and backbone not in BACKBONE_NAMES:
         _fail("--backbone", f"must be one of {', '.join(BACKBONE_NAMES)}; got {backbone!r}")
+    if profile_path is not None and Path(profile_path).exists():
+        return str(Path(profile_path).resolve())
     return profile_path or backbone or "pi05"
+
+
+def _portable_plan(plan_dict: dict[str, Any], out: str) -> dict[str, Any]:
+    """A plan to write at ``out``: a profile file path made relative to ``out``'s directory
+    (where ``Plan.load`` resolves it), so the two can move together."""
+    import os
+
+    ref = plan_dict.get("profile")
+    if isinstance(ref, str) and is_profile_path(ref) and Path(ref).is_absolute():
+        plan_dict = {**plan_dict, "profile": os.path.relpath(ref, Path(out).resolve().parent)}
+    return plan_dict
 
 
 def _cp_profile(backbone: str | None, profile_path: str | None):
@@ -262,7 +434,9 @@ def _cp_profile(backbone: str | None, profile_path: str | None):
 
 
 def _cp_check_writable(option: str, path: str | None) -> None:
-    import os
+    """Refuse an output path that cannot be written, before any work: create its directory and
+    a scratch file there (then remove the scratch file)."""
+    import tempfile
 
     if path is None:
         return
@@ -270,19 +444,30 @@ def _cp_check_writable(option: str, path: str | None) -> None:
     if p.is_dir():
         _fail(option, f"must be a file path, {path} is a directory")
     parent = p.parent if str(p.parent) else Path(".")
-    probe = parent
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
-        _fail(option, f"must be a writable path; cannot write {path}")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=f".{p.name}.", suffix=".probe"):
+            pass
+    except OSError as e:
+        _fail(option, f"must be a writable path; cannot write {path}: {e.strerror or type(e).__name__}")
+
+
+def _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages):
+    """(profile ref, base plan dict, pipeline stages) for a sweep over an RLinf config."""
+    _check_gpu(gpu)
+    if rlinf_config is None:
+        return None, None, pipeline_stages, None
+    im = load_rlinf_config(rlinf_config, backbone, profile_path, gpu)
+    stages = pipeline_stages if pipeline_stages is not None else str(im.plan.pipeline_stage_num)
+    return im.plan.profile, im.plan.to_dict(), stages, im
 
 
 def _cp_spec(profile_ref, modes, gpus, ratios, pipeline_stages, b_max, t_max, price, replications, seed,
-             staleness):
+             staleness, base_plan=None, gpu=None):
     from perfmodel.planning.sweep import SweepSpec
 
     kw: dict[str, Any] = {"profile_ref": profile_ref, "gpu_hour_price": price, "replications": replications,
-                          "seed": seed, "max_staleness": staleness}
+                          "seed": seed, "max_staleness": staleness, "base_plan": base_plan, "gpu": gpu}
     lists = {
         "modes": _cp_list("--modes", modes, None, f"modes ({', '.join(MODES)})"),
         "gpus": gpus,
@@ -298,11 +483,9 @@ def _cp_spec(profile_ref, modes, gpus, ratios, pipeline_stages, b_max, t_max, pr
 
 
 def _cp_progress(quiet: bool, desc: str):
-    if quiet:
+    bar = progress_bar(0, desc, "plan", quiet)
+    if bar is None:
         return None, None
-    from tqdm import tqdm
-
-    bar = tqdm(total=0, desc=desc, unit="plan", file=sys.stderr)
 
     def progress(done: int, total: int) -> None:
         bar.total = total
@@ -314,8 +497,9 @@ def _cp_progress(quiet: bool, desc: str):
 
 def _cp_options(f):
     for opt in reversed([
-        click.option("--backbone", help="bundled profile: pi05 or gr00t_n15 (default pi05)"),
-        click.option("--profile", "profile_path", help="profile JSON file instead of a bundled one"),
+        click.option("--backbone", type=Choice(BACKBONE_NAMES), help="bundled profile: pi05 or gr00t_n15 (default pi05)"),
+        click.option("--profile", "profile_path", type=click.Path(dir_okay=False),
+                     help="profile JSON file instead of a bundled one"),
         click.option("--modes", help=f"comma-separated modes (default all: {','.join(MODES)})"),
         click.option("--ratios", help="comma-separated rollout:actor ratios (default 1:1,3:1,1:3,2:1,1:2)"),
         click.option("--pipeline-stages", "pipeline_stages", help="comma-separated pipeline_stage_num values (default 1)"),
@@ -326,33 +510,89 @@ def _cp_options(f):
         click.option("--replications", type=int, default=1, show_default=True, help="simulations per plan (intervals when > 1)"),
         click.option("--seed", type=int, default=0, show_default=True),
         click.option("--jobs", type=int, help="processes (default: all cores)"),
-        click.option("--quiet", is_flag=True, help="no progress bar"),
+        no_progress_option,
+        click.option("--rlinf-config", "rlinf_config",
+                     help="RLinf Hydra config (.yaml): its model, workload, batch and FSDP settings for every plan "
+                          "(envs scaled at its envs per GPU)"),
+        click.option("--gpu", help="accelerator: a100, h100 (default), h200, b200 (README: GPU types)"),
     ]):
         f = opt(f)
     return f
 
 
+def _cp_check_common(jobs: int | None, price: float | None, replications: int, seed: int) -> None:
+    if jobs is not None and not 1 <= jobs <= 1024:
+        _fail("--jobs", f"must be an integer in 1..1024, got {jobs}")
+    _check_price(price)
+    if not 1 <= replications <= MAX_REPLICATIONS:
+        _fail("--replications", f"must be an integer in 1..{MAX_REPLICATIONS}, got {replications}")
+    _check_seed(seed)
+
+
+def _cp_sweep_rows(sweep_path, backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max, staleness,
+                   replications, seed) -> dict[str, Any]:
+    """The rows of ``--sweep`` that the other options select. Options that select rows filter
+    them; options that would have changed the predictions must agree with the sweep's own."""
+    from click.core import ParameterSource
+
+    from perfmodel.planning.sweepfile import load_sweep, select_rows
+
+    doc = load_sweep(sweep_path)
+    ctx = click.get_current_context()
+    spec = doc.get("spec", {})
+
+    def given(name: str) -> bool:
+        return ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
+
+    if backbone is not None and doc.get("backbone") not in (None, backbone):
+        _fail("--backbone", f"{backbone} contradicts --sweep {sweep_path}, a {doc.get('backbone')} sweep; "
+                            "leave it out or sweep again")
+    if profile_path is not None and spec.get("profile_ref") not in (profile_path, _cp_ref(None, profile_path)):
+        _fail("--profile", f"contradicts --sweep {sweep_path}, swept with profile {spec.get('profile_ref')!r}; "
+                           "leave it out or sweep again")
+    for name, option, value in (("staleness", "--staleness", staleness), ("replications", "--replications",
+                                                                          replications), ("seed", "--seed", seed)):
+        key = "max_staleness" if name == "staleness" else name
+        swept = spec.get(key)
+        if key == "max_staleness" and swept is None:
+            swept = Plan.__dataclass_fields__["max_staleness"].default  # the sweep kept the plan default
+        if given(name) and swept != value:
+            _fail(option, f"{value} contradicts --sweep {sweep_path}, swept with {key} {swept}; "
+                          "leave it out or sweep again")
+    selection = {
+        "modes": _cp_list("--modes", modes, None, f"modes ({', '.join(MODES)})"),
+        "ratios": _cp_list("--ratios", ratios, None, "R:A ratios (e.g. 1:1,3:1)"),
+        "pipeline_stages": _cp_list("--pipeline-stages", pipeline_stages, int, "integers >= 1"),
+        "b_max": _cp_list("--b-max", b_max, int, "integers >= 1 or null"),
+        "t_max_s": _cp_list("--t-max", t_max, float, "seconds >= 0"),
+    }
+    options = {"modes": "--modes", "ratios": "--ratios", "pipeline_stages": "--pipeline-stages",
+               "b_max": "--b-max", "t_max_s": "--t-max"}
+    return select_rows(doc, selection, options)
+
+
 @cli.command("sweep")
 @_cp_options
 @click.option("--gpus", "gpus_text", help="comma-separated GPU counts (default 8,16,24,32,64,128,256)")
-@click.option("-o", "--out", "out", help="write the sweep as JSON (input of `perfmodel plan --sweep` and `analysis report`)")
-@click.option("--csv", "csv_out", help="write the table as CSV")
+@click.option("-o", "--out", "out", type=click.Path(dir_okay=False),
+              help="write the sweep as JSON (input of `perfmodel plan --sweep` and `analysis report`)")
+@click.option("--csv", "csv_out", type=click.Path(dir_okay=False), help="write the table as CSV")
 @click.option("--json", "as_json", is_flag=True, help="print the sweep JSON instead of the table")
 @click.option("--show-infeasible", is_flag=True, help="list the combinations that cannot run, with the reason")
 def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max, staleness, price, replications,
-              seed, jobs, quiet, gpus_text, out, csv_out, as_json, show_infeasible) -> None:
+              seed, jobs, quiet, rlinf_config, gpu, gpus_text, out, csv_out, as_json, show_infeasible) -> None:
     """Predict every mode x GPU count x ratio x knob combination; table, CSV and JSON."""
     from perfmodel.schema.jsonio import write_json_atomic
     from perfmodel.planning.sweep import format_table, run_sweep, write_csv_atomic
 
     gpus = _cp_list("--gpus", gpus_text, int, "integers >= 1")
-    if jobs is not None and jobs < 1:
-        _fail("--jobs", f"must be an integer >= 1, got {jobs}")
+    _cp_check_common(jobs, price, replications, seed)
     _cp_check_writable("--out", out)
     _cp_check_writable("--csv", csv_out)
-    spec = _cp_spec(_cp_ref(backbone, profile_path), modes, gpus, ratios, pipeline_stages, b_max, t_max, price,
-                    replications, seed, staleness)
-    _, profile = _cp_profile(backbone, profile_path)
+    ref, base, pipeline_stages, _ = _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages)
+    spec = _cp_spec(ref or _cp_ref(backbone, profile_path), modes, gpus, ratios, pipeline_stages, b_max, t_max, price,
+                    replications, seed, staleness, base, gpu)
+    _, profile = _cp_profile(None, ref) if ref else _cp_profile(backbone, profile_path)
     bar, progress = _cp_progress(quiet, "sweep")
     doc = run_sweep(spec, profile, jobs=jobs, progress=progress)
     if bar is not None:
@@ -375,59 +615,96 @@ def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_m
 
 @cli.command("plan")
 @_cp_options
-@click.option("--gpus", type=int, required=True, help="GPU budget: exactly N (throughput) or at most N (cost)")
-@click.option("--objective", default="throughput", show_default=True,
-              help="throughput (most env steps/s on N GPUs) or cost (most env steps per GPU-hour on <= N GPUs)")
-@click.option("--sweep", "sweep_path", help="choose from this sweep JSON instead of sweeping now")
-@click.option("-o", "--out", "out", help="write the chosen plan (runnable by `executor run` and `perfmodel predict --plan`)")
-@click.option("--details", "details", help="write the choice (prediction, runner-up, explanation) as JSON")
+@click.option("--gpus", type=int, help="GPU budget: exactly N (throughput) or at most N (cost, time); "
+              "default: the --rlinf-config's GPUs")
+@click.option("--objective", type=Choice(OBJECTIVES), default="throughput", show_default=True,
+              help="throughput (most env steps/s on N GPUs), cost (most env steps per GPU-hour on <= N GPUs) or "
+                   "time (fewest GPU-hours, so dollars, to reach --env-steps within --within-hours on <= N GPUs)")
+@click.option("--env-steps", type=float, help="time objective: env steps to reach (e.g. 5e7)")
+@click.option("--within-hours", type=float, help="time objective: deadline in hours")
+@click.option("--emit", type=Choice(["rlinf"]), help="print the chosen plan as a config fragment: rlinf (YAML to paste)")
+@click.option("--sweep", "sweep_path", type=click.Path(dir_okay=False),
+              help="choose from this sweep JSON instead of sweeping now (--modes, --ratios, --pipeline-stages, "
+                   "--b-max, --t-max select among its rows)")
+@click.option("-o", "--out", "out", type=click.Path(dir_okay=False),
+              help="write the chosen plan (runnable by `executor run` and `perfmodel predict --plan`)")
+@click.option("--details", "details", type=click.Path(dir_okay=False),
+              help="write the choice (prediction, runner-up, explanation) as JSON")
 @click.option("--json", "as_json", is_flag=True, help="print the choice as JSON")
 def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max, staleness, price, replications,
-             seed, jobs, quiet, gpus, objective, sweep_path, out, details, as_json) -> None:
+             seed, jobs, quiet, rlinf_config, gpu, gpus, objective, env_steps, within_hours, emit, sweep_path, out,
+             details, as_json) -> None:
     """Choose the best plan for N GPUs and explain the choice."""
-    from perfmodel.schema.jsonio import load_json
-    from perfmodel.planning.choice import OBJECTIVES, choice_summary, choose, chosen_plan, plan_best
+    from perfmodel.planning.choice import choice_summary, choose, chosen_plan, plan_best
     from perfmodel.schema.jsonio import write_json_atomic
 
-    if gpus <= 0:
-        _fail("--gpus", f"must be an integer >= 1, got {gpus}")
-    if objective not in OBJECTIVES:
-        _fail("--objective", f"must be one of {', '.join(OBJECTIVES)}; got {objective!r}")
-    if jobs is not None and jobs < 1:
-        _fail("--jobs", f"must be an integer >= 1, got {jobs}")
+    import math
+
+    if emit is not None and emit != "rlinf":
+        _fail("--emit", f"must be rlinf, got {emit!r}")
+    if emit and as_json:
+        _fail("--emit", "prints YAML; give either --emit or --json")
+    target = None
+    if env_steps is not None or within_hours is not None:
+        if env_steps is None or within_hours is None:
+            _fail("--env-steps", "and --within-hours go together (the time objective)")
+        for option, v in (("--env-steps", env_steps), ("--within-hours", within_hours)):
+            if not (v > 0 and math.isfinite(v)):
+                _fail(option, f"must be a finite number > 0, got {v}")
+        target = (env_steps, within_hours)
+    from perfmodel.planning.choice import check_target
+
+    if objective in OBJECTIVES:
+        check_target(objective, target)
+    ref, base, pipeline_stages, imported = _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages)
+    if gpus is None:
+        if imported is None:
+            _fail("--gpus", "is required (an integer >= 1) unless --rlinf-config gives it")
+        gpus = imported.plan.cluster.gpus
+    if not 1 <= gpus <= MAX_GPUS:
+        _fail("--gpus", f"must be an integer in 1..{MAX_GPUS}, got {gpus}")
+    _cp_check_common(jobs, price, replications, seed)
     _cp_check_writable("--out", out)
     _cp_check_writable("--details", details)
     if sweep_path:
-        doc = load_json(sweep_path, "sweep")
-        if not isinstance(doc, dict) or doc.get("kind") != "perfmodel.planning.sweep" or not isinstance(doc.get("rows"), list):
-            _fail("--sweep", f"{sweep_path} is not a sweep written by `perfmodel sweep -o`")
+        doc = _cp_sweep_rows(sweep_path, backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max,
+                             staleness, replications, seed)
         if price is not None:
-            if not price > 0:
-                _fail("--gpu-hour-price", f"must be a positive number (dollars per GPU-hour), got {price}")
             for r in doc["rows"]:
                 if r["status"] == "ok":
                     r["env_steps_per_dollar"] = r["env_steps_per_gpu_hour"] / price
             doc["spec"]["gpu_hour_price"] = price
-        choice = choose(doc, gpus, objective)
+        choice = choose(doc, gpus, objective, target)
     else:
-        spec = _cp_spec(_cp_ref(backbone, profile_path), modes, None, ratios, pipeline_stages, b_max, t_max, price,
-                        replications, seed, staleness)
-        _, profile = _cp_profile(backbone, profile_path)
+        spec = _cp_spec(ref or _cp_ref(backbone, profile_path), modes, None, ratios, pipeline_stages, b_max, t_max,
+                        price, replications, seed, staleness, base, gpu)
+        _, profile = _cp_profile(None, ref) if ref else _cp_profile(backbone, profile_path)
         bar, progress = _cp_progress(quiet, "plan")
-        choice, _ = plan_best(spec, profile, gpus, objective, jobs=jobs, progress=progress)
+        choice, _ = plan_best(spec, profile, gpus, objective, jobs=jobs, progress=progress, target=target)
         if bar is not None:
             bar.close()
     plan = chosen_plan(choice)
     summary = choice_summary(choice)
     try:
         if out:
-            write_json_atomic(out, plan.to_dict())
+            write_json_atomic(out, _portable_plan(plan.to_dict(), out))
         if details:
             write_json_atomic(details, summary)
     except OSError as e:
         _fail("--out", f"must be a writable path; {e.strerror}: {e.filename}")
     if as_json:
         click.echo(json.dumps(summary, indent=2))
+        return
+    if emit == "rlinf":
+        import textwrap
+
+        from perfmodel.rlinf.emit import emit_yaml
+        from perfmodel.schema.profile import load_profile
+
+        header = "\n".join(textwrap.wrap(choice["explanation"], 100))
+        click.echo(emit_yaml(plan, load_profile(plan.profile).backbone, header), nl=False)
+        if out:
+            click.echo(f"wrote plan {out}", err=True)
         return
     click.echo(choice["explanation"])
     if out:
@@ -437,6 +714,20 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
 
 
 # --------------------------------------- end of capacity planning ---------------------------
+
+
+@cli.command("gpus")
+@click.option("--json", "as_json", is_flag=True, help="print the table as JSON")
+def gpus_cmd(as_json: bool) -> None:
+    """The accelerators --gpu accepts, with their datasheet numbers and typical node."""
+    from perfmodel.schema.hardware import ACCELERATORS, table_markdown
+
+    if as_json:
+        click.echo(json.dumps({k: a.__dict__ for k, a in ACCELERATORS.items()}, indent=2))
+        return
+    click.echo(table_markdown())
+    for a in ACCELERATORS.values():
+        click.echo(f"{a.name}: {a.source}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,28 +1,165 @@
-"""The one way every vlaperf command line reports bad input: one line, exit code 2."""
+"""The one way every vlaperf command line ends: a result, or one line on stderr.
+
+``run_click`` is the wrapper every CLI (perfmodel, analysis, executor) runs its click group
+through. Exit codes: 0 done, 2 bad input (``error: <field>: <what is allowed>``), 1 an
+unexpected failure (still one line; the traceback only with ``--verbose`` anywhere on the
+command line or ``VLAPERF_TRACEBACK=1``), 130 interrupted. Bare ``perfmodel`` prints its help
+with exit 0.
+
+Also here: the progress-bar convention (``--no-progress``; bars only when stderr is a terminal)
+and ``version_option``.
+"""
 
 from __future__ import annotations
 
+import csv
+import json
+import os
 import sys
+import traceback
+from typing import Any, Callable
 
 import click
 
 from perfmodel.schema.errors import ConfigError
 
+TRACEBACK_ENV = "VLAPERF_TRACEBACK"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def os_error_message(e: OSError) -> str:
+    """``<file>: <what was wrong>`` for an OSError, e.g. ``/proc/self/mem: Input/output error``."""
+    what = e.strerror or type(e).__name__
+    name = e.filename if e.filename is not None else ""
+    return _one_line(f"{name}: {what}" if name else what)
+
+
+def usage_field(e: click.UsageError) -> str:
+    """The option (or argument) a click usage error is about, as the ``<field>`` of the line."""
+    param = getattr(e, "param", None)
+    opts = getattr(param, "opts", None) if param is not None else None
+    if opts:
+        return max(opts, key=len) if all(o.startswith("-") for o in opts) else opts[0]
+    if getattr(e, "option_name", None):  # NoSuchOption, BadOptionUsage
+        return e.option_name
+    return "usage"
+
+
+def usage_message(e: click.UsageError) -> str:
+    """click's message without its "Invalid value for '--x':" prefix (the field says it)."""
+    if isinstance(e, click.MissingParameter):
+        return "is required"
+    if isinstance(e, click.BadParameter) and getattr(e, "param", None) is not None:
+        return e.message
+    return e.format_message()
+
+
+def error_line(e: BaseException) -> tuple[str, int]:
+    """The single stderr line and the exit code for an exception escaping a command."""
+    if isinstance(e, ConfigError):
+        return f"error: {_one_line(f'{e.field}: {e.message}')}", 2
+    if isinstance(e, click.UsageError):
+        return f"error: {usage_field(e)}: {_one_line(usage_message(e))}", 2
+    if isinstance(e, OSError):
+        return f"error: {os_error_message(e)}", 2
+    if isinstance(e, (json.JSONDecodeError, UnicodeDecodeError, csv.Error)):
+        return f"error: input: {_one_line(str(e))}", 2
+    if isinstance(e, RecursionError):
+        return "error: input: nested too deeply", 2
+    return f"error: internal: {type(e).__name__}: {_one_line(str(e))} (rerun with --verbose for the traceback)", 1
+
+
+def _verbose(argv: list[str]) -> bool:
+    return "--verbose" in argv or os.environ.get(TRACEBACK_ENV, "") not in ("", "0")
+
+
+def _declares_verbose(group: click.Group, args: list[str]) -> bool:
+    """Whether the command being run has its own ``--verbose`` option (then it is left to it)."""
+    cmd: click.Command = group
+    for a in args:
+        if not isinstance(cmd, click.Group):
+            break
+        sub = cmd.commands.get(a)
+        if sub is not None:
+            cmd = sub
+    return any("--verbose" in getattr(p, "opts", ()) for p in cmd.params)
+
 
 def run_click(group: click.Group, prog_name: str, argv: list[str] | None = None) -> None:
-    """Run a click group; ``ConfigError`` and usage errors become ``error: <field>: <message>``
-    on stderr with exit code 2 (never a traceback); Ctrl-C exits 130."""
+    """Run a click group so that no traceback reaches a user (see the module docstring).
+
+    ``--verbose`` is taken out of the arguments here (any position), so commands need not
+    declare it; a command that declares its own ``--verbose`` still receives it."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    verbose = _verbose(args)
+    if not _declares_verbose(group, args):
+        args = [a for a in args if a != "--verbose"]
+    completing = f"_{prog_name.upper().replace('-', '_')}_COMPLETE" in os.environ  # click's shell completion
+    if not args and not completing:
+        with click.Context(group, info_name=prog_name, **group.context_settings) as ctx:
+            click.echo(ctx.get_help())
+        sys.exit(0)
     try:
-        rc = group.main(args=argv, prog_name=prog_name, standalone_mode=False)
-    except ConfigError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(2)
+        rc = group.main(args=args, prog_name=prog_name, standalone_mode=False)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
-    except click.UsageError as e:
-        click.echo(f"error: {e.format_message()}", err=True)
-        sys.exit(2)
     except (click.Abort, KeyboardInterrupt):
         click.echo("error: aborted", err=True)
         sys.exit(130)
+    except SystemExit:
+        raise
+    except BaseException as e:  # noqa: BLE001 - the one place every failure becomes one line
+        if type(e).__name__ == "NoArgsIsHelpError" and getattr(e, "ctx", None) is not None:
+            click.echo(e.ctx.get_help())  # a bare subgroup: its help, like bare `perfmodel`
+            sys.exit(0)
+        line, code = error_line(e)
+        if verbose:
+            traceback.print_exc()
+        click.echo(line, err=True)
+        sys.exit(code)
     sys.exit(rc if isinstance(rc, int) else 0)
+
+
+class Choice(click.Choice):
+    """``click.Choice`` that suggests the nearest allowed value for a near miss
+    (``--mode stream``: did you mean 'streamer'?)."""
+
+    def fail(self, message: str, param: Any = None, ctx: Any = None):  # type: ignore[override]
+        import difflib
+
+        value = getattr(self, "_value", None)
+        if value is not None:
+            close = difflib.get_close_matches(str(value), [str(c) for c in self.choices], n=1, cutoff=0.5)
+            if not close:
+                close = [str(c) for c in self.choices if str(c).startswith(str(value))][:1]
+            if close:
+                message = f"{message.rstrip('.')}; did you mean {close[0]!r}?"
+        super().fail(message, param, ctx)
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        self._value = value
+        return super().convert(value, param, ctx)
+
+
+def version_option() -> Callable:
+    """``--version``: the installed vlaperf version."""
+    return click.version_option(package_name="vlaperf", message="%(prog)s (vlaperf) %(version)s")
+
+
+def progress_bar(total: int, desc: str, unit: str, no_progress: bool) -> Any:
+    """A tqdm bar on stderr, or ``None`` with ``--no-progress`` or when stderr is not a
+    terminal (CI logs): one switch name, ``--no-progress``, in every vlaperf CLI."""
+    if no_progress or not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr)
+
+
+# ``--quiet`` stays accepted as the old spelling; the parameter is named ``quiet``.
+no_progress_option = click.option(
+    "--no-progress", "--quiet", "quiet", is_flag=True,
+    help="no progress bar (bars are also off when stderr is not a terminal)")

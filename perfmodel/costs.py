@@ -12,12 +12,19 @@ from dataclasses import dataclass
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Profile
 from perfmodel.schema.rules import micro_batching
+from perfmodel.variability import lockstep_barrier_factor
 
 
 @dataclass(frozen=True)
 class StageCosts:
     plan: Plan
     profile: Profile
+
+    def __post_init__(self) -> None:
+        # The profile's costs belong to its own GPU; carry them to the plan's (perfmodel/gpu.py).
+        from perfmodel.gpu import profile_on
+
+        object.__setattr__(self, "profile", profile_on(self.profile, self.plan.cluster.gpu))
 
     # --- env workers (CPU) ---
     @property
@@ -40,6 +47,11 @@ class StageCosts:
         also waits for its slowest env at every step."""
         k = self.plan.workload.num_action_chunks
         barrier = 1.0 + (self.profile.costs.env_lockstep_slowdown if lockstep else 0.0)
+        if lockstep:
+            # The slowest core of the group sets the pace: the order statistic of the per-env
+            # step-time spread (perfmodel.variability; 1.0 without variability).
+            barrier *= lockstep_barrier_factor(n_envs, self.cores_per_worker, k,
+                                               self.profile.variability.env_step_cv)
         return self._cpu_time(n_envs, k * self.profile.costs.env_step_core_s) * barrier
 
     def env_reset_s(self, n_envs: int) -> float:

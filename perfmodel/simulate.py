@@ -163,8 +163,9 @@ def _interval(values: list[float]) -> tuple[float, float, float]:
 
 def predict(plan: Plan, profile: Profile, *, replications: int = 1, seed: int = 0,
             iterations: int = DEFAULT_ITERATIONS, warmup: int = DEFAULT_WARMUP,
-            trace_path: str | Path | None = None) -> dict[str, Any]:
-    """One prediction as a JSON-ready dict (the fields are defined in docs/metrics.md)."""
+            trace_path: str | Path | None = None, interval: bool = True) -> dict[str, Any]:
+    """One prediction as a JSON-ready dict (the fields are defined in docs/metrics.md).
+    ``interval``: add ``throughput_interval`` and ``extrapolation`` (a few more simulations)."""
     if replications < 1:
         raise ConfigError("replications", f"must be an integer >= 1, got {replications}")
     runs = [
@@ -199,6 +200,9 @@ def predict(plan: Plan, profile: Profile, *, replications: int = 1, seed: int = 
         "counts": first.counts,
         "replications": replications,
     }
+    if interval:
+        out.update(_prediction_interval(plan, profile, first.throughput_env_steps_per_s, mean,
+                                        seed=seed, iterations=iterations, warmup=warmup))
     if replications > 1:
         out["throughput_ci95"] = [lo, hi]
         out["iteration_time_ci95"] = [it_lo, it_hi]
@@ -207,4 +211,26 @@ def predict(plan: Plan, profile: Profile, *, replications: int = 1, seed: int = 
         first.recorder.write_trace(trace_path, {"source": "perfmodel", "plan": plan.to_dict(),
                                                  "profile": profile.name})
         out["trace"] = str(trace_path)
+    return out
+
+
+def _prediction_interval(plan: Plan, profile: Profile, first: float, mean: float, *, seed: int,
+                         iterations: int, warmup: int) -> dict[str, Any]:
+    """``throughput_interval`` and ``extrapolation`` (perfmodel.calibration.uncertainty), centred
+    on the mean of the replications; the perturbed simulations replay the first replication's
+    random draws (common random numbers), or one worker replica when costs are deterministic
+    (exact then, perfmodel.sim.modes)."""
+    from perfmodel.calibration.uncertainty import prediction_interval
+
+    def run(pl: Plan, pr: Profile) -> float:
+        return simulate(pl, pr, iterations=iterations, warmup=warmup,
+                        seed=seed if pr.variability.any else None).throughput_env_steps_per_s
+
+    iv, ext, why = prediction_interval(plan, profile, first, run)
+    if iv is not None and first > 0:
+        f = mean / first
+        iv["low"], iv["high"] = iv["low"] * f, iv["high"] * f
+    out: dict[str, Any] = {"throughput_interval": iv, "extrapolation": ext}
+    if why is not None:
+        out["throughput_interval_unavailable"] = why
     return out

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from executor.envs import ACTION_DIM, SUITES, EnvConfig, EnvWorker, LiberoEnv, _benchmark
+from executor.envs import ACTION_DIM, SUITES, EnvConfig, EnvProcessGroup, LiberoEnv, _benchmark
 from perfmodel.schema.errors import ConfigError
 
 
@@ -17,7 +17,7 @@ def test_config_rejects_bad_input():
     with pytest.raises(ConfigError, match="task_id"):
         EnvConfig(task_id=10).check()
     with pytest.raises(ConfigError, match="num_envs"):
-        EnvWorker(EnvConfig(), num_envs=0)
+        EnvProcessGroup(EnvConfig(), num_envs=0)
 
 
 @pytest.mark.parametrize("suite", SUITES)
@@ -40,7 +40,7 @@ def test_suites_ship_tasks_and_init_states(suite):
 def test_worker_renders_scene_and_steps_by_chunks():
     cfg = EnvConfig(suite="libero_goal", task_id=3, image_size=64, max_episode_steps=10, num_action_chunks=5,
                     settle_steps=5)
-    with EnvWorker(cfg, num_envs=1) as worker:
+    with EnvProcessGroup(cfg, num_envs=1) as worker:
         assert worker.languages[0] == _benchmark("libero_goal").get_task(3).language
         first = worker.reset([0])["obs"]
         imgs = first["images"]

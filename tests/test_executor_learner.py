@@ -7,8 +7,10 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as tmp
 
-from executor.learner import (LearnerConfig, compute_gae, evaluate_loss, free_port, grpo_advantages, grpo_update,
-                              init_distributed, make_optimizer, ppo_update, random_batch)
+from executor.learner import (LearnerConfig, advantage_stats, compute_gae, compute_losses, evaluate_loss, free_port,
+                              grpo_advantages, grpo_update, init_distributed, make_optimizer, micro_batch_slice,
+                              ppo_update, random_batch, update_global_batch)
+from perfmodel.schema.rules import micro_batching
 from executor.policies import make_policy
 from perfmodel.schema.errors import ConfigError
 
@@ -35,9 +37,9 @@ def test_update_reduces_loss_and_changes_weights(name, algorithm):
     assert after < before
     assert not torch.equal(before_w, _flat(policy))
     # 16 samples / 8 per global batch x 2 epochs; 2 micro-batches of 4 per global batch
-    assert metrics["train/optimizer_steps"] == 4 and metrics["train/micro_batches"] == 8
+    assert metrics["charts/optimizer_steps"] == 4 and metrics["charts/micro_batches"] == 8
     for key in ("losses/policy", "losses/value", "losses/approx_kl", "losses/entropy", "losses/clipfrac",
-                "losses/total", "train/grad_norm"):
+                "losses/total", "charts/grad_norm"):
         assert key in metrics
     if not use_value:
         assert metrics["losses/value"] == 0.0
@@ -68,12 +70,39 @@ def test_grpo_advantages_are_group_relative():
 
 
 def test_config_checks():
-    with pytest.raises(ConfigError, match="global_batch_size"):
-        LearnerConfig(micro_batch_size=3, global_batch_size=8).check()
     with pytest.raises(ConfigError, match="algorithm"):
         LearnerConfig(algorithm="dpo").check()
     with pytest.raises(ConfigError, match="micro_batch_size"):
         LearnerConfig(micro_batch_size=0).check()
+
+
+def test_micro_batch_slices_cover_the_global_batch_once():
+    for B, R, mbs in ((8, 1, 4), (8, 2, 2), (10, 2, 4), (7, 3, 2), (3, 4, 8), (16, 4, 3)):
+        steps, per_rank = micro_batching(B, R, mbs)
+        seen = []
+        for m in range(steps):
+            for r in range(R):
+                lo, hi = micro_batch_slice(B, R, mbs, m, r)
+                assert 0 <= hi - lo <= per_rank <= mbs
+                seen += range(lo, hi)
+        assert seen == list(range(B)), (B, R, mbs)
+
+
+def test_gradient_accumulation_equals_the_whole_batch_gradient():
+    """Micro-batches of equal size, loss / micro-steps: the accumulated gradient is the gradient
+    of the loss on the whole global batch (advantages normalised over the global batch)."""
+    cfg = LearnerConfig(micro_batch_size=2, global_batch_size=8, max_grad_norm=1e9, lr=0.0)
+    policy = make_policy("pi05", "tiny", seed=3)
+    batch = random_batch(policy, 8, image_size=32, seed=4)
+    metrics = update_global_batch(policy, make_optimizer(policy, cfg), batch, cfg, use_value=True)
+    assert metrics["charts/micro_batches"] == 4
+    ref = make_policy("pi05", "tiny", seed=3)
+    b = dict(batch)
+    mean, std = advantage_stats(b["advantages"])
+    b["advantages"] = (b["advantages"] - mean) / (std + 1e-8)
+    compute_losses(ref, b, cfg, use_value=True)["total"].backward()
+    norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in ref.parameters() if p.grad is not None]))
+    torch.testing.assert_close(torch.tensor(metrics["charts/grad_norm"]), norm, rtol=1e-4, atol=1e-6)
 
 
 def _dp_rank(rank, world, port, q):
@@ -81,28 +110,34 @@ def _dp_rank(rank, world, port, q):
     torch.set_num_threads(1)
     init_distributed(rank, world, "gloo")
     policy = make_policy("pi05", "tiny", seed=0)  # same initial weights on every rank
-    batch = random_batch(policy, 8, image_size=32, seed=10 + rank)  # different data per rank
+    batch = random_batch(policy, 8, image_size=32, seed=10)  # every rank holds the global batch, trains its slices
     cfg = LearnerConfig(update_epoch=1, micro_batch_size=2, global_batch_size=8, lr=1e-5)
     init = _flat(policy)
     metrics = ppo_update(policy, make_optimizer(policy, cfg), batch, cfg)
     w = _flat(policy)
     gathered = [torch.zeros_like(w) for _ in range(world)]
     dist.all_gather(gathered, w)
-    q.put((rank, metrics["train/optimizer_steps"], bool(torch.equal(gathered[0], gathered[1])),
-           bool(torch.equal(init, w))))
+    # the same global batch on one rank: the same averaged gradient
+    dp = make_policy("pi05", "tiny", seed=0)
+    dp_norm = update_global_batch(dp, make_optimizer(dp, cfg), batch, cfg, True, rank, world)["charts/grad_norm"]
+    one = make_policy("pi05", "tiny", seed=0)
+    one_norm = update_global_batch(one, make_optimizer(one, cfg), batch, cfg, True)["charts/grad_norm"]
+    q.put((rank, metrics["charts/optimizer_steps"], bool(torch.equal(gathered[0], gathered[1])),
+           bool(torch.equal(init, w)), dp_norm, one_norm))
     dist.destroy_process_group()
 
 
-def test_data_parallel_ranks_stay_in_sync():
+def test_data_parallel_ranks_stay_in_sync_and_average_the_global_batch():
     ctx = tmp.get_context("spawn")
     q = ctx.Queue()
     port = free_port()
     procs = [ctx.Process(target=_dp_rank, args=(r, 2, port, q)) for r in range(2)]
     for p in procs:
         p.start()
-    results = sorted(q.get(timeout=120) for _ in procs)
+    results = sorted(q.get(timeout=180) for _ in procs)
     for p in procs:
         p.join(timeout=30)
-    for rank, steps, in_sync, unchanged in results:
-        assert steps == 2  # 8 samples per rank, 4 per rank per global batch of 8
+    for rank, steps, in_sync, unchanged, dp_norm, one_norm in results:
+        assert steps == 1  # 8 samples: one global batch of 8 (2 micro-steps of 2 samples x 2 ranks)
         assert in_sync and not unchanged
+        assert abs(dp_norm - one_norm) <= 1e-4 * one_norm

@@ -133,7 +133,7 @@ def check_record(plan: Plan, record: dict, rec, iterations: int = 2, synced: boo
     assert all(s["version"] >= 1 and s["checksum"] != record["initial_weight_checksum"] for s in syncs)
     if synced:
         assert syncs and max(record["generator_versions"]) >= 1
-    assert record["last_train_metrics"]["grad_norm"] > 0
+    assert record["last_train_metrics"]["charts/grad_norm"] > 0
     assert record["env_cpu"]["env_step"]["cpu_s"] > 0 and 0 < record["env_cpu"]["env_step"]["cpu_share"] <= 1.5
     assert record["throughput_env_steps_per_s"] > 0 and record["iteration_time_s"] > 0
     from perfmodel.schema.timeline import STAGES

@@ -80,7 +80,8 @@ def test_cli_plan_writes_runnable_plan(tmp_path, scenario_dict):
     best = max((x for x in doc["rows"] if x["status"] == "ok" and x["gpus"] == 16),
                key=lambda x: x["throughput_env_steps_per_s"])
     written = json.loads(plan_path.read_text())
-    assert written == best["plan"]
+    # the profile file is named relative to the plan file (Plan.load resolves it from there)
+    assert written == {**best["plan"], "profile": "p.json"}
     Plan.from_dict(written)  # strict schema: what executor run reads
     # choosing from the saved sweep gives the same plan
     plan2 = tmp_path / "plan2.json"
@@ -92,7 +93,7 @@ def test_cli_plan_writes_runnable_plan(tmp_path, scenario_dict):
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["throughput_env_steps_per_s"] == best["throughput_env_steps_per_s"]
     d = json.loads(details.read_text())
-    assert d["plan"] == written and d["best"]["throughput_env_steps_per_s"] == best["throughput_env_steps_per_s"]
+    assert {**d["plan"], "profile": "p.json"} == written and d["best"]["throughput_env_steps_per_s"] == best["throughput_env_steps_per_s"]
     assert "runner-up" in d["explanation"] and d["runner_up"]["mode"] != d["best"]["mode"]
 
 

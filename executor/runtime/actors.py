@@ -1,12 +1,12 @@
 """The Ray actors of a real run, one class per worker kind. Plain classes: ``modes.wire``
 wraps them with ``ray.remote`` and places them in the plan's placement group.
 
-- ``EnvWorkerActor``: one per rollout device slot; its envs in groups (pipeline stages, or the
-  finer groups of asynchronous rollout), each group an ``executor.envs.EnvWorker`` (one
+- ``EnvGroupsActor``: one per rollout device slot; its envs in groups (pipeline stages, or the
+  finer groups of asynchronous rollout), each group an ``executor.envs.EnvProcessGroup`` (one
   subprocess per env), so a dead env process is restarted without touching the other groups.
-- ``GeneratorActor``: rollout inference with the policy; loads versioned weights.
-- ``TrainerActor``: one data-parallel rank of the actor (torch.distributed gloo on CPU):
-  micro-batch forward + backward with gradient accumulation, then all-reduce + optimizer step.
+- ``InferenceActor``: rollout inference with the policy; loads versioned weights.
+- ``TrainerRankActor``: one data-parallel rank of the RL trainer (torch.distributed gloo on
+  CPU): ``executor.learner``'s update, micro-batch by micro-batch, then all-reduce + step.
 
 Every method returns its own wall-clock start and end (``time.time()``) so the driver records
 spans of the work itself, not of the Ray round trip.
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-# What a dead or broken env process raises on its pipe (EnvWorker turns EOF into RuntimeError).
+# What a dead or broken env process raises on its pipe (EnvProcessGroup turns EOF into RuntimeError).
 ENV_FAULTS = (RuntimeError, OSError, EOFError)
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -52,10 +52,12 @@ def _torch_threads(n: int) -> None:
     torch.set_num_threads(n)
 
 
-class EnvWorkerActor:
+class EnvGroupsActor:
+    """A rollout slot's envs: one ``executor.envs.EnvProcessGroup`` per env group."""
+
     def __init__(self, index: int, cfg: Any, group_sizes: list[int], first_env: int,
                  cores: list[int] | None) -> None:
-        from executor.envs import EnvWorker, _benchmark, num_tasks
+        from executor.envs import EnvProcessGroup, _benchmark, num_tasks
 
         normal_priority()  # before the env processes are spawned: they inherit it
         self.index, self.cfg, self.cores = index, cfg, cores
@@ -65,7 +67,7 @@ class EnvWorkerActor:
         n_tasks = num_tasks(cfg.suite)
         self.language = [[suite.get_task((f + j) % n_tasks).language for j in range(n)]
                          for f, n in zip(self.first, self.group_sizes)]
-        self._EnvWorker = EnvWorker
+        self._EnvProcessGroup = EnvProcessGroup
         with ThreadPoolExecutor(len(group_sizes)) as pool:  # env processes start in parallel
             self.groups = list(pool.map(self._make, range(len(group_sizes))))
         self.restarts = 0
@@ -78,7 +80,7 @@ class EnvWorkerActor:
         cores = None
         if self.cores:
             cores = tuple(self.cores[(f + j) % len(self.cores)] for j in range(self.group_sizes[g]))
-        return self._EnvWorker(cfg, self.group_sizes[g], cores=cores)
+        return self._EnvProcessGroup(cfg, self.group_sizes[g], cores=cores)
 
     def ready(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "env_pids": [w.pids for w in self.groups]}
@@ -139,7 +141,9 @@ class EnvWorkerActor:
                 pass
 
 
-class GeneratorActor:
+class InferenceActor:
+    """Rollout inference on one rollout slot: the policy's ``generate``; loads versioned weights."""
+
     def __init__(self, backbone: str, scale: str, device: str, seed: int, threads: int) -> None:
         _torch_threads(threads)
         import torch
@@ -149,8 +153,7 @@ class GeneratorActor:
 
         self.policy = make_policy(backbone, scale, device=device, seed=seed).eval()
         self.receiver = WeightReceiver(self.policy)
-        self.gen = torch.Generator().manual_seed(seed + 1)
-        self.calls = 0
+        self.rng = torch.Generator().manual_seed(seed + 1)
 
     def ready(self) -> dict[str, Any]:
         from executor.weight_sync import flatten
@@ -167,8 +170,7 @@ class GeneratorActor:
 
     def generate(self, obs: dict[str, Any]) -> dict[str, Any]:
         t0 = time.time()
-        out = self.policy.generate(obs, generator=self.gen)
-        self.calls += 1
+        out = self.policy.generate(obs, generator=self.rng)
         return {"actions": out.actions.cpu().numpy(), "noise": out.noise.cpu().numpy(),
                 "logprob": out.logprob.cpu().numpy(), "value": out.value.cpu().numpy(),
                 "version": self.receiver.version, "t0": t0, "t1": time.time()}
@@ -181,9 +183,15 @@ class GeneratorActor:
                 "checksum": float(weights.flat.double().sum()), "t0": t0, "t1": t1}
 
 
-class TrainerActor:
+class TrainerRankActor:
+    """One data-parallel rank of the RL trainer. It runs ``executor.learner``'s update of a
+    global batch one micro-batch at a time, as the driver hands them over (``micro_batch``
+    = ``learner.micro_batch_backward``, ``step`` = ``learner.optimizer_step``), so streaming can
+    start before the global batch is complete. ``dump_dir``: save each global batch as trained
+    (weights before, micro-batches, metrics) for the equivalence test."""
+
     def __init__(self, rank: int, world: int, port: int, backbone: str, scale: str, device: str,
-                 seed: int, threads: int, learner: Any) -> None:
+                 seed: int, threads: int, learner: Any, dump_dir: str | None = None) -> None:
         _torch_threads(threads)
         from executor.learner import init_distributed, make_optimizer
         from executor.policies import make_policy
@@ -195,50 +203,56 @@ class TrainerActor:
             os.environ["MASTER_PORT"] = str(port)
             init_distributed(rank, world, backend="gloo", port=port)
         self.policy = make_policy(backbone, scale, device=device, seed=seed)  # same init as generators
-        self.params = [p for p in self.policy.parameters() if p.requires_grad]
         self.optimizer = make_optimizer(self.policy, learner)
         self.publisher = WeightPublisher(self.policy)
         self.use_value = learner.algorithm == "ppo"
         self.optimizer.zero_grad(set_to_none=True)
-        self.metrics: dict[str, float] = {}
+        self.sums: dict[str, float] = {}  # this global batch's losses, summed over micro-batches
+        self.n_micro = 0
+        self.dump_dir, self.steps = dump_dir, 0
+        self.dump: dict[str, Any] | None = None
 
     def ready(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "rank": self.rank}
 
-    def micro_batch(self, mb: dict[str, Any] | None, accumulation: int) -> dict[str, Any]:
-        """Forward + backward of this rank's share of one micro-batch; the loss is divided by
-        the accumulation steps of the global batch, gradients accumulate until ``step``."""
-        import torch
-
-        from executor.learner import compute_losses
+    def micro_batch(self, mb: dict[str, Any] | None, micro_steps: int,
+                    adv_stats: tuple[float, float]) -> dict[str, Any]:
+        """Forward + backward of this rank's micro-batch of the global batch (None: this rank's
+        slice of the last micro-step is empty); gradients accumulate until ``step``."""
+        from executor.learner import micro_batch_backward
 
         t0 = time.time()
+        if self.dump_dir is not None and self.dump is None:
+            self.dump = {"weights_before": {k: v.detach().clone() for k, v in self.policy.state_dict().items()},
+                         "micro_batches": [], "micro_steps": micro_steps, "adv_stats": adv_stats}
         if mb is not None:
-            self.policy.train()
-            adv = torch.as_tensor(mb["advantages"]).float()
-            if self.cfg.norm_adv and adv.numel() > 1:
-                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            batch = {"obs": mb["obs"], "noise": torch.as_tensor(mb["noise"]),
-                     "actions": torch.as_tensor(mb["actions"]), "logprob": torch.as_tensor(mb["logprob"]),
-                     "advantages": adv, "returns": torch.as_tensor(mb["returns"])}
-            losses = compute_losses(self.policy, batch, self.cfg, self.use_value)
-            (losses["loss"] / accumulation).backward()
-            self.metrics = {k: float(v.detach()) for k, v in losses.items()}
+            losses = micro_batch_backward(self.policy, mb, adv_stats, self.cfg, self.use_value, micro_steps)
+            for k, v in losses.items():
+                self.sums[k] = self.sums.get(k, 0.0) + v
+            self.n_micro += 1
+            if self.dump is not None:
+                self.dump["micro_batches"].append(mb)
         return {"t0": t0, "t1": time.time()}
 
     def step(self) -> dict[str, Any]:
-        """Gradient all-reduce over the ranks (collective), clip, one optimizer step."""
-        import torch
-
-        from executor.learner import allreduce_grads
+        """Gradient all-reduce over the ranks (collective), clip, one optimizer step; the global
+        batch's metrics, named as ``learner.update_global_batch`` names them."""
+        from executor.learner import optimizer_step
 
         t0 = time.time()
-        if self.world > 1:
-            allreduce_grads(self.params, self.world)
-        norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.max_grad_norm)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        return {"t0": t0, "t1": time.time(), "grad_norm": float(norm), **self.metrics}
+        grad_norm = optimizer_step(self.policy, self.optimizer, self.cfg, self.world)
+        metrics = {f"losses/{k}": v / max(1, self.n_micro) for k, v in self.sums.items()}
+        metrics.update({"charts/grad_norm": grad_norm, "charts/micro_batches": float(self.n_micro)})
+        self.sums, self.n_micro = {}, 0
+        if self.dump is not None:
+            import torch
+
+            self.dump["metrics"] = metrics
+            os.makedirs(self.dump_dir, exist_ok=True)
+            torch.save(self.dump, os.path.join(self.dump_dir, f"rank{self.rank}_step{self.steps:04d}.pt"))
+            self.dump = None
+        self.steps += 1
+        return {"t0": t0, "t1": time.time(), **metrics}
 
     def to_device(self, device: str) -> dict[str, Any]:
         """Colocated on GPU: offload the policy and optimizer state to host memory or reload."""
@@ -253,6 +267,3 @@ class TrainerActor:
 
     def publish(self) -> Any:
         return self.publisher.publish()
-
-    def weight_checksum(self) -> float:
-        return float(sum(float(p.detach().double().sum()) for p in self.policy.parameters()))

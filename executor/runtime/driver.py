@@ -8,7 +8,6 @@ Spans are recorded with the actors' own start/end times, relative to the run's s
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from concurrent.futures import Future
@@ -18,6 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from perfmodel.schema.plan import Plan
+from perfmodel.schema.rules import batch_fires, global_batches, micro_batching, required_weight_version
 from perfmodel.schema.timeline import Recorder
 from perfmodel.sim.workers import TrainLog as SimTrainLog
 
@@ -166,12 +166,13 @@ def _slice(res: dict[str, Any], lo: int, hi: int) -> dict[str, Any]:
     return {k: (v[lo:hi] if isinstance(v, np.ndarray) else v) for k, v in res.items()}
 
 
-class Generator:
-    """Rollout inference on one device slot (a ``GeneratorActor``, one call at a time).
+class InferenceClient:
+    """The driver's side of one rollout slot's inference (an ``InferenceActor``, one call at a time)
+    (``perfmodel.sim.workers.Generator``).
 
     Lock-step: ``infer`` is one call per env group. Dynamic batching (``run`` in its own
     thread): requests queue; a batch fires once ``b_max`` envs wait or ``t_max`` has passed
-    since the first of them arrived, whichever comes first (``perfmodel.sim.workers.Generator``).
+    since the first of them arrived, whichever comes first (``rules.batch_fires``).
     """
 
     def __init__(self, ctx: Context, name: str, handle: Any, b_max: int, t_max: float) -> None:
@@ -180,7 +181,6 @@ class Generator:
         self.queue: list[tuple[dict[str, Any], int, Future, float]] = []
         self.cond = threading.Condition()
         self.calls = 0
-        self.batched_envs = 0
         self.version = 0
         self.slot = threading.Lock()  # lock-step calls of a worker's groups queue for the slot
 
@@ -191,7 +191,6 @@ class Generator:
         self.ctx.span("inference", self.name, "inference", res, batch=n)
         with self.ctx.lock:
             self.calls += 1
-            self.batched_envs += n
         return res
 
     def submit(self, obs: dict[str, Any]) -> Future:
@@ -209,12 +208,11 @@ class Generator:
             while True:
                 with self.cond:
                     self.ctx.wait(self.cond, lambda: bool(self.queue))
-                    if self.t_max > 0:
-                        deadline = self.queue[0][3] + self.t_max  # from the first request's arrival
-                        while self._waiting() < self.b_max and time.monotonic() < deadline:
-                            if self.ctx.stop.is_set():
-                                raise Stopped()
-                            self.cond.wait(max(0.0, deadline - time.monotonic()))
+                    first = self.queue[0][3]  # t_max counts from the first request's arrival
+                    while not batch_fires(self._waiting(), self.b_max, time.monotonic() - first, self.t_max):
+                        if self.ctx.stop.is_set():
+                            raise Stopped()
+                        self.cond.wait(max(0.0, first + self.t_max - time.monotonic()))
                     batch, n = [], 0
                     while self.queue and (n == 0 or n + self.queue[0][1] <= self.b_max):
                         req = self.queue.pop(0)
@@ -240,23 +238,21 @@ class Generator:
                     raise Stopped() from None
 
 
-def trajectory_samples(plan: Plan, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def trajectory_samples(cfg: Any, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One env group's episode -> samples (env x chunk step) with advantages and returns:
-    PPO: GAE over chunk steps (gamma, lambda of the learner); GRPO: group-relative episode
-    returns over consecutive ``group_size`` envs."""
+    PPO: GAE over chunk steps (gamma, lambda of the run's ``learner.LearnerConfig`` ``cfg``);
+    GRPO: group-relative episode returns over consecutive ``cfg.group_size`` envs."""
     import torch
 
-    from executor.learner import LearnerConfig, compute_gae, grpo_advantages
+    from executor.learner import compute_gae, grpo_advantages
 
-    w = plan.workload
-    cfg = LearnerConfig()
     rewards = torch.tensor(np.stack([s["rewards"] for s in steps]))  # (T, N)
     values = torch.tensor(np.stack([s["value"] for s in steps]))  # (T, N)
     T, N = rewards.shape
     dones = torch.zeros(T, N)
     dones[-1] = 1.0  # full horizon, no early reset: the episode ends at the last chunk step
-    if w.algorithm == "grpo":
-        adv_env = grpo_advantages(rewards.sum(0), w.group_size)
+    if cfg.algorithm == "grpo":
+        adv_env = grpo_advantages(rewards.sum(0), cfg.group_size)
         adv, ret = adv_env.expand(T, N), adv_env.expand(T, N)
     else:
         adv, ret = compute_gae(rewards, values, dones, torch.zeros(N), cfg.gamma, cfg.gae_lambda)
@@ -284,19 +280,20 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
             "returns": np.array([s["return"] for s in samples], np.float32)}
 
 
-class EnvWorker:
-    """One env worker (per rollout device slot): its groups cycle inference -> chunk step,
+class EnvWorkerLoop:
+    """The driver's loop of one env worker (per rollout device slot, an ``EnvGroupsActor``):
+    its groups cycle inference -> chunk step,
     resetting at each rollout epoch; an iteration waits for the weights its staleness bound
     requires and pays the weight sync when newer ones exist (``perfmodel.sim.workers.EnvWorker``)."""
 
     def __init__(self, ctx: Context, index: int, handle: Any, group_sizes: list[int], cores: float,
-                 generator: Generator, buffer: SampleBuffer, weights: WeightStore, log: RolloutLog,
-                 staleness: int, dynamic: bool, inject_fault: tuple[int, int] | None = None,
+                 generator: InferenceClient, buffer: SampleBuffer, weights: WeightStore, log: RolloutLog,
+                 staleness: int, dynamic: bool, learner: Any, inject_fault: tuple[int, int] | None = None,
                  kill_generator_at: int | None = None) -> None:
         self.ctx, self.index, self.handle = ctx, index, handle
         self.group_sizes, self.cores = group_sizes, cores
         self.generator, self.buffer, self.weights, self.log = generator, buffer, weights, log
-        self.staleness, self.dynamic = staleness, dynamic
+        self.staleness, self.dynamic, self.learner = staleness, dynamic, learner
         self.name = f"env_worker_{index}"
         self.version = 0
         self.inject_fault = inject_fault  # (iteration, group): kill one env process once
@@ -309,7 +306,7 @@ class EnvWorker:
                     import ray
 
                     ray.kill(self.generator.handle)
-                self.weights.wait_for(k - self.staleness)
+                self.weights.wait_for(required_weight_version(k, self.staleness))
                 version, ref = self.weights.version, self.weights.ref
                 if version > self.version:
                     res = self.ctx.get(self.generator.handle.load.remote(ref))
@@ -385,7 +382,7 @@ class EnvWorker:
                 self.log.env_steps += n * w.max_episode_steps
                 self.log.episodes += n
                 self.log.successes += int(np.sum(st["success"]))
-            self.buffer.put(trajectory_samples(self.ctx.plan, steps))
+            self.buffer.put(trajectory_samples(self.learner, steps))
 
     def _fault(self, k: int, g: int, epoch: int, err: str, where: str, done_steps: int = 0) -> None:
         with self.ctx.lock:
@@ -399,8 +396,9 @@ class EnvWorker:
             self.ctx.progress(-done_steps)
 
 
-class Actor:
-    """The data-parallel actor (all ranks take part in every micro-batch and step).
+class TrainerLoop:
+    """The driver's loop of the RL trainer ("actor" in RLinf), over its data-parallel
+    ``TrainerRankActor`` ranks (all take part in every micro-step and step).
 
     ``rollout_done``: synchronous modes train only once the iteration's rollout is done.
     ``stream``: the first pass over a global batch starts per micro-batch as samples arrive.
@@ -424,12 +422,6 @@ class Actor:
         t = {"t0": min(r["t0"] for r in res), "t1": max(r["t1"] for r in res)}
         self.ctx.span("phase_switch", "all_gpus", "phase_switch", t, units=len(self.swap), direction=direction)
 
-    def micro_batching(self, size: int) -> tuple[int, int]:
-        """(micro-steps, samples per rank per micro-step), as ``perfmodel.costs.StageCosts``."""
-        r = len(self.ranks)
-        per_rank = min(self.ctx.plan.workload.micro_batch_size, math.ceil(size / r))
-        return math.ceil(size / (per_rank * r)), per_rank
-
     def run(self, iterations: int) -> None:
         try:
             w = self.ctx.plan.workload
@@ -437,10 +429,7 @@ class Actor:
                 if self.rollout_done is not None:
                     self.rollout_done(k)
                 self._switch("to_train")
-                remaining = w.samples_per_iteration
-                while remaining > 0:
-                    size = min(w.global_batch_size, remaining)
-                    remaining -= size
+                for size in global_batches(w.samples_per_iteration, w.global_batch_size):
                     self._global_batch(size)
                 self._switch("to_rollout")
                 ref = self.ranks[0].publish.remote()
@@ -458,17 +447,24 @@ class Actor:
         self.ctx.span(stage, "actor", "train", res, units=len(self.ranks))
 
     def _global_batch(self, size: int) -> None:
+        """One global batch of ``size`` samples, ``update_epoch`` passes, each one optimizer step:
+        ``learner.update_global_batch`` spread over the ranks, one Ray call per rank and
+        micro-step. Advantages are normalised with the global batch's statistics; streaming's
+        first pass starts before the global batch is complete, so it uses those of the samples
+        received so far (the whole global batch from the second pass on)."""
+        from executor.learner import advantage_stats, micro_batch_slice
+
         w = self.ctx.plan.workload
-        micro_steps, per_rank = self.micro_batching(size)
-        per_step = per_rank * len(self.ranks)
+        R, mbs = len(self.ranks), w.micro_batch_size
+        micro_steps, per_rank = micro_batching(size, R, mbs)
         samples: list[dict[str, Any]] = [] if self.stream else self.buffer.get(size)
         for p in range(w.update_epoch):
             for m in range(micro_steps):
                 if self.stream and p == 0:
-                    samples.extend(self.buffer.get(min(per_step, size - len(samples))))
-                mb = samples[m * per_step: min((m + 1) * per_step, size)]
-                shards = [collate(mb[r * per_rank: (r + 1) * per_rank]) for r in range(len(self.ranks))]
-                self._span("train", self._all([rk.micro_batch.remote(s, micro_steps)
+                    samples.extend(self.buffer.get(min((m + 1) * per_rank * R, size) - len(samples)))
+                stats = advantage_stats([s["advantage"] for s in samples])
+                shards = [collate(samples[slice(*micro_batch_slice(size, R, mbs, m, r))]) for r in range(R)]
+                self._span("train", self._all([rk.micro_batch.remote(s, micro_steps, stats)
                                                for rk, s in zip(self.ranks, shards)]))
                 self.log.micro_batches += 1
             results = self._all([rk.step.remote() for rk in self.ranks])

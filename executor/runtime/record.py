@@ -89,12 +89,12 @@ def measured_fields(plan: Plan, rec: Recorder, iteration_done: list[float], warm
 
 
 def compare(record: dict[str, Any], prediction: dict[str, Any]) -> dict[str, Any]:
-    """Predicted vs measured: throughput error and per-stage times (error = measured vs
-    predicted, relative to the prediction)."""
+    """Predicted vs measured: throughput error and per-stage times, error = prediction /
+    measurement - 1 in percent (docs/metrics.md; positive: the model predicted more)."""
     def err(meas, pred):
-        if meas is None or pred is None or pred == 0:
+        if meas is None or pred is None or meas == 0:
             return None
-        return 100.0 * (meas - pred) / pred
+        return 100.0 * (pred / meas - 1.0)
 
     thr_m, thr_p = record["throughput_env_steps_per_s"], prediction["throughput_env_steps_per_s"]
     stages = {}

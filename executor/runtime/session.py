@@ -477,9 +477,7 @@ def execute(plan: Plan, *, iterations: int = DEFAULT_ITERATIONS, warmup: int = D
     opts = opts or RunOptions()
     if warmup >= iterations:
         raise ConfigError("iterations", f"must exceed warmup iterations ({warmup}), got {iterations}")
-    w = plan.workload
-    learner = LearnerConfig(algorithm=w.algorithm, update_epoch=w.update_epoch, micro_batch_size=w.micro_batch_size,
-                            global_batch_size=w.global_batch_size, group_size=w.group_size, seed=opts.seed)
+    learner = LearnerConfig.from_plan(plan, seed=opts.seed)
     result = execute_session(plan, iterations=iterations, opts=opts, learner=learner, address=address,
                              progress=progress, stop=stop, verbose=verbose, ray_log=ray_log,
                              on_session=on_session, after_iteration=after_iteration)

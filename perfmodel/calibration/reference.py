@@ -26,17 +26,26 @@ class ReferencePoint:
 
 
 def load_reference(path: str | Path) -> list[ReferencePoint]:
+    """Published points from a CSV; every problem (unreadable file, not CSV, a short row, a
+    value out of range) is one ConfigError naming the line."""
+    import io
+    import math
+
+    from perfmodel.schema.jsonio import read_text
+    from perfmodel.schema.plan import MAX_GPUS
+
     p = Path(path)
-    if not p.is_file():
-        raise ConfigError("reference", f"file not found: {p}")
-    with p.open(newline="") as fh:
-        reader = csv.DictReader(fh)
+    text = read_text(p, "reference")
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
         missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
             raise ConfigError("reference", f"{p} lacks column(s) {', '.join(missing)} (needs {', '.join(COLUMNS)})")
         points = []
-        for i, row in enumerate(reader, start=2):
-            where = f"reference line {i}"
+        for row in reader:
+            where = f"reference line {reader.line_num}"
+            if any(row.get(c) is None for c in COLUMNS):
+                raise ConfigError(where, f"has fewer fields than the header ({', '.join(COLUMNS)})")
             mode = row["mode"].strip()
             if mode not in MODES:
                 raise ConfigError(f"{where}.mode", f"must be one of {', '.join(MODES)}; got {mode!r}")
@@ -45,10 +54,13 @@ def load_reference(path: str | Path) -> list[ReferencePoint]:
                 thr = float(row["throughput_env_steps_per_s"])
             except ValueError:
                 raise ConfigError(where, "gpus must be an integer and throughput_env_steps_per_s a number") from None
-            if gpus < 1 or not thr > 0:
-                raise ConfigError(where, "gpus must be >= 1 and throughput_env_steps_per_s > 0")
+            if not 1 <= gpus <= MAX_GPUS or not (thr > 0 and math.isfinite(thr)):
+                raise ConfigError(where, f"gpus must be in 1..{MAX_GPUS} and throughput_env_steps_per_s a finite "
+                                         "number > 0")
             ratio = (row["allocation_ratio"] or "").strip() or None
             points.append(ReferencePoint(mode, row["backbone"].strip(), gpus, ratio, thr))
+    except csv.Error as e:
+        raise ConfigError("reference", f"not a valid CSV ({p}: {' '.join(str(e).split())})") from None
     if not points:
         raise ConfigError("reference", f"{p} has no rows")
     return points

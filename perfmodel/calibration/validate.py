@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.profile import Profile
 from perfmodel.calibration.reference import ReferencePoint, published_plan
 from perfmodel.simulate import simulate
@@ -24,8 +25,12 @@ def validate(points: list[ReferencePoint], profiles: dict[str, Profile]) -> dict
     rows = []
     for pt in points:
         prof = profiles[pt.backbone]
-        plan = published_plan(prof, pt.mode, pt.gpus, pt.allocation_ratio)
-        pred = simulate(plan, prof).throughput_env_steps_per_s
+        try:
+            plan = published_plan(prof, pt.mode, pt.gpus, pt.allocation_ratio)
+            pred = simulate(plan, prof).throughput_env_steps_per_s
+        except ConfigError as e:  # name the reference point, not only the plan field
+            raise ConfigError(f"reference ({pt.backbone} {pt.mode} {pt.gpus} GPUs {pt.allocation_ratio or ''})".replace(" )", ")"),
+                              f"{e.field}: {e.message}") from None
         rows.append({
             "mode": pt.mode,
             "backbone": pt.backbone,
@@ -50,6 +55,8 @@ def validate(points: list[ReferencePoint], profiles: dict[str, Profile]) -> dict
         from scipy.stats import spearmanr
 
         spearman = float(spearmanr([r["published"] for r in rows], [r["predicted"] for r in rows]).statistic)
+        if spearman != spearman:  # NaN: a constant column has no rank order; JSON has no NaN
+            spearman = None
     return {
         "points": rows,
         "mape_pct": float(np.mean(abs_err)),

@@ -4,11 +4,15 @@ Objectives:
 - ``throughput``: the most env steps/s using exactly N GPUs.
 - ``cost``: the most env steps per GPU-hour (so per dollar at any fixed price) using at most N
   GPUs: a smaller cluster that scales better can be cheaper per env step.
+- ``time``: fewest GPU-hours (so fewest dollars at one GPU-hour price) to reach a target of
+  env steps within a deadline, on at most N GPUs: the plans that finish in time, cheapest first.
+  The answer is printed as time and money (hours to the target, GPU-hours, dollars).
 Ties go to the higher throughput, then to the earlier sweep row.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -17,29 +21,68 @@ from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Profile
 from perfmodel.planning.sweep import SweepSpec, run_sweep
 
-OBJECTIVES = ("throughput", "cost")
+OBJECTIVES = ("throughput", "cost", "time")
+
+
+def _budget_ok(r: dict[str, Any], gpus: int, objective: str) -> bool:
+    return r["gpus"] == gpus if objective == "throughput" else r["gpus"] <= gpus
+
+
+def hours_to(r: dict[str, Any], env_steps: float) -> float:
+    """Wall-clock hours for a plan to run ``env_steps`` env steps at its predicted throughput."""
+    return env_steps / r["throughput_env_steps_per_s"] / 3600.0
+
+
+def time_and_money(r: dict[str, Any], env_steps: float, price: float | None) -> dict[str, Any]:
+    hours = hours_to(r, env_steps)
+    out = {"env_steps": env_steps, "hours": hours, "gpu_hours": hours * r["gpus"]}
+    out["dollars"] = out["gpu_hours"] * price if price else None
+    return out
 
 
 def objective_key(objective: str):
     if objective == "throughput":
         return lambda r: (r["throughput_env_steps_per_s"], -r["index"])
-    if objective == "cost":
+    if objective in ("cost", "time"):  # fewest GPU-hours per env step = most env steps per GPU-hour
         return lambda r: (r["env_steps_per_gpu_hour"], r["throughput_env_steps_per_s"], -r["index"])
     raise ConfigError("--objective", f"must be one of {', '.join(OBJECTIVES)}; got {objective!r}")
 
 
-def candidates(rows: list[dict[str, Any]], gpus: int, objective: str) -> list[dict[str, Any]]:
-    """The feasible rows the objective may choose from, best first."""
-    ok = [r for r in rows if r["status"] == "ok"
-          and (r["gpus"] == gpus if objective == "throughput" else r["gpus"] <= gpus)]
+def candidates(rows: list[dict[str, Any]], gpus: int, objective: str,
+               target: tuple[float, float] | None = None) -> list[dict[str, Any]]:
+    """The feasible rows the objective may choose from, best first. ``target`` (env steps,
+    hours) keeps, for the time objective, the rows that reach the env steps in time."""
+    ok = [r for r in rows if r["status"] == "ok" and _budget_ok(r, gpus, objective)]
+    if objective == "time" and target is not None:
+        ok = [r for r in ok if hours_to(r, target[0]) <= target[1]]
     return sorted(ok, key=objective_key(objective), reverse=True)
 
 
-def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput") -> dict[str, Any]:
+def check_target(objective: str, target: tuple[float, float] | None) -> None:
+    if objective == "time":
+        if target is None:
+            raise ConfigError("--env-steps", "and --within-hours are required for --objective time")
+        steps, hours = target
+        if not (steps > 0 and hours > 0 and math.isfinite(steps) and math.isfinite(hours)):
+            raise ConfigError("--env-steps", f"and --within-hours must be positive numbers, got {steps} and {hours}")
+    elif target is not None:
+        raise ConfigError("--env-steps", "and --within-hours go with --objective time")
+
+
+def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
+           target: tuple[float, float] | None = None) -> dict[str, Any]:
     """The best row for ``gpus`` under ``objective``, the runner-up (the best row of another
     mode, or the second-best row when only one mode is feasible) and the explanation."""
     objective_key(objective)
-    cands = candidates(doc["rows"], gpus, objective)
+    check_target(objective, target)
+    cands = candidates(doc["rows"], gpus, objective, target)
+    if not cands and objective == "time":
+        ok = [r for r in doc["rows"] if r["status"] == "ok" and r["gpus"] <= gpus]
+        if ok:
+            fastest = max(ok, key=lambda r: r["throughput_env_steps_per_s"])
+            raise ConfigError("--within-hours", f"no plan on at most {gpus} GPUs reaches {target[0]:g} env steps in "
+                                                f"{target[1]:g} h; the fastest, {_describe(fastest)}, needs "
+                                                f"{hours_to(fastest, target[0]):.1f} h")
     if not cands:
         swept = sorted({r["gpus"] for r in doc["rows"]})
         what = f"at {gpus} GPUs" if objective == "throughput" else f"at or below {gpus} GPUs"
@@ -49,7 +92,17 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput") -> dic
     others = [r for r in cands[1:] if r["mode"] != best["mode"]] or cands[1:]
     runner = others[0] if others else None
     colocated = [r for r in cands if r["mode"] == "colocated" and r["gpus"] == best["gpus"]]
+    price = doc.get("spec", {}).get("gpu_hour_price")
+    goal = None
+    if objective == "time":
+        goal = {"target_env_steps": target[0], "within_hours": target[1], "gpu_hour_price": price,
+                "best": time_and_money(best, target[0], price),
+                "runner_up": time_and_money(runner, target[0], price) if runner else None}
+    explanation = explain(best, runner, colocated[0] if colocated else None, objective, gpus, price, len(cands))
+    if goal is not None:
+        explanation = _time_sentence(goal, best, runner) + " " + explanation
     return {
+        "goal": goal,
         "objective": objective,
         "gpus_budget": gpus,
         "best": best,
@@ -58,9 +111,22 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput") -> dic
         "candidates": len(cands),
         "infeasible": sum(r["status"] != "ok" for r in doc["rows"]
                           if (r["gpus"] == gpus if objective == "throughput" else r["gpus"] <= gpus)),
-        "explanation": explain(best, runner, colocated[0] if colocated else None, objective, gpus,
-                               doc.get("spec", {}).get("gpu_hour_price"), len(cands)),
+        "explanation": explanation,
     }
+
+
+def _money(t: dict[str, Any]) -> str:
+    s = f"{t['hours']:.2f} h, {t['gpu_hours']:.1f} GPU-hours"
+    return s + (f", ${t['dollars']:,.2f}" if t["dollars"] is not None else "")
+
+
+def _time_sentence(goal: dict[str, Any], best: dict[str, Any], runner: dict[str, Any] | None) -> str:
+    s = (f"To reach {goal['target_env_steps']:g} env steps within {goal['within_hours']:g} h: {_describe(best)} takes "
+         f"{_money(goal['best'])} (fewest GPU-hours of the plans that finish in time"
+         + (", so fewest dollars at one price" if goal["gpu_hour_price"] else "") + ").")
+    if runner is not None and goal["runner_up"] is not None:
+        s += f" Runner-up {_describe(runner)}: {_money(goal['runner_up'])}."
+    return s
 
 
 def _describe(r: dict[str, Any]) -> str:
@@ -76,6 +142,9 @@ def _describe(r: dict[str, Any]) -> str:
 
 def _thr(r: dict[str, Any]) -> str:
     s = f"{r['throughput_env_steps_per_s']:.1f} env steps/s"
+    if r.get("throughput_low") is not None:
+        s += (f" (90% interval {r['throughput_low']:.1f}..{r['throughput_high']:.1f}"
+              + (", extrapolated beyond the calibrated scale" if r.get("extrapolation") else "") + ")")
     if r.get("throughput_ci95"):
         lo, hi = r["throughput_ci95"]
         s += f" (95% CI {lo:.1f}..{hi:.1f})"
@@ -89,8 +158,10 @@ def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict
     busiest = max(res, key=res.get)
     stages = {k: v for k, v in pred["stage_time_s"].items() if v > 0}
     top_stage = max(stages, key=stages.get) if stages else "-"
+    by = {"throughput": "throughput", "cost": "env steps per GPU-hour (cost)",
+          "time": "GPU-hours to the target within the deadline (time)"}[objective]
     parts = [f"Best plan for {'exactly' if objective == 'throughput' else 'at most'} {gpus} GPUs by "
-             f"{'throughput' if objective == 'throughput' else 'env steps per GPU-hour (cost)'}, out of "
+             f"{by}, out of "
              f"{n_candidates} feasible candidates: {_describe(best)}"
              + f", predicted {_thr(best)}, {best['env_steps_per_gpu_hour']:.0f} env steps per GPU-hour"
              + (f" ({best['env_steps_per_dollar']:.0f} per dollar at ${price:g}/GPU-hour)" if price else "") + "."]
@@ -124,13 +195,15 @@ def planning_spec(base: SweepSpec, gpus: int, objective: str) -> SweepSpec:
 
 
 def plan_best(base: SweepSpec, profile: Profile, gpus: int, objective: str = "throughput", *,
-              jobs: int | None = None, progress=None) -> tuple[dict[str, Any], dict[str, Any]]:
+              jobs: int | None = None, progress=None, target: tuple[float, float] | None = None
+              ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Sweep what ``gpus`` and ``objective`` allow and choose; returns (choice, sweep doc)."""
     if gpus < 1:
         raise ConfigError("--gpus", f"must be an integer >= 1, got {gpus}")
     objective_key(objective)
+    check_target(objective, target)
     doc = run_sweep(planning_spec(base, gpus, objective), profile, jobs=jobs, progress=progress)
-    return choose(doc, gpus, objective), doc
+    return choose(doc, gpus, objective, target), doc
 
 
 def chosen_plan(choice: dict[str, Any]) -> Plan:
@@ -147,5 +220,5 @@ def choice_summary(choice: dict[str, Any]) -> dict[str, Any]:
 
     return {"kind": "perfmodel.plan_choice", "objective": choice["objective"], "gpus_budget": choice["gpus_budget"],
             "plan": choice["best"]["plan"], "best": slim(choice["best"]), "runner_up": slim(choice["runner_up"]),
-            "colocated": slim(choice["colocated"]), "candidates": choice["candidates"],
+            "colocated": slim(choice["colocated"]), "candidates": choice["candidates"], "goal": choice.get("goal"),
             "infeasible": choice["infeasible"], "explanation": choice["explanation"]}

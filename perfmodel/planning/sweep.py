@@ -61,6 +61,11 @@ class SweepSpec:
     replications: int = 1
     seed: int = 0
     max_staleness: int | None = None
+    # A plan to start every combination from (an imported RLinf config: its workload, cluster
+    # and knobs), envs scaled with the GPU count at its envs per GPU; None = the profile's
+    # published setup. ``gpu``: the accelerator (perfmodel/schema/hardware.py) when not h100.
+    base_plan: dict[str, Any] | None = None
+    gpu: str | None = None
 
     def check(self) -> None:
         if not self.modes:
@@ -150,7 +155,23 @@ def build_plan(spec: SweepSpec, profile: Profile, c: Combo) -> Plan:
     knobs: dict[str, Any] = {"pipeline_stage_num": c.pipeline_stage_num, "b_max": c.b_max, "t_max_s": c.t_max_s}
     if spec.max_staleness is not None:
         knobs["max_staleness"] = spec.max_staleness
-    plan = published_plan(profile, c.mode, c.gpus, c.allocation_ratio, **knobs)
+    if spec.base_plan is None:
+        plan = published_plan(profile, c.mode, c.gpus, c.allocation_ratio, **knobs)
+    else:
+        base = Plan.from_dict(spec.base_plan, "base plan")
+        envs = base.workload.total_num_envs * c.gpus / base.cluster.gpus
+        if not float(envs).is_integer():
+            raise ConfigError("plan.workload.total_num_envs",
+                              f"{base.workload.total_num_envs} envs on {base.cluster.gpus} GPUs do not scale to {c.gpus} GPUs")
+        disagg = MODE_TABLE[c.mode].disaggregated
+        plan = base.with_(mode=c.mode, allocation_ratio=(c.allocation_ratio or "1:1") if disagg else None,
+                          workload=base.workload.__class__(**{**base.workload.__dict__, "total_num_envs": int(envs)}),
+                          cluster=base.cluster.__class__(**{**base.cluster.__dict__, "gpus": c.gpus}), **knobs)
+        plan.check()
+    if spec.gpu is not None and spec.gpu != plan.cluster.gpu:
+        from perfmodel.gpu import cluster_on
+
+        plan = plan.with_(cluster=cluster_on(plan.cluster, spec.gpu))
     return plan.with_(profile=spec.profile_ref)
 
 
@@ -189,6 +210,11 @@ def evaluate(spec: SweepSpec, profile: Profile, c: Combo) -> dict[str, Any]:
     })
     if "throughput_ci95" in pred:
         row["throughput_ci95"] = pred["throughput_ci95"]
+    iv = pred.get("throughput_interval")
+    row["throughput_low"] = iv["low"] if iv else None
+    row["throughput_high"] = iv["high"] if iv else None
+    ext = pred.get("extrapolation") or {}
+    row["extrapolation"] = bool(ext.get("beyond_calibrated_gpus") or ext.get("beyond_calibrated_nodes"))
     return row
 
 
@@ -253,7 +279,8 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         b = rs[0]
         for r in rs:
             entry = {k: r.get(k) for k in ("index", "gpus", "allocation_ratio", "pipeline_stage_num", "b_max", "t_max_s",
-                                           "throughput_env_steps_per_s", "throughput_ci95", "gain_over_colocated_pct",
+                                           "throughput_env_steps_per_s", "throughput_low", "throughput_high",
+                                           "throughput_ci95", "gain_over_colocated_pct",
                                            "env_steps_per_gpu_hour", "env_steps_per_dollar", "bottleneck")}
             entry["mode"] = mode
             entry["scaling_efficiency"] = ((r["throughput_env_steps_per_s"] / r["gpus"])
@@ -316,7 +343,8 @@ def run_sweep(spec: SweepSpec, profile: Profile, *, jobs: int | None = None,
 
 
 CSV_COLUMNS = ("index", "status", "mode", "gpus", "allocation_ratio", "rollout_gpus", "actor_gpus",
-               "pipeline_stage_num", "b_max", "t_max_s", "throughput_env_steps_per_s", "throughput_ci95_low",
+               "pipeline_stage_num", "b_max", "t_max_s", "throughput_env_steps_per_s", "throughput_low",
+               "throughput_high", "extrapolation", "throughput_ci95_low",
                "throughput_ci95_high", "iteration_time_s", "bound_env_steps_per_s", "bottleneck",
                "scaling_efficiency", "scaling_baseline_gpus", "gain_over_colocated_pct",
                "env_steps_per_gpu_hour", "env_steps_per_dollar", "util_env_cpu", "util_rollout_gpu",
@@ -357,7 +385,7 @@ def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
     """The terminal table: one line per feasible row (infeasible ones counted at the end)."""
     price = doc["spec"]["gpu_hour_price"]
     head = (f"{'gpus':>5} {'mode':<14} {'ratio':>5} {'stg':>3} {'b_max':>5} {'t_max':>5} {'env steps/s':>12} "
-            f"{'95% CI':>17} {'scal.eff':>8} {'vs coloc':>9} {'steps/GPU-h':>12} "
+            f"{'90% interval':>17} {'scal.eff':>8} {'vs coloc':>9} {'steps/GPU-h':>12} "
             f"{'steps/$':>10} {'bottleneck':<11}")
     lines = [head]
     for r in doc["rows"]:
@@ -366,8 +394,9 @@ def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
                 lines.append(f"{r['gpus']:>5} {r['mode']:<14} {r['allocation_ratio'] or '-':>5} "
                              f"{r['pipeline_stage_num']:>3} not run: {r['reason']}")
             continue
-        ci = r.get("throughput_ci95")
-        ci_s = f"{ci[0]:.1f}..{ci[1]:.1f}" if ci else "-"
+        # The prediction interval (what calibration leaves open; '*' beyond the calibrated scale).
+        ci_s = (f"{r['throughput_low']:.0f}..{r['throughput_high']:.0f}" if r.get("throughput_low") is not None
+                else "-") + ("*" if r.get("extrapolation") else "")
         gain = r["gain_over_colocated_pct"]
         lines.append(
             f"{r['gpus']:>5} {r['mode']:<14} {r['allocation_ratio'] or '-':>5} {r['pipeline_stage_num']:>3} "
@@ -380,6 +409,8 @@ def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
                  + (f", {s['errors']} failed" if s["errors"] else "")
                  + (": " + "; ".join(f"{n} {k}" for k, n in sorted(s["not_run_by_reason"].items()))
                     if s["not_run_by_reason"] else ""))
+    lines.append("note: 90% interval = prediction interval from the calibration's uncertainty; "
+                 "* = extrapolation beyond the calibrated GPU or node counts (docs/metrics.md)")
     lines.append(f"note: {SCALING_NOTE}")
     lines.append(f"note: {GAIN_NOTE}" + ("" if "colocated" in doc["spec"]["modes"] else " (colocated not swept: '-')"))
     if price is None:

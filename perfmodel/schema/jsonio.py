@@ -18,16 +18,61 @@ from perfmodel.schema.errors import ConfigError
 _MISSING = object()
 
 
-def load_json(path: str | Path, what: str) -> Any:
+# Integers longer than this are refused while reading: no size in any input comes near it,
+# and Python spends seconds converting a 5000-digit literal (or refuses it).
+MAX_INT_DIGITS = 15
+# Inputs (plans, profiles, sweeps with every prediction) are far smaller; this stops a read of
+# /dev/zero or a wrong multi-GB file before it fills memory.
+MAX_INPUT_BYTES = 256 << 20
+
+
+def read_text(path: str | Path, what: str) -> str:
+    """A text file's content, or a ConfigError naming ``what`` and the file (never an OSError)."""
     p = Path(path)
-    if not p.is_file():
-        raise ConfigError(what, f"file not found: {p}")
     try:
-        return json.loads(p.read_text())
-    except json.JSONDecodeError as e:
-        raise ConfigError(what, f"not valid JSON ({p}: line {e.lineno}: {e.msg})") from None
+        if p.is_dir():
+            raise ConfigError(what, f"{p} is a directory, not a file")
+        if not p.exists():
+            raise ConfigError(what, f"file not found: {p}")
+        with p.open("rb") as fh:
+            data = fh.read(MAX_INPUT_BYTES + 1)
+        if len(data) > MAX_INPUT_BYTES:
+            raise ConfigError(what, f"{p} is larger than {MAX_INPUT_BYTES >> 20} MiB; no input is that large")
+        return data.decode("utf-8")
+    except OSError as e:
+        raise ConfigError(what, f"cannot read {p}: {e.strerror or type(e).__name__}") from None
     except UnicodeDecodeError:
-        raise ConfigError(what, f"not a JSON text file: {p}") from None
+        raise ConfigError(what, f"not a text file (bytes that are not UTF-8): {p}") from None
+
+
+def parse_json(text: str, what: str, where: str) -> Any:
+    """Parse JSON text: bounded nesting (deep nesting is refused, not a RecursionError) and
+    integer literals of at most ``MAX_INT_DIGITS`` digits. NaN/Infinity literals parse (the
+    field readers refuse them, naming the field)."""
+
+    def parse_int(s: str) -> int:
+        digits = len(s.lstrip("-"))
+        if digits > MAX_INT_DIGITS:
+            raise ConfigError(what, f"{where}: integer {s[:10]}... has {digits} digits; "
+                                    f"integers may have at most {MAX_INT_DIGITS}")
+        return int(s)
+
+    try:
+        return json.loads(text, parse_int=parse_int)
+    except json.JSONDecodeError as e:
+        raise ConfigError(what, f"not valid JSON ({where}: line {e.lineno}: {e.msg})") from None
+    except ConfigError:
+        raise
+    except RecursionError:
+        raise ConfigError(what, f"{where}: nested too deeply to be a valid input") from None
+    except ValueError as e:  # e.g. a number literal Python refuses to convert
+        raise ConfigError(what, f"not valid JSON ({where}: {' '.join(str(e).split())})") from None
+
+
+def load_json(path: str | Path, what: str) -> Any:
+    """Read a JSON file; every problem (missing, unreadable, a directory, not UTF-8, not JSON,
+    too deep, huge integers) is a ConfigError naming ``what`` and the file."""
+    return parse_json(read_text(path, what), what, str(path))
 
 
 class Fields:
@@ -57,16 +102,8 @@ class Fields:
             allowed = ", ".join(sorted(self.seen))
             raise ConfigError(self.sub(unknown[0]), f"unknown field (allowed: {allowed})")
 
-    def int(self, name: str, default: Any = _MISSING, *, min: int | None = 1) -> int:
-        v = self._raw(name, default)
-        if isinstance(v, bool) or not isinstance(v, int):
-            if isinstance(v, float) and v.is_integer():
-                v = int(v)
-            else:
-                raise ConfigError(self.sub(name), f"must be an integer, got {v!r}")
-        if min is not None and v < min:
-            raise ConfigError(self.sub(name), f"must be an integer >= {min}, got {v}")
-        return v
+    def int(self, name: str, default: Any = _MISSING, *, min: int | None = 1, max: int | None = None) -> int:
+        return check_int(self.sub(name), self._raw(name, default), min=min, max=max)
 
     def float(
         self,
@@ -101,6 +138,20 @@ class Fields:
 
     def object(self, name: str, default: Any = _MISSING) -> "Fields":
         return Fields(self._raw(name, default), self.sub(name))
+
+
+def check_int(field: str, v: Any, *, min: int | None = 1, max: int | None = None) -> int:
+    """An integer (or an integral float) within [min, max]; the message gives the range."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        else:
+            raise ConfigError(field, f"must be an integer, got {v!r}")
+    if (min is not None and v < min) or (max is not None and v > max):
+        if max is None:
+            raise ConfigError(field, f"must be an integer >= {min}, got {v}")
+        raise ConfigError(field, f"must be an integer in {min if min is not None else '..'}..{max}, got {v}")
+    return v
 
 
 def check_float(

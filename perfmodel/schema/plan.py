@@ -15,11 +15,37 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.schema.errors import ConfigError
-from perfmodel.schema.jsonio import Fields, load_json
+from perfmodel.schema.jsonio import Fields, check_int, load_json
+from perfmodel.schema.hardware import DEFAULT_GPU, GPU_NAMES
 from perfmodel.schema.modes import MODE_TABLE, MODES, Mode
 from perfmodel.schema.placement import Placement, placement_of
 
 ALGORITHMS = ("ppo", "grpo")
+# How the system runs (issue 13): plan fields whose defaults reproduce the published setup.
+# RLinf scheduler/placement/packed.py: contiguous global GPU ranges, a node filled before the
+# next; "split" divides every node by the allocation ratio.
+PLACEMENT_STRATEGIES = ("packed", "split")
+# RLinf actor.fsdp_config.sharding_strategy; the RL-VLA3 fork's training_backend/fsdp.yaml
+# (and RLinf's hybrid_engines/fsdp.yaml default) is full_shard.
+SHARDING_STRATEGIES = ("no_shard", "full_shard")
+# Which parameters train: the RL-VLA3 fork's model/pi0_5.yaml (and RLinf's) set
+# openpi.train_expert_only: True; GR00T trains its action head with the VLM frozen.
+TRAINED_PARTS = ("action_expert", "full")
+
+# Field ranges: far beyond any real config (RLinf LIBERO: 480-512 env steps per episode, 5-10
+# action chunks, rollout_epoch <= 16), they stop absurd sizes at the door with the range in the
+# message. How much work one simulation may take is perfmodel.simulate.check_simulable's.
+MAX_GPUS = 16384
+MAX_FIELD = {
+    "total_num_envs": 10**7,
+    "max_episode_steps": 100_000,
+    "num_action_chunks": 10_000,
+    "rollout_epoch": 10_000,
+    "update_epoch": 10_000,
+    "micro_batch_size": 10**8,
+    "global_batch_size": 10**9,
+    "group_size": 10**4,
+}
 
 
 @dataclass(frozen=True)
@@ -80,9 +106,7 @@ class Workload:
     def check(self, path: str = "workload") -> None:
         for name in ("total_num_envs", "max_episode_steps", "num_action_chunks", "rollout_epoch",
                      "update_epoch", "micro_batch_size", "global_batch_size", "group_size"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ConfigError(f"{path}.{name}", f"must be an integer >= 1, got {v!r}")
+            check_int(f"{path}.{name}", getattr(self, name), min=1, max=MAX_FIELD[name])
         if self.algorithm not in ALGORITHMS:
             raise ConfigError(f"{path}.algorithm", f"must be one of {', '.join(ALGORITHMS)}; got {self.algorithm!r}")
         if self.max_episode_steps % self.num_action_chunks:
@@ -119,6 +143,20 @@ class Cluster:
     intra_node_bw_GBps: float = 200.0
     inter_node_bw_GBps: float = 25.0
     actor_cpu_cores_per_gpu: float = 0.0
+    # False = NCCL_P2P_DISABLE=1, as the RL-VLA3 authors' scripts/run_libero.sh sets it: no
+    # NVLink peer-to-peer, so collectives inside a node go through host memory (NCCL's SHM
+    # transport over PCIe) at ``host_bw_GBps`` per GPU instead of ``intra_node_bw_GBps``.
+    p2p: bool = False
+    host_bw_GBps: float = 20.0
+    gpu_memory_gb: float = 80.0  # H100 SXM (the published setup: H100-class likely)
+    # The accelerator (perfmodel/schema/hardware.py); costs measured on the profile's own GPU are
+    # scaled to it (perfmodel/gpu.py). The published setup: H100-class likely.
+    gpu: str = DEFAULT_GPU
+
+    @property
+    def local_bw_GBps(self) -> float:
+        """Per-GPU bandwidth of a collective among GPUs of one node (NVLink or host path)."""
+        return self.intra_node_bw_GBps if self.p2p else min(self.host_bw_GBps, self.intra_node_bw_GBps)
 
     @property
     def nodes(self) -> int:
@@ -133,18 +171,36 @@ class Cluster:
         f = Fields(obj, path)
         d = defaults
         c = cls(
-            gpus=f.int("gpus") if d is None else f.int("gpus", d.gpus),
-            gpus_per_node=f.int("gpus_per_node", d.gpus_per_node if d else 8),
-            cpu_cores_per_node=f.int("cpu_cores_per_node", d.cpu_cores_per_node if d else 128),
+            gpus=f.int("gpus", max=MAX_GPUS) if d is None else f.int("gpus", d.gpus, max=MAX_GPUS),
+            gpus_per_node=f.int("gpus_per_node", d.gpus_per_node if d else 8, max=1024),
+            cpu_cores_per_node=f.int("cpu_cores_per_node", d.cpu_cores_per_node if d else 128, max=1_000_000),
             node_ram_gb=f.float("node_ram_gb", d.node_ram_gb if d else 2048.0, min=0.0, strict_min=True),
             intra_node_bw_GBps=f.float("intra_node_bw_GBps", d.intra_node_bw_GBps if d else 200.0,
                                        min=0.0, strict_min=True),
             inter_node_bw_GBps=f.float("inter_node_bw_GBps", d.inter_node_bw_GBps if d else 25.0,
                                        min=0.0, strict_min=True),
             actor_cpu_cores_per_gpu=f.float("actor_cpu_cores_per_gpu", d.actor_cpu_cores_per_gpu if d else 0.0),
+            p2p=f.bool("p2p", d.p2p if d else False),
+            host_bw_GBps=f.float("host_bw_GBps", d.host_bw_GBps if d else 20.0, min=0.0, strict_min=True),
+            gpu_memory_gb=f.float("gpu_memory_gb", d.gpu_memory_gb if d else 80.0, min=0.0, strict_min=True),
+            gpu=f.str("gpu", d.gpu if d else DEFAULT_GPU, choices=GPU_NAMES),
         )
         f.done()
         return c
+
+
+def is_profile_path(ref: str) -> bool:
+    """A profile reference that names a file (``x.json`` or with a directory part), not a
+    bundled profile name such as ``pi05``."""
+    return ref.endswith(".json") or "/" in ref or "\\" in ref
+
+
+def resolve_profile_ref(ref: str, base_dir: str | Path) -> str:
+    """``ref`` as a path relative to ``base_dir`` (the file that names it) when it is a relative
+    file path; bundled names and absolute paths unchanged."""
+    if not is_profile_path(ref) or Path(ref).is_absolute():
+        return ref
+    return str(Path(base_dir) / ref)
 
 
 def parse_ratio(text: str, gpus: int, field: str = "allocation_ratio") -> tuple[int, int]:
@@ -181,6 +237,12 @@ class Plan:
     b_max: int | None = None
     t_max_s: float = 0.05
     max_staleness: int = 1
+    placement_strategy: str = "packed"
+    sharding_strategy: str = "full_shard"
+    trained_part: str = "action_expert"
+    # RL-VLA3's LIBERO configs: enable_offload False for env, rollout and actor. Colocated
+    # without offload keeps every model resident on every GPU (memory is checked).
+    enable_offload: bool = False
 
     @property
     def mechanisms(self) -> Mode:
@@ -238,8 +300,8 @@ class Plan:
     def check(self, path: str = "plan") -> None:
         if self.mode not in MODES:
             raise ConfigError(f"{path}.mode", f"must be one of {', '.join(MODES)}; got {self.mode!r}")
-        if self.cluster.gpus < 1:
-            raise ConfigError(f"{path}.cluster.gpus", f"must be an integer >= 1, got {self.cluster.gpus}")
+        check_int(f"{path}.cluster.gpus", self.cluster.gpus, min=1, max=MAX_GPUS)
+        self.workload.check(f"{path}.workload")
         if not self.mechanisms.disaggregated:
             if self.allocation_ratio is not None:
                 raise ConfigError(f"{path}.allocation_ratio",
@@ -249,10 +311,6 @@ class Plan:
                 raise ConfigError(f"{path}.allocation_ratio",
                                   f"is required for {self.mode} (rollout:actor GPUs, e.g. 1:1)")
             parse_ratio(self.allocation_ratio, self.cluster.gpus, f"{path}.allocation_ratio")
-        if self.env_cores_per_worker <= 0:
-            raise ConfigError(f"{path}.cluster.actor_cpu_cores_per_gpu",
-                              f"actor GPUs would keep all {self.cluster.cpu_cores_per_node} cores of a node "
-                              "that hosts env workers; must be less")
         if self.pipeline_stage_num < 1:
             raise ConfigError(f"{path}.pipeline_stage_num", f"must be an integer >= 1, got {self.pipeline_stage_num}")
         w = self.workload
@@ -262,6 +320,7 @@ class Plan:
                 f"{path}.workload.total_num_envs",
                 f"{w.total_num_envs} envs do not divide over {g_r} env workers (one per rollout GPU)",
             )
+        self._check_env_cores(path)
         if self.envs_per_worker % self.pipeline_stage_num:
             raise ConfigError(
                 f"{path}.pipeline_stage_num",
@@ -271,8 +330,31 @@ class Plan:
             raise ConfigError(f"{path}.b_max", f"must be an integer >= 1 or null, got {self.b_max}")
         if not (self.t_max_s >= 0 and math.isfinite(self.t_max_s)):
             raise ConfigError(f"{path}.t_max_s", f"must be a finite number >= 0, got {self.t_max_s}")
-        if self.max_staleness < 0:
-            raise ConfigError(f"{path}.max_staleness", f"must be an integer >= 0, got {self.max_staleness}")
+        check_int(f"{path}.max_staleness", self.max_staleness, min=0, max=10_000)
+        for name, allowed in (("placement_strategy", PLACEMENT_STRATEGIES),
+                              ("sharding_strategy", SHARDING_STRATEGIES), ("trained_part", TRAINED_PARTS)):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{path}.{name}", f"must be one of {', '.join(allowed)}; got {getattr(self, name)!r}")
+        if not isinstance(self.enable_offload, bool):
+            raise ConfigError(f"{path}.enable_offload", f"must be true or false, got {self.enable_offload!r}")
+
+    def _check_env_cores(self, path: str) -> None:
+        """Every env worker needs at least one CPU core of its node: fewer cores than the env
+        workers on a node cannot run them (the model would have to invent the missing cores)."""
+        c = self.cluster
+        if self.env_cores_per_worker >= 1:
+            return
+        workers = self.placement.max_workers_per_node
+        kept = 0.0 if not self.mechanisms.disaggregated else c.actor_cpu_cores_per_gpu
+        if kept > 0:
+            actors = max((n.actor for n in self.placement.nodes if n.rollout), default=0)
+            raise ConfigError(f"{path}.cluster.cpu_cores_per_node",
+                              f"must leave at least one core per env worker: {workers} env worker(s) and {actors} "
+                              f"actor GPU(s) keeping {kept:g} cores each share a node of {c.cpu_cores_per_node} "
+                              f"cores; need at least {math.ceil(workers + actors * kept)}")
+        raise ConfigError(f"{path}.cluster.cpu_cores_per_node",
+                          f"must be at least the env workers per node ({workers}: one per rollout GPU), "
+                          f"got {c.cpu_cores_per_node}")
 
     @classmethod
     def from_dict(cls, obj: Any, path: str = "plan") -> "Plan":
@@ -296,6 +378,10 @@ class Plan:
             b_max=b_max,
             t_max_s=f.float("t_max_s", 0.05),
             max_staleness=f.int("max_staleness", 1, min=0),
+            placement_strategy=f.str("placement_strategy", "packed", choices=PLACEMENT_STRATEGIES),
+            sharding_strategy=f.str("sharding_strategy", "full_shard", choices=SHARDING_STRATEGIES),
+            trained_part=f.str("trained_part", "action_expert", choices=TRAINED_PARTS),
+            enable_offload=f.bool("enable_offload", False),
         )
         f.done()
         plan.check(path)
@@ -303,7 +389,11 @@ class Plan:
 
     @classmethod
     def load(cls, path: str | Path) -> "Plan":
-        return cls.from_dict(load_json(path, "plan"), "plan")
+        """A plan file. A relative ``profile`` path in it names a file beside the plan (resolved
+        against the plan file's directory, not the current one), as a user who moves the two
+        together expects; bundled profile names (``pi05``) stay names."""
+        plan = cls.from_dict(load_json(path, "plan"), "plan")
+        return plan.with_(profile=resolve_profile_ref(plan.profile, Path(path).parent))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -314,6 +404,10 @@ class Plan:
             "b_max": d["b_max"],
             "t_max_s": d["t_max_s"],
             "max_staleness": d["max_staleness"],
+            "placement_strategy": d["placement_strategy"],
+            "sharding_strategy": d["sharding_strategy"],
+            "trained_part": d["trained_part"],
+            "enable_offload": d["enable_offload"],
             "profile": d["profile"],
             "workload": d["workload"],
             "cluster": d["cluster"],

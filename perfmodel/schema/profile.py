@@ -18,7 +18,46 @@ from perfmodel.schema.jsonio import Fields, check_float, load_json, write_json_a
 SCHEMA_VERSION = 1
 CURVE_MODELS = ("linear", "table")
 PROVENANCE_KINDS = ("measured", "fitted")
-BUNDLED_DIR = Path(__file__).resolve().parents[2] / "profiles"
+# The repository's top-level profiles/ folder is the source of truth; pyproject.toml maps it to
+# the package ``perfmodel.profiles`` so that wheels and `pip install .` carry it as package data.
+_CHECKOUT_DIR = Path(__file__).resolve().parents[2] / "profiles"
+PROFILES_PACKAGE = "perfmodel.profiles"
+USER_DIR_ENV = "VLAPERF_PROFILE_DIR"
+
+
+def _bundled_dir() -> Path:
+    """Where the bundled profiles are: the installed package data (importlib.resources) or,
+    when running from a checkout that is not installed, the repository's profiles/ folder."""
+    # A source checkout (editable install or PYTHONPATH) reads its own profiles/ folder.
+    if (_CHECKOUT_DIR.parent / "pyproject.toml").is_file() and (_CHECKOUT_DIR / "pi05.json").is_file():
+        return _CHECKOUT_DIR
+    try:
+        from importlib.resources import files
+
+        # A directory without __init__.py is a namespace package: files() gives a
+        # MultiplexedPath, whose joinpath() is a real file path when the file exists.
+        marker = files(PROFILES_PACKAGE).joinpath("pi05.json")
+        if isinstance(marker, Path) and marker.is_file():
+            return marker.parent
+    except (ModuleNotFoundError, TypeError, ValueError):
+        pass
+    return _CHECKOUT_DIR
+
+
+BUNDLED_DIR = _bundled_dir()
+BUNDLED_REFERENCE = BUNDLED_DIR / "reference" / "rl_vla3_libero.csv"
+
+
+def user_profile_dir() -> Path:
+    """Where this user's own profiles go (``perfmodel calibrate``, ``executor profile``), never
+    inside the installed package: $VLAPERF_PROFILE_DIR, else $XDG_DATA_HOME/vlaperf/profiles,
+    else ~/.local/share/vlaperf/profiles (the XDG / platformdirs user-data location)."""
+    import os
+
+    if os.environ.get(USER_DIR_ENV):
+        return Path(os.environ[USER_DIR_ENV]).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base).expanduser() / "vlaperf" / "profiles"
 
 
 @dataclass(frozen=True)
@@ -73,6 +112,14 @@ class Curve:
                 raise ConfigError(f"{path}.points", "a table curve needs at least one [x, seconds] point")
             if sorted(points) != points or len({p[0] for p in points}) != len(points):
                 raise ConfigError(f"{path}.points", "x values must be strictly increasing")
+            for i in range(1, len(points)):
+                # A bigger batch never takes less time; a falling table would also extrapolate to
+                # free work beyond its last point.
+                if points[i][1] < points[i - 1][1]:
+                    raise ConfigError(f"{path}.points[{i}][1]",
+                                      f"seconds must not decrease as x grows (monotone non-decreasing): "
+                                      f"{points[i][1]:g} s at x={points[i][0]:g} after {points[i - 1][1]:g} s "
+                                      f"at x={points[i - 1][0]:g}")
         if err is not None:
             err = check_float(f"{path}.fit_error_pct", err)
         return cls(model, intercept, slope, tuple(points), tuple(samples), err)
@@ -170,7 +217,12 @@ class Costs:
 
 @dataclass(frozen=True)
 class Variability:
-    """Run-to-run variability as coefficients of variation (std / mean) of each stage's time."""
+    """Variability as coefficients of variation (std / mean) of each stage's time.
+
+    ``env_step_cv``: one env's single step on one core (what ``executor profile`` measures); a
+    lock-step group waits for its slowest core, whose expected cost follows from this spread
+    (perfmodel.variability). ``infer_cv``, ``train_cv``: one inference call, one micro-batch.
+    """
 
     env_step_cv: float = 0.0
     infer_cv: float = 0.0
@@ -190,6 +242,68 @@ class Variability:
         )
         f.done()
         return v
+
+
+@dataclass(frozen=True)
+class Uncertainty:
+    """What a calibration did not pin down, stored in a fitted profile's ``provenance.uncertainty``
+    so that ``predict`` gives an interval without refitting (perfmodel.calibration.uncertainty).
+
+    ``parameters``: calibration parameter names (as in ``provenance.parameters``) whose joint
+    uncertainty is ``log_covariance`` (covariance of their natural logs: Gauss-Newton from the
+    fit's log-throughput residual Jacobian, with each parameter's bound range as a weak prior so
+    that parameters the points cannot identify keep their plausible physical range).
+    ``residual_sd_log``: scatter of log(predicted / published) at the calibrated points (model
+    error a new point also carries). ``extrapolation_sd_log_per_doubling``: further model error per
+    doubling of the GPU count beyond ``calibrated_gpus`` (from cross-validation, see its source).
+    """
+
+    method: str
+    coverage: float = 0.9
+    parameters: tuple[str, ...] = ()
+    log_covariance: tuple[tuple[float, ...], ...] = ()
+    residual_sd_log: float = 0.0
+    extrapolation_sd_log_per_doubling: float = 0.0
+    extrapolation_source: str = ""
+    calibrated_gpus: tuple[int, ...] = ()
+    calibrated_nodes: tuple[int, ...] = ()
+
+    @classmethod
+    def from_dict(cls, obj: Any, path: str) -> "Uncertainty":
+        f = Fields(obj, path)
+        method = f.str("method")
+        coverage = f.float("coverage", 0.9, min=0.0, max=1.0, strict_min=True)
+        names = f.any("parameters", [])
+        cov = f.any("log_covariance", [])
+        resid = f.float("residual_sd_log", 0.0, min=0.0)
+        per_doubling = f.float("extrapolation_sd_log_per_doubling", 0.0, min=0.0)
+        source = f.str("extrapolation_source", "")
+        gpus = f.any("calibrated_gpus", [])
+        nodes = f.any("calibrated_nodes", [])
+        f.done()
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ConfigError(f"{path}.parameters", "must be a list of parameter names")
+        if (not isinstance(cov, list) or len(cov) != len(names)
+                or any(not isinstance(r, list) or len(r) != len(names) for r in cov)):
+            raise ConfigError(f"{path}.log_covariance", f"must be a {len(names)} x {len(names)} matrix (one row per parameter)")
+        rows = tuple(tuple(check_float(f"{path}.log_covariance[{i}][{j}]", v, min=None) for j, v in enumerate(r))
+                     for i, r in enumerate(cov))
+        if any(rows[i][i] < 0 or abs(rows[i][j] - rows[j][i]) > 1e-9 * (1 + abs(rows[i][j]))
+               for i in range(len(rows)) for j in range(len(rows))):
+            raise ConfigError(f"{path}.log_covariance", "must be symmetric with a non-negative diagonal")
+        for key, vals in (("calibrated_gpus", gpus), ("calibrated_nodes", nodes)):
+            if not isinstance(vals, list) or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in vals):
+                raise ConfigError(f"{path}.{key}", "must be a list of integers >= 1")
+        return cls(method, coverage, tuple(names), rows, resid, per_doubling, source,
+                   tuple(sorted(set(gpus))), tuple(sorted(set(nodes))))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "coverage": self.coverage, "parameters": list(self.parameters),
+                "log_covariance": [list(r) for r in self.log_covariance],
+                "residual_sd_log": self.residual_sd_log,
+                "extrapolation_sd_log_per_doubling": self.extrapolation_sd_log_per_doubling,
+                "extrapolation_source": self.extrapolation_source,
+                "calibrated_gpus": list(self.calibrated_gpus), "calibrated_nodes": list(self.calibrated_nodes)}
 
 
 @dataclass(frozen=True)
@@ -229,6 +343,8 @@ class Profile:
         pf.str("kind", choices=PROVENANCE_KINDS)
         for required in ("date", "method"):
             pf.str(required)
+        if "uncertainty" in prov:
+            Uncertainty.from_dict(prov["uncertainty"], f"{f.sub('provenance')}.uncertainty")
         assumptions = f.any("assumptions", {})
         Fields(assumptions, f.sub("assumptions"))
         variability = Variability.from_dict(f.any("variability", {}), f.sub("variability"))
@@ -240,6 +356,12 @@ class Profile:
         f.done()
         return cls(name, backbone, costs, dict(node), dict(prov), dict(assumptions), variability,
                    dict(workload), envs_per_gpu, dict(extra))
+
+    @property
+    def uncertainty(self) -> "Uncertainty | None":
+        """The calibration's stored uncertainty (``provenance.uncertainty``), if any."""
+        raw = self.provenance.get("uncertainty")
+        return None if raw is None else Uncertainty.from_dict(raw, "profile.provenance.uncertainty")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -264,12 +386,24 @@ def bundled_profiles() -> list[str]:
     return sorted(p.stem for p in BUNDLED_DIR.glob("*.json"))
 
 
+def user_profiles() -> list[str]:
+    d = user_profile_dir()
+    return sorted(p.stem for p in d.glob("*.json")) if d.is_dir() else []
+
+
 def load_profile(name_or_path: str) -> Profile:
-    """A bundled profile by name (``pi05``) or a profile file by path."""
+    """A profile by name (the user's profile directory first, then the bundled ones) or a
+    profile file by path."""
     p = Path(name_or_path)
     if p.suffix != ".json" and not p.exists():
-        candidate = BUNDLED_DIR / f"{name_or_path}.json"
-        if not candidate.is_file():
-            raise ConfigError("profile", f"no bundled profile {name_or_path!r} (bundled: {', '.join(bundled_profiles())}) and no such file")
-        p = candidate
+        for d in (user_profile_dir(), BUNDLED_DIR):
+            candidate = d / f"{name_or_path}.json"
+            if candidate.is_file():
+                p = candidate
+                break
+        else:
+            mine = user_profiles()
+            raise ConfigError("profile", f"no bundled profile {name_or_path!r} (bundled: {', '.join(bundled_profiles())}"
+                              + (f"; yours in {user_profile_dir()}: {', '.join(mine)}" if mine else "")
+                              + ") and no such file")
     return Profile.from_dict(load_json(p, "profile"), "profile")

@@ -11,6 +11,7 @@ import math
 from typing import TYPE_CHECKING
 
 from perfmodel.costs import StageCosts
+from perfmodel.variability import group_mean_cv
 
 if TYPE_CHECKING:  # numpy only when costs vary (a plain prediction starts faster without it)
     import numpy as np
@@ -31,11 +32,15 @@ class Durations:
         sigma2 = math.log1p(cv * cv)
         return mean * float(self.rng.lognormal(-sigma2 / 2, math.sqrt(sigma2)))
 
+    # ``env_step_cv`` is the spread of one env's single step (as the CPU profiles measure it). A
+    # group event stands for n envs x k steps, so its own time varies far less (the mean's cv);
+    # the lock-step barrier's expected cost is already in the mean (StageCosts.env_chunk_s).
     def env_chunk(self, n: int, lockstep: bool) -> float:
-        return self._noisy(self.costs.env_chunk_s(n, lockstep), self.var.env_step_cv)
+        k = self.costs.plan.workload.num_action_chunks
+        return self._noisy(self.costs.env_chunk_s(n, lockstep), group_mean_cv(self.var.env_step_cv, n, k))
 
     def env_reset(self, n: int) -> float:
-        return self._noisy(self.costs.env_reset_s(n), self.var.env_step_cv)
+        return self._noisy(self.costs.env_reset_s(n), group_mean_cv(self.var.env_step_cv, n, 1))
 
     def infer(self, batch: int) -> float:
         return self._noisy(self.costs.infer_s(batch), self.var.infer_cv)

@@ -1,0 +1,77 @@
+"""Carry a calibrated profile to another accelerator (``cluster.gpu``; table and rules in
+perfmodel/schema/hardware.py).
+
+- ``profile_on(profile, gpu)``: the profile's costs on ``gpu``. The inference and training
+  curves are ``fixed + slope x batch``: the fixed part (reading the weights once per call) is
+  memory-bound and scales with HBM bandwidth, the batch-proportional part is compute-bound and
+  scales with peak bf16 FLOP/s; the optimizer step (streaming the optimizer state) scales with
+  HBM bandwidth; offload/reload with host-device (PCIe) bandwidth. Env costs (CPU) are kept.
+- ``cluster_on(cluster, gpu)``: the profile's node moved to ``gpu``'s typical node: NVLink and
+  NIC bandwidths scaled by the link ratios (the calibrated values stay calibrated: an effective
+  bandwidth times the ratio of datasheet bandwidths), CPU cores and RAM by the typical nodes'
+  ratio, GPU memory from the table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from perfmodel.schema.hardware import DEFAULT_GPU, accelerator, scale_factors
+from perfmodel.schema.plan import Cluster
+from perfmodel.schema.profile import Costs, Curve, Profile
+
+ASSUMPTION = ("costs carried from {src} to {dst}: compute-bound work by peak bf16 FLOP/s, memory-bound work by "
+              "HBM bandwidth, links by link bandwidth (datasheets); CPU per-core speed of env physics kept")
+
+
+def profile_gpu(profile: Profile) -> str:
+    """The accelerator a profile's costs belong to (its node's ``gpu``; H100 by default)."""
+    return str(profile.node.get("gpu", DEFAULT_GPU))
+
+
+def _curve(c: Curve, fixed: float, per_item: float) -> Curve:
+    if c.model == "linear":
+        return replace(c, intercept=c.intercept * fixed, slope=c.slope * per_item, samples=())
+    # A measured table: no split into fixed and per-item parts; the compute-bound factor for all.
+    return replace(c, points=tuple((x, y * per_item) for x, y in c.points), samples=())
+
+
+def profile_on(profile: Profile, gpu: str) -> Profile:
+    """``profile`` with its GPU costs scaled to ``gpu`` (the same object when it is its own GPU)."""
+    src = profile_gpu(profile)
+    if gpu == src:
+        return profile
+    f = scale_factors(src, gpu)
+    c = profile.costs
+    costs: Costs = replace(
+        c,
+        infer_s=_curve(c.infer_s, f.memory_time, f.compute_time),
+        train_micro_batch_s=_curve(c.train_micro_batch_s, f.memory_time, f.compute_time),
+        optimizer_step_s=c.optimizer_step_s * f.memory_time,
+        offload_s=c.offload_s * f.pcie_time,
+        reload_s=c.reload_s * f.pcie_time,
+    )
+    assumptions = dict(profile.assumptions)
+    assumptions["gpu_scaling"] = ASSUMPTION.format(src=src, dst=gpu)
+    return replace(profile, costs=costs, node={**profile.node, "gpu": gpu}, assumptions=assumptions)
+
+
+def cluster_on(cluster: Cluster, gpu: str) -> Cluster:
+    """``cluster`` (a profile's node) moved to ``gpu``'s typical node."""
+    if gpu == cluster.gpu:
+        return cluster
+    f = scale_factors(cluster.gpu, gpu)
+    changes = {
+        "gpu": gpu,
+        "intra_node_bw_GBps": cluster.intra_node_bw_GBps * f.nvlink_bw,
+        "inter_node_bw_GBps": cluster.inter_node_bw_GBps * f.nic_bw,
+        "cpu_cores_per_node": max(1, round(cluster.cpu_cores_per_node * f.node_cores)),
+        "node_ram_gb": cluster.node_ram_gb * f.node_ram,
+        "actor_cpu_cores_per_gpu": cluster.actor_cpu_cores_per_gpu * f.node_cores,
+        "gpus_per_node": accelerator(gpu).gpus_per_node,
+    }
+    if hasattr(cluster, "gpu_memory_gb"):
+        changes["gpu_memory_gb"] = accelerator(gpu).memory_gb
+    if hasattr(cluster, "host_bw_GBps"):
+        changes["host_bw_GBps"] = cluster.host_bw_GBps / f.pcie_time
+    return replace(cluster, **changes)

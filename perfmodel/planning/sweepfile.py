@@ -1,0 +1,154 @@
+"""Reading a sweep JSON written by ``perfmodel sweep -o`` back in, checked row by row.
+
+A file with the right ``kind`` can still hold rows that a hand edit, a truncated merge or
+another version broke; every row field the planner reads is checked here, so a bad row is one
+line naming ``sweep.rows[i].<field>`` instead of a KeyError deep inside the choice.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.jsonio import check_float, check_int, load_json
+from perfmodel.schema.modes import MODE_TABLE, MODES
+from perfmodel.schema.plan import MAX_GPUS, Plan
+
+SWEEP_KIND = "perfmodel.planning.sweep"
+STATUSES = ("ok", "infeasible", "error")
+
+
+def _number(field: str, v: Any, *, positive: bool = False, allow_none: bool = False) -> None:
+    if v is None and allow_none:
+        return
+    check_float(field, v, min=0.0 if positive else None, strict_min=positive)
+
+
+def _mapping(field: str, v: Any) -> dict:
+    if not isinstance(v, dict):
+        raise ConfigError(field, f"must be a JSON object, got {type(v).__name__}")
+    return v
+
+
+def check_row(row: Any, where: str) -> None:
+    """One sweep row: the fields ``perfmodel plan --sweep`` reads."""
+    r = _mapping(where, row)
+    for key in ("index", "status", "mode", "gpus"):
+        if key not in r:
+            raise ConfigError(f"{where}.{key}", "missing required field")
+    check_int(f"{where}.index", r["index"], min=0)
+    if r["status"] not in STATUSES:
+        raise ConfigError(f"{where}.status", f"must be one of {', '.join(STATUSES)}; got {r['status']!r}")
+    if r["mode"] not in MODES:
+        raise ConfigError(f"{where}.mode", f"must be one of {', '.join(MODES)}; got {r['mode']!r}")
+    check_int(f"{where}.gpus", r["gpus"], min=1, max=MAX_GPUS)
+    ratio = r.get("allocation_ratio")
+    if ratio is not None and not isinstance(ratio, str):
+        raise ConfigError(f"{where}.allocation_ratio", f"must be a string R:A or null, got {ratio!r}")
+    check_int(f"{where}.pipeline_stage_num", r.get("pipeline_stage_num"), min=1)
+    if r.get("b_max") is not None:
+        check_int(f"{where}.b_max", r["b_max"], min=1)
+    _number(f"{where}.t_max_s", r.get("t_max_s"))
+    if r["status"] != "ok":
+        if not isinstance(r.get("reason_kind"), str):
+            raise ConfigError(f"{where}.reason_kind", "must be a string (why the combination cannot run)")
+        return
+    for key in ("throughput_env_steps_per_s", "env_steps_per_gpu_hour", "bound_env_steps_per_s",
+                "iteration_time_s"):
+        if key not in r:
+            raise ConfigError(f"{where}.{key}", "missing required field")
+        _number(f"{where}.{key}", r[key], positive=True)
+    for key in ("scaling_efficiency", "gain_over_colocated_pct", "env_steps_per_dollar"):
+        if key in r and r[key] is not None:
+            check_float(f"{where}.{key}", r[key], min=None)
+    for key in ("rollout_gpus", "actor_gpus"):
+        check_int(f"{where}.{key}", r.get(key), min=1, max=MAX_GPUS)
+    if not isinstance(r.get("bottleneck"), str):
+        raise ConfigError(f"{where}.bottleneck", f"must be a string, got {r.get('bottleneck')!r}")
+    ci = r.get("throughput_ci95")
+    if ci is not None:
+        if not isinstance(ci, list) or len(ci) != 2:
+            raise ConfigError(f"{where}.throughput_ci95", "must be a pair [low, high] or absent")
+        for j, v in enumerate(ci):
+            _number(f"{where}.throughput_ci95[{j}]", v)
+    if "plan" not in r:
+        raise ConfigError(f"{where}.plan", "missing required field")
+    plan = Plan.from_dict(r["plan"], f"{where}.plan")
+    if plan.mode != r["mode"] or plan.cluster.gpus != r["gpus"]:
+        raise ConfigError(f"{where}.plan", f"is {plan.mode} on {plan.cluster.gpus} GPUs but the row says "
+                                           f"{r['mode']} on {r['gpus']} GPUs")
+    pred = _mapping(f"{where}.prediction", r.get("prediction"))
+    util = _mapping(f"{where}.prediction.utilization", pred.get("utilization"))
+    res = _mapping(f"{where}.prediction.utilization.resources", util.get("resources"))
+    if not res:
+        raise ConfigError(f"{where}.prediction.utilization.resources", "must name at least one resource")
+    for k, v in res.items():
+        _number(f"{where}.prediction.utilization.resources.{k}", v)
+    stages = _mapping(f"{where}.prediction.stage_time_s", pred.get("stage_time_s"))
+    for k, v in stages.items():
+        _number(f"{where}.prediction.stage_time_s.{k}", v)
+
+
+def check_sweep(doc: Any, what: str = "--sweep", where: str = "") -> dict[str, Any]:
+    """A whole sweep document (kind, spec, rows); returns it."""
+    if not isinstance(doc, dict) or doc.get("kind") != SWEEP_KIND:
+        raise ConfigError(what, f"{where or 'the file'} is not a sweep written by `perfmodel sweep -o` "
+                                f"(kind must be {SWEEP_KIND!r})")
+    rows = doc.get("rows")
+    if not isinstance(rows, list):
+        raise ConfigError("sweep.rows", f"must be a list of rows, got {type(rows).__name__}")
+    spec = _mapping("sweep.spec", doc.get("spec", {}))
+    price = spec.get("gpu_hour_price")
+    if price is not None:
+        check_float("sweep.spec.gpu_hour_price", price, min=0.0, strict_min=True)
+    seen: set[int] = set()
+    for i, row in enumerate(rows):
+        check_row(row, f"sweep.rows[{i}]")
+        if row["index"] in seen:
+            raise ConfigError(f"sweep.rows[{i}].index", f"repeats index {row['index']} (each row has its own)")
+        seen.add(row["index"])
+    return doc
+
+
+def load_sweep(path: str | Path, what: str = "--sweep") -> dict[str, Any]:
+    """Read and check a sweep JSON file (every problem is one ConfigError naming the field)."""
+    return check_sweep(load_json(path, what), what, str(path))
+
+
+# Which rows a selection applies to: ratios only split disaggregated modes, and b_max / t_max
+# only act with dynamic batching (a fresh sweep runs the other modes once with the defaults).
+_FILTERS = {
+    "modes": ("mode", lambda m: True),
+    "ratios": ("allocation_ratio", lambda m: MODE_TABLE[m].disaggregated),
+    "pipeline_stages": ("pipeline_stage_num", lambda m: True),
+    "b_max": ("b_max", lambda m: MODE_TABLE[m].dynamic_batching),
+    "t_max_s": ("t_max_s", lambda m: MODE_TABLE[m].dynamic_batching),
+}
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    return a == b
+
+
+def select_rows(doc: dict[str, Any], selection: dict[str, tuple], options: dict[str, str]) -> dict[str, Any]:
+    """The sweep restricted to the given values (``--modes``, ``--ratios``, ...) as a fresh
+    ``perfmodel plan`` with those options would have swept them. A value the sweep never swept
+    is refused (``options`` maps each key to its option name for the message)."""
+    rows = doc["rows"]
+    for key, wanted in selection.items():
+        if wanted is None:
+            continue
+        field, applies = _FILTERS[key]
+        swept = [r[field] for r in doc["rows"] if applies(r["mode"])]
+        for w in wanted:
+            if not any(_same(w, v) for v in swept):
+                shown = sorted({str(v) for v in swept}) or ["none"]
+                raise ConfigError(options[key], f"{w if w is not None else 'null'} was not swept in this sweep "
+                                                f"(swept: {', '.join(shown)}); choose among those or run "
+                                                "`perfmodel plan` without --sweep")
+        rows = [r for r in rows if not applies(r["mode"]) or any(_same(r[field], w) for w in wanted)]
+    return {**doc, "rows": rows}

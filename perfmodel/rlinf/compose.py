@@ -1,0 +1,89 @@
+"""Compose an RLinf config the way RLinf does: Hydra's compose API, offline.
+
+RLinf's entry points are ``@hydra.main(version_base="1.1", config_path=..., config_name=...)``;
+composing with ``initialize_config_dir`` on the config's own directory reproduces that: the
+``defaults:`` list (``env/<suite>@env.train``, ``model/<name>@actor.model``, ...) is read from
+that directory, and ``${...}`` interpolations are resolved when a key is read. RLinf's configs
+add ``file://${oc.env:EMBODIED_PATH}/config/`` to the search path; when ``EMBODIED_PATH`` is not
+set it is pointed at the config directory's parent for the duration of the compose (RLinf's
+layout: ``$EMBODIED_PATH/config/<name>.yaml``), which only affects that optional search path.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+from perfmodel.schema.errors import ConfigError
+
+FIELD = "--rlinf-config"
+_MISSING = object()
+
+
+class Composed:
+    """A composed config; ``get("a.b.c")`` resolves one key (interpolations included), so a
+    config whose unrelated keys cannot be resolved here (paths, env variables) still imports."""
+
+    def __init__(self, cfg: Any, source: str) -> None:
+        self._cfg = cfg
+        self.source = source
+
+    def get(self, key: str, default: Any = _MISSING) -> Any:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+
+        try:
+            v = OmegaConf.select(self._cfg, key, default=_MISSING, throw_on_resolution_failure=True)
+        except Exception as e:  # an interpolation that cannot be resolved
+            raise ConfigError(key, f"cannot resolve {key} in {self.source}: {str(e).splitlines()[0]}") from None
+        if v is _MISSING:
+            if default is _MISSING:
+                raise ConfigError(key, f"is missing from {self.source}")
+            return default
+        if isinstance(v, (DictConfig, ListConfig)):
+            try:
+                return OmegaConf.to_container(v, resolve=True)
+            except Exception as e:
+                raise ConfigError(key, f"cannot resolve {key} in {self.source}: {str(e).splitlines()[0]}") from None
+        return v
+
+    def has(self, key: str) -> bool:
+        return self.get(key, None) is not None
+
+    def keys(self, key: str) -> list[str]:
+        v = self.get(key, None)
+        return list(v) if isinstance(v, dict) else []
+
+
+def compose(path: str | Path) -> Composed:
+    """Compose the RLinf config at ``path`` (a ``.yaml`` file in an RLinf config directory)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(FIELD, f"no such file: {path}")
+    if p.suffix not in (".yaml", ".yml"):
+        raise ConfigError(FIELD, f"must be an RLinf Hydra config (.yaml), got {path}")
+    try:
+        from hydra import compose as hydra_compose
+        from hydra import initialize_config_dir
+        from hydra.core.global_hydra import GlobalHydra
+    except ImportError:  # pragma: no cover - hydra-core is a dependency
+        raise ConfigError(FIELD, "needs hydra-core (pip install hydra-core)") from None
+    config_dir = str(p.resolve().parent)
+    env_set = "EMBODIED_PATH" not in os.environ
+    if env_set:
+        os.environ["EMBODIED_PATH"] = str(p.resolve().parent.parent)
+    GlobalHydra.instance().clear()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Hydra's migration notices, missing optional search paths
+            with initialize_config_dir(config_dir=config_dir, version_base="1.1", job_name="vlaperf"):
+                cfg = hydra_compose(config_name=p.stem)
+    except Exception as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ConfigError(FIELD, f"cannot compose {p.name} as RLinf does (Hydra): {msg}") from None
+    finally:
+        GlobalHydra.instance().clear()
+        if env_set:
+            os.environ.pop("EMBODIED_PATH", None)
+    return Composed(cfg, p.name)

@@ -1,0 +1,73 @@
+"""Plan -> the RLinf YAML fragment a user pastes over their config (``perfmodel plan --emit rlinf``).
+
+The fragment holds what the plan decides: ``cluster.num_nodes`` and ``cluster.component_placement``
+(contiguous global GPU ranges: rollout and its env workers first, then the actor, as RLinf's
+packed placement fills them), env / rollout / actor sizes and batch settings, and a ``vlaperf:``
+block for what RLinf's schema cannot say (the mode's dynamic batching and streaming, the GPU
+type, the profile). Importing the fragment (``--rlinf-config``) gives the same plan back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from perfmodel.schema.plan import Plan
+
+
+def _range(a: int, b: int) -> str:
+    return f"{a}-{b}" if b > a else f"{a}"
+
+
+def fragment(plan: Plan, backbone: str | None = None) -> dict[str, Any]:
+    c, w, m = plan.cluster, plan.workload, plan.mechanisms
+    nodes = c.nodes
+    if not m.disaggregated:
+        placement = {"actor,env,rollout": "all" if c.gpus == nodes * c.gpus_per_node else _range(0, c.gpus - 1)}
+    else:
+        r = plan.rollout_gpus
+        placement = {"env,rollout": _range(0, r - 1), "actor": _range(r, c.gpus - 1)}
+    algorithm: dict[str, Any] = {"adv_type": "gae" if w.algorithm == "ppo" else "grpo",
+                                 "loss_type": ("decoupled_actor_critic" if m.async_training else "actor_critic")
+                                 if w.algorithm == "ppo" else "actor",
+                                 "update_epoch": w.update_epoch, "group_size": w.group_size}
+    if m.async_training:
+        algorithm["staleness_threshold"] = plan.max_staleness
+    offload = plan.enable_offload
+    model: dict[str, Any] = {"num_action_chunks": w.num_action_chunks}
+    if backbone == "pi05":  # RLinf openpi: train_expert_only freezes the VLM
+        model["openpi"] = {"train_expert_only": plan.trained_part == "action_expert"}
+    elif backbone == "gr00t_n15":  # GR00T's own fine-tuning switches for the VLM
+        model["tune_llm"] = model["tune_visual"] = plan.trained_part == "full"
+    actor: dict[str, Any] = {"micro_batch_size": w.micro_batch_size, "global_batch_size": w.global_batch_size,
+                             "enable_offload": offload, "model": model,
+                             "fsdp_config": {"sharding_strategy": plan.sharding_strategy}}
+    vl: dict[str, Any] = {"mode": plan.mode, "profile": plan.profile, "gpu": c.gpu,
+                          "placement_strategy": plan.placement_strategy, "trained_part": plan.trained_part}
+    if m.disaggregated:
+        vl["allocation_ratio"] = plan.allocation_ratio
+    vl["b_max"] = plan.b_max  # dynamic batching (rollout_async, streamer); kept for the round trip
+    vl["t_max_s"] = plan.t_max_s
+    return {
+        "cluster": {"num_nodes": nodes, "component_placement": placement},
+        "algorithm": algorithm,
+        "env": {"train": {"total_num_envs": w.total_num_envs, "max_episode_steps": w.max_episode_steps,
+                          "max_steps_per_rollout_epoch": w.max_episode_steps, "rollout_epoch": w.rollout_epoch}},
+        "rollout": {"pipeline_stage_num": plan.pipeline_stage_num, "enable_offload": offload},
+        "actor": actor,
+        "vlaperf": vl,
+    }
+
+
+def emit_yaml(plan: Plan, backbone: str | None = None, header: str | None = None) -> str:
+    import yaml
+
+    lines = ["# RLinf config fragment written by `perfmodel plan --emit rlinf`: paste these keys over your config",
+             "# (each key replaces the one in your file). Older RLinf reads env.train.rollout_epoch, newer",
+             "# algorithm.rollout_epoch: keep the one your config has. RLinf ignores the vlaperf: block; vlaperf",
+             "# reads it back (mode, dynamic batching) with --rlinf-config."]
+    if plan.mechanisms.disaggregated and plan.placement_strategy == "split" and plan.cluster.nodes > 1:
+        lines.append("# note: RLinf places components on contiguous GPU ranges (packed); this plan was costed with "
+                     "every node split by the ratio (placement_strategy split): re-check it with placement_strategy packed.")
+    if header:
+        lines += [f"# {h}" for h in header.splitlines()]
+    return "\n".join(lines) + "\n" + yaml.safe_dump(fragment(plan, backbone), sort_keys=False, default_flow_style=False)

@@ -1,0 +1,394 @@
+"""RLinf config -> vlaperf plan (the mapping table is in the README, "RLinf configs").
+
+A key that changes throughput is either mapped onto a plan field, or reported: refused with one
+line naming it (``ConfigError``: a model without a profile, an algorithm or placement the model
+has no mode for), or listed as a warning (a setting the plan cannot represent whose effect the
+prediction then ignores). Nothing that matters is dropped silently.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfmodel.rlinf.compose import FIELD, Composed, compose
+from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.hardware import GPU_NAMES
+from perfmodel.schema.modes import MODE_TABLE, MODES
+from perfmodel.schema.plan import Plan
+
+COMPONENTS = ("actor", "env", "rollout")
+# vlaperf's own block: what RLinf's schema cannot say (the RL-VLA3 fork's dynamic batching and
+# streaming, the accelerator). RLinf ignores a top-level key it does not read.
+VLAPERF_KEYS = ("mode", "b_max", "t_max_s", "gpu", "profile", "placement_strategy", "allocation_ratio", "trained_part")
+# (algorithm.adv_type, algorithm.loss_type) -> the workload's algorithm.
+ALGORITHMS = {("gae", "actor_critic"): "ppo", ("gae", "decoupled_actor_critic"): "ppo",
+              ("grpo", "actor"): "grpo", ("grpo", "decoupled_actor"): "grpo"}
+# Denoising steps the bundled profiles' inference and training costs are for (perfmodel/backbones.py).
+PROFILED_DENOISING_STEPS = {"pi05": 4, "gr00t_n15": 4}
+ASYNC_LOOKING = re.compile(r"async|stream|dynamic_batch|staleness|max_batch|batch_timeout", re.I)
+
+
+@dataclass
+class Imported:
+    plan: Plan
+    backbone: str
+    source: str
+    warnings: list[str] = field(default_factory=list)
+    config_gpus: int = 0  # GPUs in the config's cluster (num_nodes x GPUs per node)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"config": self.source, "backbone": self.backbone, "warnings": list(self.warnings)}
+
+
+def backbone_of(c: Composed) -> str:
+    """actor.model.model_type (and openpi.config_name) -> a profiled backbone, or refusal."""
+    mt = c.get("actor.model.model_type", None)
+    if mt is None:
+        raise ConfigError("actor.model.model_type", "is missing: vlaperf maps it to a profile (openpi pi0.5 -> pi05, "
+                                                     "gr00t -> gr00t_n15)")
+    if mt == "openpi":
+        name = str(c.get("actor.model.openpi.config_name", ""))
+        if name.startswith("pi05"):
+            return "pi05"
+        raise ConfigError("actor.model.model_type", f"openpi {name or '(no openpi.config_name)'} is pi0, not pi0.5: "
+                                                    "no profile for it (profiled: pi05, gr00t_n15); measure one with "
+                                                    "`executor profile` and pass --profile")
+    if mt == "gr00t":  # RLinf's model/gr00t.yaml is GR00T N1.5 (n1d6, n1d7 have their own model types)
+        return "gr00t_n15"
+    raise ConfigError("actor.model.model_type", f"{mt!r} has no profile (profiled: openpi pi0.5 -> pi05, gr00t -> "
+                                                f"gr00t_n15); measure one with `executor profile` and pass --profile")
+
+
+def parse_gpus(text: Any, total: int, key: str) -> list[int]:
+    """An RLinf placement value: ``all``, ``N``, ``a-b`` or a comma list of those -> GPU ids."""
+    if isinstance(text, bool):
+        raise ConfigError(key, f"must be 'all', a GPU id or a range a-b, got {text!r}")
+    if isinstance(text, int):
+        parts = [str(text)]
+    elif isinstance(text, str):
+        parts = [t.strip() for t in text.split(",") if t.strip()]
+    else:
+        raise ConfigError(key, f"must be 'all', a GPU id or a range a-b (node groups are not supported), got {text!r}")
+    ids: list[int] = []
+    for t in parts:
+        if t == "all":
+            ids.extend(range(total))
+            continue
+        m = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", t)
+        if not m:
+            raise ConfigError(key, f"must be 'all', a GPU id or a range a-b, got {text!r}")
+        a, b = int(m.group(1)), int(m.group(2) or m.group(1))
+        if b < a:
+            raise ConfigError(key, f"range {t} runs backwards")
+        ids.extend(range(a, b + 1))
+    if any(i >= total for i in ids):
+        raise ConfigError(key, f"{text} reaches GPU {max(ids)} but cluster.num_nodes gives {total} GPUs "
+                               f"(GPUs 0-{total - 1})")
+    if len(set(ids)) != len(ids):
+        raise ConfigError(key, f"{text} names a GPU twice")
+    return sorted(ids)
+
+
+def placement_of(c: Composed, gpus_per_node: int) -> tuple[int, list[int], list[int], list[int]]:
+    """(cluster GPUs, actor GPUs, env GPUs, rollout GPUs) from cluster.num_nodes and
+    cluster.component_placement."""
+    nodes = c.get("cluster.num_nodes", 1)
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        raise ConfigError("cluster.num_nodes", f"must be an integer >= 1, got {nodes!r}")
+    total = nodes * gpus_per_node
+    cp = c.get("cluster.component_placement", None)
+    if not isinstance(cp, dict) or not cp:
+        raise ConfigError("cluster.component_placement", "must map components (actor, env, rollout) to GPUs, "
+                                                         f"e.g. 'actor,env,rollout: all'; got {cp!r}")
+    where: dict[str, list[int]] = {}
+    for k, v in cp.items():
+        names = [n.strip() for n in str(k).split(",") if n.strip()]
+        for n in names:
+            if n not in COMPONENTS:
+                raise ConfigError(f"cluster.component_placement.{k}",
+                                  f"component {n!r} is not modelled (vlaperf models {', '.join(COMPONENTS)})")
+            if n in where:
+                raise ConfigError(f"cluster.component_placement.{k}", f"places {n} twice")
+            where[n] = parse_gpus(v, total, f"cluster.component_placement.{k}")
+    missing = [n for n in COMPONENTS if n not in where]
+    if missing:
+        raise ConfigError("cluster.component_placement", f"does not place {', '.join(missing)}")
+    return total, where["actor"], where["env"], where["rollout"]
+
+
+def _int(c: Composed, key: str, default: Any = None) -> int:
+    v = c.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ConfigError(key, f"must be an integer >= 1, got {v!r}")
+    return v
+
+
+def _bool(c: Composed, key: str, default: bool) -> bool:
+    v = c.get(key, default)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise ConfigError(key, f"must be true or false, got {v!r}")
+    return v
+
+
+def _rollout_epoch(c: Composed, w: list[str]) -> int:
+    """algorithm.rollout_epoch (newer RLinf) or env.train.rollout_epoch (older); both must agree."""
+    a = c.get("algorithm.rollout_epoch", None)
+    e = c.get("env.train.rollout_epoch", None)
+    if a is not None and e is not None and a != e:
+        raise ConfigError("algorithm.rollout_epoch", f"is {a} but env.train.rollout_epoch is {e}: set one of them")
+    if a is None and e is None:
+        raise ConfigError("env.train.rollout_epoch", "is missing (nor is algorithm.rollout_epoch set)")
+    return _int(c, "algorithm.rollout_epoch" if a is not None else "env.train.rollout_epoch")
+
+
+def _fork_block(c: Composed) -> dict[str, Any]:
+    block = c.get("vlaperf", None)
+    if block is None:
+        return {}
+    if not isinstance(block, dict):
+        raise ConfigError("vlaperf", f"must be a mapping of {', '.join(VLAPERF_KEYS)}, got {block!r}")
+    for k in block:
+        if k not in VLAPERF_KEYS:
+            raise ConfigError(f"vlaperf.{k}", f"is not a vlaperf key (allowed: {', '.join(VLAPERF_KEYS)})")
+    return block
+
+
+def _unread_async_keys(c: Composed) -> list[str]:
+    """Keys that look like asynchronous-pipeline settings of an RLinf fork but are not read here."""
+    read = {"algorithm.staleness_threshold"}
+    out = []
+    for top in ("algorithm", "rollout", "actor", "runner", "env.train"):
+        v = c.get(top, None)
+        if not isinstance(v, dict):
+            continue
+        stack = [(top, v)]
+        while stack:
+            prefix, d = stack.pop()
+            for k, x in d.items():
+                key = f"{prefix}.{k}"
+                if isinstance(x, dict):
+                    stack.append((key, x))
+                elif ASYNC_LOOKING.search(str(k)) and key not in read:
+                    out.append(key)
+    return sorted(out)
+
+
+def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None, mode: str | None = None
+            ) -> Imported:
+    """Map a composed RLinf config onto a plan. ``profile_ref`` overrides the model -> profile
+    mapping (a profile the user measured for this model); ``gpu`` the accelerator; ``mode`` the
+    mode the placement and async settings imply."""
+    from perfmodel.calibration.reference import default_cluster
+    from perfmodel.gpu import cluster_on
+    from perfmodel.schema.profile import load_profile
+
+    warnings: list[str] = []
+    task = c.get("runner.task_type", "embodied")
+    if task != "embodied":
+        raise ConfigError("runner.task_type", f"must be embodied (VLA RL on LIBERO), got {task!r}")
+    env_type = c.get("env.train.env_type", "libero")
+    if env_type != "libero":
+        raise ConfigError("env.train.env_type", f"must be libero (the profiled simulator), got {env_type!r}")
+    block = _fork_block(c)
+
+    if profile_ref is None and block.get("profile") is None:
+        backbone = backbone_of(c)
+        ref = backbone
+    else:
+        ref = profile_ref or str(block["profile"])
+        backbone = "?"
+    profile = load_profile(ref)
+    if backbone == "?":
+        backbone = profile.backbone
+        mt = c.get("actor.model.model_type", None)
+        if mt is not None:
+            warnings.append(f"actor.model.model_type: {mt} costed with profile {ref} (backbone {backbone}) as given")
+
+    # Algorithm.
+    adv, loss = c.get("algorithm.adv_type", "gae"), c.get("algorithm.loss_type", "actor_critic")
+    algo = ALGORITHMS.get((adv, loss))
+    if algo is None:
+        raise ConfigError("algorithm.loss_type", f"adv_type {adv} with loss_type {loss} is not modelled (vlaperf models "
+                                                 "PPO: gae + actor_critic / decoupled_actor_critic, and GRPO: grpo + actor)")
+    group_size = _int(c, "algorithm.group_size", 1) if algo == "grpo" else 1
+
+    # Accelerator and cluster.
+    gpu = gpu or block.get("gpu")
+    if gpu is not None and gpu not in GPU_NAMES:
+        raise ConfigError("--gpu" if block.get("gpu") is None else "vlaperf.gpu",
+                          f"must be one of {', '.join(GPU_NAMES)}; got {gpu!r}")
+    base_cluster = default_cluster(profile, 1)
+    if gpu is not None:
+        base_cluster = cluster_on(base_cluster, gpu)
+    total, actor, env, rollout = placement_of(c, base_cluster.gpus_per_node)
+    used = sorted(set(actor) | set(rollout) | set(env))
+    if set(env) != set(rollout):
+        raise ConfigError("cluster.component_placement.env", f"env on GPUs {_ranges(env)} but rollout on "
+                                                             f"{_ranges(rollout)}: vlaperf runs one env worker beside "
+                                                             "each generator (place env and rollout together)")
+    staleness = c.get("algorithm.staleness_threshold", None)
+    if set(actor) == set(rollout):
+        derived, ratio = "colocated", None
+    elif not set(actor) & set(rollout):
+        derived = "train_async" if staleness is not None else "disaggregated"
+        g = math.gcd(len(rollout), len(actor))
+        ratio = f"{len(rollout) // g}:{len(actor) // g}"
+    else:
+        raise ConfigError("cluster.component_placement.actor", f"actor on GPUs {_ranges(actor)} partly overlaps rollout "
+                                                               f"on {_ranges(rollout)}: vlaperf models all-shared "
+                                                               "(colocated) or disjoint (disaggregated) GPUs")
+    want = mode or block.get("mode")
+    if want is not None and want not in MODES:
+        raise ConfigError("--mode" if mode else "vlaperf.mode", f"must be one of {', '.join(MODES)}; got {want!r}")
+    if want is None:
+        if derived == "colocated" and staleness is not None:
+            raise ConfigError("algorithm.staleness_threshold",
+                              "asynchronous PPO with actor and rollout on the same GPUs is not a vlaperf mode "
+                              "(its asynchronous modes need disjoint rollout and actor GPUs, e.g. 'actor: 0-3' and "
+                              "'env,rollout: 4-7'); pass --mode to cost it as one of them")
+        want = derived
+    elif MODE_TABLE[want].disaggregated != (derived != "colocated"):
+        if MODE_TABLE[want].disaggregated:
+            warnings.append(f"cluster.component_placement: shares GPUs between actor and rollout; mode {want} "
+                            f"puts them apart, costed with a rollout:actor split "
+                            f"({block.get('allocation_ratio') or '1:1'} unless --ratio)")
+            ratio = block.get("allocation_ratio") or "1:1"
+        else:
+            warnings.append(f"cluster.component_placement: actor and rollout apart; mode {want} costed on all "
+                            f"{len(used)} of their GPUs")
+            ratio = None
+    if staleness is not None and not MODE_TABLE[want].async_training:
+        warnings.append(f"algorithm.staleness_threshold: {staleness} has no effect in mode {want} (synchronous)")
+    if len(used) < total:
+        warnings.append(f"cluster.component_placement: uses {len(used)} of the {total} GPUs of cluster.num_nodes "
+                        f"({_ranges(used)}); costed on those {len(used)}")
+    if used and used != list(range(used[0], used[0] + len(used))):
+        warnings.append(f"cluster.component_placement: GPUs {_ranges(used)} are not contiguous; costed as "
+                        f"{len(used)} contiguous GPUs")
+
+    # Workload.
+    chunks = _int(c, "actor.model.num_action_chunks")
+    steps_key = "env.train.max_steps_per_rollout_epoch" if c.has("env.train.max_steps_per_rollout_epoch") \
+        else "env.train.max_episode_steps"
+    steps = _int(c, steps_key)
+    episode = c.get("env.train.max_episode_steps", steps)
+    if episode != steps:
+        warnings.append(f"env.train.max_episode_steps: {episode} differs from max_steps_per_rollout_epoch {steps}; "
+                        f"an epoch is costed as {steps} steps per env (episodes reset within it)")
+    if steps % chunks:
+        raise ConfigError(steps_key, f"{steps} is not a multiple of actor.model.num_action_chunks ({chunks})")
+    workload = {
+        "total_num_envs": _int(c, "env.train.total_num_envs"),
+        "max_episode_steps": steps,
+        "num_action_chunks": chunks,
+        "rollout_epoch": _rollout_epoch(c, warnings),
+        "update_epoch": _int(c, "algorithm.update_epoch", 1),
+        "micro_batch_size": _int(c, "actor.micro_batch_size"),
+        "global_batch_size": _int(c, "actor.global_batch_size"),
+        "group_size": group_size,
+        "algorithm": algo,
+    }
+
+    # Model, training and memory settings.
+    trained = "full"
+    if c.get("actor.model.model_type", None) == "openpi":
+        trained = "action_expert" if _bool(c, "actor.model.openpi.train_expert_only", False) else "full"
+    elif backbone == "gr00t_n15":
+        tune_vlm = any(_bool(c, f"actor.model.{k}", False) for k in ("tune_llm", "tune_visual"))
+        trained = "full" if tune_vlm else "action_expert"
+    if _bool(c, "actor.model.is_lora", False):
+        warnings.append("actor.model.is_lora: LoRA training is not modelled; costed as training the "
+                        f"{trained.replace('_', ' ')} in full")
+    steps_field = "actor.model.num_steps" if c.has("actor.model.num_steps") else "actor.model.denoising_steps"
+    denoise = c.get(steps_field, None)
+    profiled = PROFILED_DENOISING_STEPS.get(profile.backbone)
+    if denoise is not None and profiled is not None and denoise != profiled:
+        warnings.append(f"{steps_field}: {denoise} denoising steps; the profile's inference and training costs are "
+                        f"for {profiled} (not rescaled)")
+    shard = c.get("actor.fsdp_config.sharding_strategy", "full_shard")
+    if shard not in ("no_shard", "full_shard"):
+        raise ConfigError("actor.fsdp_config.sharding_strategy", f"must be no_shard or full_shard (modelled), got {shard!r}")
+    if _bool(c, "actor.fsdp_config.gradient_checkpointing", False):
+        warnings.append("actor.fsdp_config.gradient_checkpointing: recomputation in backward is not modelled "
+                        "(training costed without it)")
+    actor_off = _bool(c, "actor.enable_offload", False)
+    rollout_off = _bool(c, "rollout.enable_offload", False)
+    offload = actor_off or rollout_off
+    if actor_off != rollout_off:
+        warnings.append(f"actor.enable_offload is {actor_off}, rollout.enable_offload is {rollout_off}: vlaperf has one "
+                        f"switch, costed as enable_offload {offload}")
+    if _bool(c, "rollout.recompute_logprobs", False):
+        warnings.append("rollout.recompute_logprobs: the extra forward pass is not modelled")
+
+    # Fork async settings: dynamic batching and streaming (vlaperf block), staleness (RLinf).
+    plan: dict[str, Any] = {
+        "mode": want,
+        "allocation_ratio": ratio if MODE_TABLE[want].disaggregated else None,
+        "pipeline_stage_num": _int(c, "rollout.pipeline_stage_num", 1),
+        "profile": ref,
+        "workload": workload,
+        "cluster": {**base_cluster.__dict__, "gpus": len(used)},
+        "sharding_strategy": shard,
+        "trained_part": trained,
+        "enable_offload": offload,
+    }
+    if "allocation_ratio" in block and MODE_TABLE[want].disaggregated:
+        plan["allocation_ratio"] = block["allocation_ratio"]
+    if staleness is not None:
+        if isinstance(staleness, bool) or not isinstance(staleness, int) or staleness < 0:
+            raise ConfigError("algorithm.staleness_threshold", f"must be an integer >= 0, got {staleness!r}")
+        plan["max_staleness"] = staleness
+    for k in ("b_max", "t_max_s", "placement_strategy", "trained_part"):
+        if k in block:
+            plan[k] = block[k]
+    if MODE_TABLE[want].disaggregated and "placement_strategy" not in block:
+        plan["placement_strategy"] = "packed"  # RLinf's ranges are contiguous global GPU ranges
+    if (block.get("b_max") is not None or block.get("t_max_s", 0.05) != 0.05) and not MODE_TABLE[want].dynamic_batching:
+        warnings.append(f"vlaperf.b_max / t_max_s: no effect in mode {want} (no dynamic batching)")
+    for key in _unread_async_keys(c):
+        warnings.append(f"{key}: looks like an asynchronous-pipeline setting; vlaperf does not read it (say the mode "
+                        "with vlaperf.mode or --mode)")
+    known = {f.name for f in Plan.__dataclass_fields__.values()}
+    plan = {k: v for k, v in plan.items() if k in known}
+    try:
+        p = Plan.from_dict(plan, "plan")
+    except ConfigError as e:
+        raise ConfigError(_rlinf_key(e.field), f"{e.message} (from {c.source})") from None
+    return Imported(p, profile.backbone, c.source, warnings, total)
+
+
+def _rlinf_key(field_name: str) -> str:
+    """A plan field -> the RLinf key it came from, for error messages."""
+    mapping = {"plan.workload.total_num_envs": "env.train.total_num_envs",
+               "plan.workload.global_batch_size": "actor.global_batch_size",
+               "plan.workload.max_episode_steps": "env.train.max_episode_steps",
+               "plan.workload.group_size": "algorithm.group_size",
+               "plan.pipeline_stage_num": "rollout.pipeline_stage_num",
+               "plan.allocation_ratio": "cluster.component_placement"}
+    return mapping.get(field_name, field_name)
+
+
+def _ranges(ids: list[int]) -> str:
+    if not ids:
+        return "none"
+    out, start, prev = [], ids[0], ids[0]
+    for i in ids[1:] + [None]:
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        out.append(f"{start}-{prev}" if prev != start else f"{start}")
+        if i is not None:
+            start = prev = i
+    return ",".join(out)
+
+
+def load_rlinf(path: str | Path, profile_ref: str | None = None, gpu: str | None = None,
+               mode: str | None = None) -> Imported:
+    """Compose the RLinf config at ``path`` and map it onto a plan."""
+    return to_plan(compose(path), profile_ref=profile_ref, gpu=gpu, mode=mode)

@@ -1,0 +1,56 @@
+"""Run a vlaperf command line in this process, through its real entry point (``main(argv)``,
+which goes through ``perfmodel.cliutil.run_click``), and capture what a user would see."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import signal
+from dataclasses import dataclass
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class Hang(Exception):
+    pass
+
+
+def run_main(*args: str, module: str = "perfmodel.cli", limit_s: int = 300) -> Result:
+    """``python -m <module> *args`` in-process. ``limit_s`` is a watchdog against hangs (a
+    command that has not ended by then raises ``Hang``), not a speed requirement."""
+    main = importlib.import_module(module).main
+    out, err = io.StringIO(), io.StringIO()
+
+    def alarm(signum, frame):  # noqa: ARG001
+        raise Hang(f"{module} {' '.join(args)} did not end within {limit_s} s")
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(limit_s)
+    code = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main(list(args))
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+def assert_one_line_error(r: Result, field: str | None = None) -> str:
+    """Exit 2 and exactly one ``error: ...`` line on stderr, no traceback."""
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2, (r.returncode, r.stdout[-500:], r.stderr[-2000:])
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+    if field is not None:
+        assert field in lines[0], lines[0]
+    return lines[0]

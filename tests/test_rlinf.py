@@ -1,0 +1,247 @@
+"""RLinf configs in and out: Hydra composition, the key mapping, refusals with a named reason,
+and the `plan --emit rlinf` round trip. The tests write their own small configs in RLinf's format
+(a config directory with ``defaults:`` pulled from env/ and model/ subdirectories)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfmodel.calibration.reference import published_plan
+from perfmodel.rlinf.emit import emit_yaml
+from perfmodel.rlinf.importer import load_rlinf
+from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.profile import load_profile
+
+ROOT = Path(__file__).resolve().parents[1]
+# CI keeps shared/ beside the clone; a worktree under /work/wt/ has it two levels up.
+REFERENCE = next((p / "shared" / "reference" / "rlinf-configs" for p in (ROOT.parent, ROOT.parent.parent)
+                  if (p / "shared" / "reference" / "rlinf-configs").is_dir()),
+                 ROOT.parent / "shared" / "reference" / "rlinf-configs")
+
+ENV = """env_type: libero
+task_suite_name: libero_10
+total_num_envs: null
+max_steps_per_rollout_epoch: 512
+max_episode_steps: 512
+reward_coef: 5.0
+"""
+PI05 = """model_type: "openpi"
+precision: null
+num_action_chunks: 10
+action_dim: 7
+is_lora: False
+num_steps: 4
+openpi:
+  config_name: "pi05_libero"
+  action_chunk: ${..num_action_chunks}
+  num_steps: ${..num_steps}
+  train_expert_only: True
+"""
+GR00T = """model_type: "gr00t"
+precision: "bf16"
+num_action_chunks: 5
+denoising_steps: 4
+"""
+MAIN = """defaults:
+  - env/libero_10@env.train
+  - model/{model}@actor.model
+  - override hydra/job_logging: stdout
+
+hydra:
+  searchpath:
+    - file://${{oc.env:EMBODIED_PATH}}/config/
+
+cluster:
+  num_nodes: {nodes}
+  component_placement:
+{placement}
+runner:
+  task_type: embodied
+algorithm:
+  group_size: {group}
+  update_epoch: 2
+  adv_type: {adv}
+  loss_type: {loss}
+  reward_coef: 1.0
+{extra_algorithm}
+env:
+  train:
+    rollout_epoch: 4
+    total_num_envs: {envs}
+    max_episode_steps: 480
+    max_steps_per_rollout_epoch: 480
+    reward_coef: ${{algorithm.reward_coef}}
+rollout:
+  enable_offload: False
+  pipeline_stage_num: {stages}
+actor:
+  micro_batch_size: 128
+  global_batch_size: 1024
+  enable_offload: False
+  model:
+    model_path: "/path/to/model"
+  fsdp_config:
+    sharding_strategy: "{shard}"
+{extra}
+"""
+
+
+def write_config(d: Path, name: str = "mine", *, model: str = "pi0_5", nodes: int = 1,
+                 placement: str = "    actor,env,rollout: all", envs: int = 384, stages: int = 1,
+                 adv: str = "gae", loss: str = "actor_critic", group: int = 1, shard: str = "full_shard",
+                 extra_algorithm: str = "", extra: str = "") -> Path:
+    (d / "env").mkdir(parents=True, exist_ok=True)
+    (d / "model").mkdir(exist_ok=True)
+    (d / "env" / "libero_10.yaml").write_text(ENV)
+    (d / "model" / "pi0_5.yaml").write_text(PI05)
+    (d / "model" / "gr00t.yaml").write_text(GR00T)
+    (d / "model" / "openvla_oft.yaml").write_text("model_type: openvla_oft\nnum_action_chunks: 8\n")
+    p = d / f"{name}.yaml"
+    p.write_text(MAIN.format(model=model, nodes=nodes, placement=placement, envs=envs, stages=stages, adv=adv,
+                             loss=loss, group=group, shard=shard, extra_algorithm=extra_algorithm, extra=extra))
+    return p
+
+
+def test_colocated_config_maps_every_field(tmp_path: Path) -> None:
+    im = load_rlinf(write_config(tmp_path, stages=2, shard="no_shard"))
+    p = im.plan
+    assert (p.mode, p.cluster.gpus, p.allocation_ratio, p.profile) == ("colocated", 8, None, "pi05")
+    w = p.workload
+    # ${...} resolved, the defaults' values overridden by the main file's.
+    assert (w.total_num_envs, w.max_episode_steps, w.num_action_chunks, w.rollout_epoch, w.update_epoch) == \
+        (384, 480, 10, 4, 2)
+    assert (w.micro_batch_size, w.global_batch_size, w.algorithm) == (128, 1024, "ppo")
+    assert (p.pipeline_stage_num, p.sharding_strategy, p.trained_part, p.enable_offload) == \
+        (2, "no_shard", "action_expert", False)
+    assert im.warnings == []
+
+
+def test_disaggregated_ranges_async_and_grpo(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, nodes=2, placement="    actor: 12-15\n    env,rollout: 0-11", adv="grpo",
+                       loss="actor", group=8, extra_algorithm="  staleness_threshold: 2")
+    p = load_rlinf(cfg).plan
+    assert (p.mode, p.cluster.gpus, p.allocation_ratio, p.max_staleness) == ("train_async", 16, "3:1", 2)
+    assert (p.workload.algorithm, p.workload.group_size) == ("grpo", 8)
+    assert p.placement_strategy == "packed"
+    # Without a staleness threshold: synchronous disaggregated. gr00t -> gr00t_n15.
+    p = load_rlinf(write_config(tmp_path, "g", model="gr00t", placement="    actor: 0-3\n    env: 4-7\n    rollout: 4-7")).plan
+    assert (p.mode, p.allocation_ratio, p.profile, p.workload.num_action_chunks) == ("disaggregated", "1:1",
+                                                                                       "gr00t_n15", 5)
+
+
+def test_fork_block_says_the_mode_and_warnings_list_what_is_not_modelled(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, placement="    actor: 0-1\n    env,rollout: 2-7",
+                       extra_algorithm="  staleness_threshold: 1",
+                       extra="vlaperf:\n  mode: streamer\n  b_max: 16\n  t_max_s: 0.02\n"
+                             "rollout_extra:\n  x: 1\n")
+    cfg.write_text(cfg.read_text().replace("  pipeline_stage_num: 1", "  pipeline_stage_num: 1\n  async_batching: true\n"
+                                           "  recompute_logprobs: true"))
+    im = load_rlinf(cfg)
+    assert (im.plan.mode, im.plan.b_max, im.plan.t_max_s, im.plan.allocation_ratio) == ("streamer", 16, 0.02, "3:1")
+    text = "\n".join(im.warnings)
+    assert "rollout.async_batching" in text and "rollout.recompute_logprobs" in text
+
+
+@pytest.mark.parametrize("kw, field", [
+    ({"model": "openvla_oft"}, "actor.model.model_type"),
+    ({"adv": "embodied_sac", "loss": "embodied_sac"}, "algorithm.loss_type"),
+    ({"extra_algorithm": "  staleness_threshold: 1"}, "algorithm.staleness_threshold"),
+    ({"placement": "    actor: 0-5\n    env,rollout: 4-7"}, "cluster.component_placement.actor"),
+    ({"placement": "    actor: 0-3\n    env: 0-3\n    rollout: 4-7"}, "cluster.component_placement.env"),
+    ({"placement": "    actor,env,rollout: 0-9"}, "cluster.component_placement.actor,env,rollout"),
+    ({"shard": "hybrid_shard"}, "actor.fsdp_config.sharding_strategy"),
+    ({"envs": 100}, "env.train.total_num_envs"),
+])
+def test_refusals_name_the_key(tmp_path: Path, kw: dict, field: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        load_rlinf(write_config(tmp_path, **kw))
+    assert e.value.field == field, str(e.value)
+
+
+def test_denoising_steps_differ_is_a_listed_warning(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path)
+    (tmp_path / "model" / "pi0_5.yaml").write_text(PI05.replace("num_steps: 4", "num_steps: 5"))
+    im = load_rlinf(cfg)
+    assert any(w.startswith("actor.model.num_steps: 5") for w in im.warnings)
+
+
+@pytest.mark.parametrize("mode, gpus, ratio", [("colocated", 8, None), ("streamer", 16, "3:1"),
+                                               ("disaggregated", 24, "1:2"), ("rollout_async", 4, "1:1")])
+def test_emit_round_trips(tmp_path: Path, mode: str, gpus: int, ratio: str | None) -> None:
+    plan = published_plan(load_profile("pi05"), mode, gpus, ratio, b_max=8 if mode != "colocated" else None)
+    f = tmp_path / "frag.yaml"
+    f.write_text(emit_yaml(plan, "pi05"))
+    assert load_rlinf(f).plan.to_dict() == plan.to_dict()
+    # Pasted over a user's config, the config runs the same plan.
+    base = write_config(tmp_path, "user")
+    import yaml
+    merged = yaml.safe_load(base.read_text())
+    frag = yaml.safe_load(f.read_text())
+
+    def deep(a, b):
+        for k, v in b.items():
+            a[k] = deep(a.get(k, {}), v) if isinstance(v, dict) and isinstance(a.get(k), dict) else v
+        return a
+    merged = deep(merged, frag)
+    merged["cluster"]["component_placement"] = frag["cluster"]["component_placement"]
+    (tmp_path / "pasted.yaml").write_text(yaml.safe_dump(merged, sort_keys=False))
+    assert load_rlinf(tmp_path / "pasted.yaml").plan.to_dict() == plan.to_dict()
+
+
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "perfmodel.cli", *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_cli_predict_and_plan_emit_round_trip(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, envs=384)
+    r = _cli("predict", "--rlinf-config", str(cfg), "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["mode"] == "colocated" and out["total_num_envs"] == 384 and out["rlinf_import"]["warnings"] == []
+    r = _cli("plan", "--rlinf-config", str(cfg), "--modes", "colocated,streamer", "--ratios", "1:1,3:1",
+             "--emit", "rlinf", "-o", str(tmp_path / "plan.json"), "--quiet")
+    assert r.returncode == 0, r.stderr
+    (tmp_path / "frag.yaml").write_text(r.stdout)
+    chosen = json.loads((tmp_path / "plan.json").read_text())
+    assert load_rlinf(tmp_path / "frag.yaml").plan.to_dict() == chosen
+    # The config's workload went into the plan: 384 envs on 8 GPUs.
+    assert chosen["workload"]["total_num_envs"] == 384 and chosen["cluster"]["gpus"] == 8
+
+
+def test_cli_refusal_is_one_line_exit_2(tmp_path: Path) -> None:
+    r = _cli("predict", "--rlinf-config", str(write_config(tmp_path, model="openvla_oft")))
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and r.stderr.startswith("error: actor.model.model_type:")
+    r = _cli("predict", "--rlinf-config", str(tmp_path / "nope.yaml"))
+    assert r.returncode == 2 and "no such file" in r.stderr
+
+
+REFUSED_REASONS = ("actor.model.model_type", "algorithm.loss_type", "algorithm.staleness_threshold", "--rlinf-config")
+
+
+def test_every_reference_config_imports_or_is_refused_with_a_reason() -> None:
+    if not REFERENCE.is_dir():
+        pytest.skip(f"RLinf reference configs not found at {REFERENCE} (CI keeps ../shared/reference beside the clone)")
+    configs = sorted(REFERENCE.glob("*.yaml"))
+    assert configs
+    imported, refused = [], []
+    for cfg in configs:
+        try:
+            im = load_rlinf(cfg)
+        except ConfigError as e:
+            assert e.field in REFUSED_REASONS, f"{cfg.name}: {e}"
+            assert "\n" not in str(e) and len(e.message) > 20
+            refused.append(cfg.name)
+            continue
+        assert im.plan.workload.total_num_envs > 0
+        imported.append(cfg.name)
+    # Every pi0.5 and GR00T (N1.5) PPO/GRPO config with a modelled placement imports (README).
+    expected = {f"libero_{suite}_{algo}_{model}.yaml" for suite in ("10", "goal", "object", "spatial")
+                for algo, model in (("ppo", "openpi_pi05"), ("grpo", "openpi_pi05"), ("ppo", "gr00t"))}
+    assert set(imported) == expected, sorted(set(imported) ^ expected)

@@ -1,0 +1,133 @@
+"""Prediction intervals: contain the point, widen beyond the calibrated scale, zero for an exact
+hand-made profile, unavailable when nothing supports one; the stored covariance's schema."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from perfmodel.calibration.reference import ReferencePoint, published_plan
+from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.profile import Profile, load_profile
+from perfmodel.simulate import predict
+from tests.conftest import run_cli
+
+
+def _iv(mode, gpus, prof):
+    return predict(published_plan(prof, mode, gpus, None if mode == "colocated" else "1:1"), prof)
+
+
+@pytest.mark.parametrize("mode", ["disaggregated", "streamer"])
+def test_bundled_interval_contains_point_and_widens_beyond_calibrated_scale(mode):
+    prof = load_profile("pi05")
+    assert prof.uncertainty is not None and prof.uncertainty.calibrated_gpus == (8, 16)
+    p16, p32, p64 = (_iv(mode, g, prof) for g in (16, 32, 64))
+    for p in (p16, p32, p64):
+        iv = p["throughput_interval"]
+        assert iv["low"] < p["throughput_env_steps_per_s"] < iv["high"] and iv["coverage"] == 0.9
+    assert not p16["extrapolation"]["beyond_calibrated_gpus"]
+    assert p32["extrapolation"]["beyond_calibrated_gpus"] and p32["extrapolation"]["beyond_calibrated_nodes"]
+    w = [p["throughput_interval"]["width_pct"] for p in (p16, p32, p64)]
+    assert w[0] < w[1] < w[2]
+    assert p32["throughput_interval"]["components_pct"]["extrapolation_pct"] > 0
+    assert p16["throughput_interval"]["components_pct"]["extrapolation_pct"] == 0
+
+
+def test_published_points_mostly_inside_intervals():
+    from perfmodel.calibration.reference import load_reference
+    from perfmodel.cli import BUNDLED_REFERENCE
+
+    pts = [p for p in load_reference(BUNDLED_REFERENCE) if p.backbone == "pi05"]
+    prof = load_profile("pi05")
+    inside = 0
+    for pt in pts:
+        iv = _iv(pt.mode, pt.gpus, prof)["throughput_interval"]
+        inside += iv["low"] <= pt.throughput_env_steps_per_s <= iv["high"]
+    assert inside >= 0.8 * len(pts)
+
+
+def test_exact_hand_made_profile_has_zero_width(scenario_dict):
+    scenario_dict["provenance"]["uncertainty"] = {"method": "exact (hand-made scenario)", "calibrated_gpus": [2],
+                                                  "calibrated_nodes": [1]}
+    prof = Profile.from_dict(scenario_dict)
+    p = predict(published_plan(prof, "disaggregated", 2, "1:1"), prof)
+    iv = p["throughput_interval"]
+    assert iv["low"] == iv["high"] == p["throughput_env_steps_per_s"] and iv["width_pct"] == 0
+    assert not p["extrapolation"]["beyond_calibrated_gpus"]
+    p4 = predict(published_plan(prof, "disaggregated", 4, "1:1"), prof)
+    assert p4["extrapolation"]["beyond_calibrated_gpus"] and p4["extrapolation"]["doublings_beyond"] == 1.0
+
+
+def test_no_interval_is_invented(scenario_profile):
+    p = predict(published_plan(scenario_profile, "disaggregated", 2, "1:1"), scenario_profile)
+    assert p["throughput_interval"] is None and "uncertainty" in p["throughput_interval_unavailable"]
+
+
+def test_measured_profile_interval_from_raw_samples():
+    prof = load_profile("pi05_tiny_cpu")
+    p = predict(published_plan(prof, "disaggregated", 2, "1:1"), prof)
+    iv = p["throughput_interval"]
+    assert iv["low"] < p["throughput_env_steps_per_s"] < iv["high"] and iv["method"].startswith("measurement spread")
+    assert p["extrapolation"]["beyond_calibrated_gpus"]  # measured: no calibrated scale
+    d = prof.to_dict()
+    d["extra"].pop("env_chunk_step_s_vs_envs_per_worker")
+    bare = Profile.from_dict(d)
+    q = predict(published_plan(bare, "disaggregated", 2, "1:1"), bare)
+    assert q["throughput_interval"] is None and "raw samples" in q["throughput_interval_unavailable"]
+
+
+def test_parameter_term_follows_covariance(scenario_dict):
+    """A hand-made profile's covariance is propagated through its fitted parameters: doubling
+    every standard deviation doubles the parameter part of the interval (linearisation)."""
+    base = load_profile("pi05").to_dict()
+    unc = base["provenance"]["uncertainty"]
+    widths = []
+    for f in (1.0, 2.0):
+        d = json.loads(json.dumps(base))
+        d["provenance"]["uncertainty"]["log_covariance"] = [[v * f * f for v in row] for row in unc["log_covariance"]]
+        prof = Profile.from_dict(d)
+        widths.append(_iv("disaggregated", 8, prof)["throughput_interval"]["components_pct"]["parameters_pct"])
+    assert widths[0] > 0 and widths[1] == pytest.approx(2 * widths[0], rel=0.05)
+
+
+def test_schema_rejects_bad_covariance(scenario_dict):
+    scenario_dict["provenance"]["uncertainty"] = {"method": "x", "parameters": ["a", "b"],
+                                                  "log_covariance": [[1.0, 0.5], [0.2, 1.0]]}
+    with pytest.raises(ConfigError, match="symmetric"):
+        Profile.from_dict(scenario_dict)
+    scenario_dict["provenance"]["uncertainty"]["log_covariance"] = [[1.0]]
+    with pytest.raises(ConfigError, match="2 x 2"):
+        Profile.from_dict(scenario_dict)
+
+
+def test_analyse_keeps_prior_range_for_unidentified_parameters():
+    """Fitted on single-node points, inter-node bandwidth moves nothing: it keeps its prior
+    (bound range) spread, while the env step time, which every point depends on, is pinned."""
+    from perfmodel.calibration.calibrate import PARAMS
+    from perfmodel.calibration.uncertainty import analyse, values_of
+
+    prof = load_profile("pi05")
+    values = values_of({"pi05": prof})
+    pts = [ReferencePoint("disaggregated", "pi05", 8, "1:1", 162.75), ReferencePoint("colocated", "pi05", 8, None, 289.23),
+           ReferencePoint("rollout_async", "pi05", 8, "1:1", 369.56)]
+    unc = analyse(values, pts)["pi05"]
+    sd = dict(zip(unc.parameters, np.sqrt(np.diag(np.array(unc.log_covariance)))))
+    bw = next(p for p in PARAMS if p.name == "inter_node_bw_GBps")
+    assert sd["inter_node_bw_GBps"] == pytest.approx(math.log(bw.hi / bw.lo) / math.sqrt(12), rel=1e-3)
+    env = next(p for p in PARAMS if p.name == "env_step_core_s")
+    assert sd["env_step_core_s"] < 0.5 * math.log(env.hi / env.lo) / math.sqrt(12)
+    assert unc.calibrated_gpus == (8,) and unc.calibrated_nodes == (1,)
+
+
+def test_cli_prints_interval_and_extrapolation():
+    r = run_cli("predict", "--mode", "disaggregated", "--gpus", "32", "--ratio", "1:1")
+    assert r.returncode == 0, r.stderr
+    assert "90% interval" in r.stdout and "extrapolation: 32 GPUs" in r.stdout
+    r = run_cli("predict", "--mode", "disaggregated", "--gpus", "16", "--ratio", "1:1", "--json")
+    d = json.loads(r.stdout)
+    assert d["throughput_interval"]["coverage"] == 0.9 and d["extrapolation"]["calibrated_gpus"] == [8, 16]
+    r = run_cli("predict", "--mode", "disaggregated", "--gpus", "16", "--ratio", "1:1", "--json", "--no-interval")
+    assert "throughput_interval" not in json.loads(r.stdout)

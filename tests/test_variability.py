@@ -1,0 +1,120 @@
+"""Variability: order statistics of the lock-step barrier, and when streaming beats dynamic
+batching (exact tiny timelines)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import simpy
+
+from perfmodel.calibration.reference import published_plan
+from perfmodel.costs import StageCosts
+from perfmodel.schema.profile import Profile
+from perfmodel.schema.timeline import Recorder
+from perfmodel.sim.durations import Durations
+from perfmodel.sim.workers import SampleBuffer, TrainLog, Trainer, WeightStore
+from perfmodel.simulate import simulate
+from perfmodel.variability import (empirical_expected_max_factor, expected_max_factor,
+                                   lockstep_barrier_factor)
+
+
+@pytest.mark.parametrize("m,cv", [(2, 0.1), (16, 0.05), (48, 0.3)])
+def test_expected_max_matches_monte_carlo(m, cv):
+    rng = np.random.default_rng(1)
+    s2 = math.log1p(cv * cv)
+    draws = rng.lognormal(-s2 / 2, math.sqrt(s2), size=(100_000, m)).max(axis=1)
+    assert expected_max_factor(m, cv) == pytest.approx(draws.mean(), rel=2e-3)
+
+
+def test_expected_max_limits_and_growth():
+    assert expected_max_factor(1, 0.3) == 1.0 and expected_max_factor(10, 0.0) == 1.0
+    f = [expected_max_factor(m, 0.1) for m in (2, 4, 16, 64)]
+    assert all(a < b for a, b in zip(f, f[1:]))
+    # two draws of a normal-ish spread: E[max] = mean + sd / sqrt(pi) to first order
+    assert expected_max_factor(2, 0.01) == pytest.approx(1 + 0.01 / math.sqrt(math.pi), rel=1e-4)
+
+
+def test_empirical_order_statistic_is_exact():
+    # max of 2 draws from {1, 2, 3}: P(max=1)=1/9, P(2)=3/9, P(3)=5/9 -> 22/9; mean 2
+    assert empirical_expected_max_factor([3, 1, 2], 2) == pytest.approx(22 / 9 / 2)
+    assert empirical_expected_max_factor([1, 2, 3], 1) == 1.0
+
+
+def test_lockstep_barrier_grows_with_envs_per_group(scenario_dict):
+    """A lock-step group pays E[max over its cores]; the same envs stepping free pay the mean."""
+    scenario_dict["variability"] = {"env_step_cv": 0.3}
+    prof = Profile.from_dict(scenario_dict)
+    plan = published_plan(prof, "disaggregated", 2, "1:1")
+    c = StageCosts(plan, prof)
+    cores = c.cores_per_worker  # 16 - 2 cores: 14
+    free = [c.env_chunk_s(n, lockstep=False) for n in (2, 4, 8)]
+    lock = [c.env_chunk_s(n, lockstep=True) for n in (2, 4, 8)]
+    ratios = [b / a for a, b in zip(free, lock)]
+    assert all(r > 1 for r in ratios) and ratios[0] < ratios[1] < ratios[2]
+    k = plan.workload.num_action_chunks
+    assert ratios[2] == pytest.approx(expected_max_factor(8, 0.3 / math.sqrt(k)), rel=1e-9)
+    assert lockstep_barrier_factor(8, cores, k, 0.0) == 1.0
+    # without variability the lock-step chunk is the free one (plus the profile's fitted slowdown, 0 here)
+    det = StageCosts(plan, Profile.from_dict({**scenario_dict, "variability": {}}))
+    assert det.env_chunk_s(8, True) == det.env_chunk_s(8, False)
+
+
+def _actor_end(prof: Profile, stream: bool, arrivals: list[tuple[float, int]], collapse: bool = True) -> float:
+    """One training iteration of the actor (1 rank) with samples arriving at the given times."""
+    plan = published_plan(prof, "streamer" if stream else "rollout_async", 2, "1:1", max_staleness=0)
+    costs = StageCosts(plan, prof)
+    env = simpy.Environment()
+    buffer, weights, log = SampleBuffer(env), WeightStore(env), TrainLog()
+    actor = Trainer(env, [simpy.Resource(env, 1)], costs, Durations(costs, None), Recorder(), buffer, weights,
+                    log, rollout_done=None, stream=stream, switch_s=0.0, collapse=collapse)
+
+    def feed():
+        now = 0.0
+        for t, n in arrivals:
+            yield env.timeout(t - now)
+            now = t
+            yield buffer.put(n)
+
+    env.process(feed())
+    done = env.process(actor.run(1))
+    env.run(until=done)
+    return log.iteration_done[0]
+
+
+@pytest.mark.parametrize("collapse", [True, False])
+def test_streamer_gains_only_when_a_global_batch_arrives_in_pieces(scenario_profile, collapse):
+    """128 samples per iteration, global batch 32 = 4 micro-batches of 8 on 1 rank (0.26 s each),
+    optimizer step 0.3 s, 2 passes: 2.68 s of actor work per global batch.
+
+    Spread arrivals (16 samples every second, t = 1..8): dynamic batching trains batch j once it
+    is whole (t = 2, 4, 6, 8): ends 2 + 2.68 = 4.68, 7.36, 10.04, 12.72. Streaming starts batch 0's
+    first pass at t = 1 (micro-batches 0-1), the rest at t = 2: first pass ends 2.82, second 4.16;
+    batches 1-3 then find their samples there and follow back to back: 4.16 + 3 x 2.68 = 12.2.
+    Aligned arrivals (32 samples at t = 2, 4, 6, 8) and everything at once (t = 0) give both modes
+    the same timeline: a whole batch is there whenever any of it is."""
+    plan = published_plan(scenario_profile, "streamer", 2, "1:1")
+    assert plan.workload.samples_per_iteration == 128
+    c = StageCosts(plan, scenario_profile)
+    assert c.micro_batching(32) == (4, 8) and c.micro_batch_s(8) == pytest.approx(0.26)
+    assert c.optimizer_step_s() == pytest.approx(0.3)
+    def end(stream, arrivals):
+        return _actor_end(scenario_profile, stream, arrivals, collapse)
+
+    spread = [(float(t), 16) for t in range(1, 9)]
+    assert end(False, spread) == pytest.approx(12.72)
+    assert end(True, spread) == pytest.approx(12.2)
+    aligned = [(float(t), 32) for t in (2, 4, 6, 8)]
+    assert end(False, aligned) == pytest.approx(12.72)
+    assert end(True, aligned) == pytest.approx(12.72)
+    at_once = [(0.0, 128)]
+    assert end(True, at_once) == pytest.approx(end(False, at_once)) == pytest.approx(4 * 2.68)
+
+
+def test_streamer_equals_rollout_async_when_deliveries_align(scenario_profile):
+    """Deterministic identical groups deliver whole episodes together: in the scenario an epoch of
+    all groups is 64 samples = 2 whole global batches, so streaming has nothing to start early."""
+    a = simulate(published_plan(scenario_profile, "rollout_async", 2, "1:1", max_staleness=0), scenario_profile)
+    s = simulate(published_plan(scenario_profile, "streamer", 2, "1:1", max_staleness=0), scenario_profile)
+    assert s.iteration_time_s == a.iteration_time_s
