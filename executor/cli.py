@@ -315,5 +315,11 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
     click.echo(f"wrote {run_dir.out}/ (record.json, trace.json, plan.json{', profile.json' if profile else ''})")
 
 
+# --rlinf-config on executor run: perfmodel's RLinf import hands the command its plan (issue 10).
+from perfmodel.rlinf.hook import add_rlinf_config_option  # noqa: E402
+
+add_rlinf_config_option(main.commands["run"])
+
+
 if __name__ == "__main__":
     main()

@@ -111,6 +111,13 @@ def run_click(group: click.Group, prog_name: str, argv: list[str] | None = None)
         sys.exit(130)
     except SystemExit:
         raise
+    except BrokenPipeError:
+        # The reader went away (`perfmodel sweep --json | head`): stop quietly, as Unix tools do.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        sys.exit(141)
     except BaseException as e:  # noqa: BLE001 - the one place every failure becomes one line
         if type(e).__name__ == "NoArgsIsHelpError" and getattr(e, "ctx", None) is not None:
             click.echo(e.ctx.get_help())  # a bare subgroup: its help, like bare `perfmodel`

@@ -118,7 +118,9 @@ def test_analyse_keeps_prior_range_for_unidentified_parameters():
     bw = next(p for p in PARAMS if p.name == "inter_node_bw_GBps")
     assert sd["inter_node_bw_GBps"] == pytest.approx(math.log(bw.hi / bw.lo) / math.sqrt(12), rel=1e-3)
     env = next(p for p in PARAMS if p.name == "env_step_core_s")
-    assert sd["env_step_core_s"] < 0.5 * math.log(env.hi / env.lo) / math.sqrt(12)
+    # Narrower than its prior range (3 points against the 10 pi0.5 parameters of issue 13's
+    # mechanisms: the env step time is confounded with the fixed costs, so less than before).
+    assert sd["env_step_core_s"] < math.log(env.hi / env.lo) / math.sqrt(12)
     assert unc.calibrated_gpus == (8,) and unc.calibrated_nodes == (1,)
 
 
@@ -131,3 +133,17 @@ def test_cli_prints_interval_and_extrapolation():
     assert d["throughput_interval"]["coverage"] == 0.9 and d["extrapolation"]["calibrated_gpus"] == [8, 16]
     r = run_cli("predict", "--mode", "disaggregated", "--gpus", "16", "--ratio", "1:1", "--json", "--no-interval")
     assert "throughput_interval" not in json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("mode,gpus", [("disaggregated", 32), ("rollout_async", 32)])
+def test_bound_screen_error_is_small(monkeypatch, mode, gpus):
+    """Only the directions that move the analytic bound most are simulated; simulating every
+    direction changes the interval's width little (the screen's error, measured)."""
+    import perfmodel.calibration.uncertainty as u
+
+    prof = load_profile("pi05")
+    screened = _iv(mode, gpus, prof)["throughput_interval"]
+    monkeypatch.setattr(u, "MAX_SIMULATED_DIRECTIONS", u.MAX_DIRECTIONS)
+    full = _iv(mode, gpus, prof)["throughput_interval"]
+    assert "3 simulated" in screened["method"] and "3 simulated" not in full["method"]
+    assert screened["width_pct"] == pytest.approx(full["width_pct"], rel=0.1)

@@ -4,7 +4,8 @@ One row per combination, in a deterministic order (GPUs, then mode in ``MODES`` 
 ratio, pipeline stages, ``b_max``, ``t_max_s`` in the order given). Combinations that cannot run
 are kept as rows with ``status: "infeasible"`` and the reason (the ratio does not split the GPUs,
 the envs do not divide over the env workers or stages, the envs do not fit a node's RAM); they
-are counted, never fatal. Predictions run in a process pool (one prediction per task).
+are counted, never fatal. Predictions run in a process pool, the most expensive first, or as Ray tasks on a cluster
+(``--address``; Ray is imported only then).
 
 Derived columns (docs/metrics.md defines the rest):
 
@@ -61,6 +62,7 @@ class SweepSpec:
     replications: int = 1
     seed: int = 0
     max_staleness: int | None = None
+    intervals: bool = True  # prediction intervals per row (a few simulations each; off for huge searches)
     # A plan to start every combination from (an imported RLinf config: its workload, cluster
     # and knobs), envs scaled with the GPU count at its envs per GPU; None = the profile's
     # published setup. ``gpu``: the accelerator (perfmodel/schema/hardware.py) when not h100.
@@ -191,7 +193,7 @@ def evaluate(spec: SweepSpec, profile: Profile, c: Combo) -> dict[str, Any]:
     except ConfigError as e:
         return {**row, "status": "infeasible", "reason_kind": "envs do not fit node RAM", "reason": str(e)}
     try:
-        pred = predict(plan, profile, replications=spec.replications, seed=spec.seed)
+        pred = predict(plan, profile, replications=spec.replications, seed=spec.seed, interval=spec.intervals)
     except ConfigError as e:
         return {**row, "status": "infeasible", "reason_kind": _category(e), "reason": str(e)}
     except Exception as e:  # a simulator failure on one plan must not lose the whole sweep
@@ -305,15 +307,77 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _cost_order(combos: list[Combo]) -> list[Combo]:
+    """Most expensive first, so no process is left with a slow plan at the end: dynamic
+    batching simulates an event per env group and chunk step (about 10x the others), more
+    replications multiply it; the cluster size does not matter (collapsed simulation)."""
+    return sorted(combos, key=lambda c: (not MODE_TABLE[c.mode].dynamic_batching, c.index))
+
+
+def _chunks(combos: list[Combo], parts: int) -> list[list[Combo]]:
+    """Round-robin chunks (each gets its share of the expensive plans at the front)."""
+    return [combos[i::parts] for i in range(parts) if combos[i::parts]]
+
+
+def _evaluate_chunk(spec: SweepSpec, profile_dict: dict[str, Any], chunk: list[Combo]) -> list[dict[str, Any]]:
+    profile = Profile.from_dict(profile_dict)
+    return [evaluate(spec, profile, c) for c in chunk]
+
+
+def _run_ray(spec: SweepSpec, profile: Profile, combos: list[Combo], address: str,
+             progress: Callable[[int, int], None] | None) -> list[dict[str, Any]]:
+    """The combinations as Ray tasks on the cluster at ``address`` (``auto``, ``host:port`` or
+    ``local`` for a new local one); Ray is imported here only."""
+    if address not in ("auto", "local") and "://" not in address:
+        # Ray waits minutes for an address nobody answers at: refuse it in seconds instead.
+        import socket
+
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host or "127.0.0.1", int(port)), timeout=3).close()
+        except (OSError, ValueError) as e:
+            raise ConfigError("--address", f"must be host:port of a running Ray cluster, auto or local; "
+                              f"cannot reach {address!r} ({getattr(e, 'strerror', None) or e})") from None
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("--address", "needs Ray installed (pip install ray)") from None
+    try:
+        ray.init(address=None if address == "local" else address, ignore_reinit_error=True,
+                 logging_level="ERROR", log_to_driver=False, include_dashboard=False)
+    except Exception as e:  # a bad address must be one line, not Ray's traceback
+        raise ConfigError("--address", f"must name a running Ray cluster (host:port or auto); "
+                          f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+    try:
+        task = ray.remote(_evaluate_chunk)
+        spec_ref, prof_ref = ray.put(spec), ray.put(profile.to_dict())
+        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        pending = [task.remote(spec_ref, prof_ref, chunk)
+                   for chunk in _chunks(combos, max(1, min(len(combos), cpus * 8)))]
+        rows: list[dict[str, Any]] = []
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                rows.extend(ray.get(ref))
+            if progress:
+                progress(len(rows), len(combos))
+        return rows
+    finally:
+        ray.shutdown()
+
+
 def run_sweep(spec: SweepSpec, profile: Profile, *, jobs: int | None = None,
-              progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Evaluate every combination (in ``jobs`` processes; 1 = in this process) and return the
-    sweep document: spec, rows in combination order, summary, and the definitions used."""
+              progress: Callable[[int, int], None] | None = None, address: str | None = None) -> dict[str, Any]:
+    """Evaluate every combination and return the sweep document: spec, rows in combination
+    order, summary, and the definitions used. In ``jobs`` processes on this machine (1 = in
+    this process), or as Ray tasks on the cluster at ``address``."""
     spec.check()
     combos = combinations(spec)
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(combos) or 1))
     rows: list[dict[str, Any]] = []
-    if jobs == 1:
+    if address is not None:
+        rows = _run_ray(spec, profile, _cost_order(combos), address, progress)
+    elif jobs == 1:
         for c in combos:
             rows.append(evaluate(spec, profile, c))
             if progress:
@@ -321,8 +385,10 @@ def run_sweep(spec: SweepSpec, profile: Profile, *, jobs: int | None = None,
     else:
         import multiprocessing as mp
 
+        # Small chunks keep the processes busy to the end; enough of them to show progress.
+        chunk = max(1, min(16, len(combos) // (jobs * 8)))
         with mp.get_context().Pool(jobs, initializer=_init_worker, initargs=(spec, profile.to_dict())) as pool:
-            for row in pool.imap(_run_one, combos, chunksize=1):
+            for row in pool.imap_unordered(_run_one, _cost_order(combos), chunksize=chunk):
                 rows.append(row)
                 if progress:
                     progress(len(rows), len(combos))

@@ -201,6 +201,7 @@ class EnvWorker:
         self.name = f"env_worker_{index}"
         self.cores = simpy.Container(env, capacity=costs.cores_per_worker, init=costs.cores_per_worker)
         self.version = 0
+        self.group_cores = costs.env_cores_used(self.group_envs)
         # One lock-step group: nothing shares its GPU or cores during an epoch (see module doc).
         self.epoch_block = collapse and groups == 1 and not dynamic
 
@@ -225,7 +226,7 @@ class EnvWorker:
     def _cpu(self, stage: str, lane: str, seconds: float, n: int) -> Gen:
         if seconds <= 0:
             return
-        cores = self.costs.env_cores_used(n)
+        cores = self.group_cores  # every group of a worker has n = group_envs envs
         shared = self.groups > 1  # a lone group never waits for its own cores
         if shared:
             yield self.cores.get(cores)
@@ -262,7 +263,7 @@ class EnvWorker:
         """One lock-step epoch of a lone group, timed without an event per step: the same
         draws in the same order, the same spans, the same end time as the events."""
         w, rec, server = self.costs.plan.workload, self.rec, self.server
-        cores = self.costs.env_cores_used(n)
+        cores = self.group_cores
         with server.gpu.request() as slot:  # colocated: the trainer is idle during rollout
             yield slot
             t = self.env.now
@@ -402,6 +403,8 @@ class Trainer:
         passes = count * w.update_epoch
         draws = passes * steps
         deterministic = self.dur.rng is None or self.costs.profile.variability.train_cv <= 0
+        mean = self.costs.micro_batch_s(per_rank)
+        draw = (lambda: mean) if deterministic else (lambda: self.dur.micro_batch(per_rank))  # noqa: E731
         t = self.env.now
         self.log.micro_batches += draws
         self.log.optimizer_steps += passes
@@ -410,7 +413,7 @@ class Trainer:
             # Step by step, in the events' order: bit-for-bit the reference's times.
             for _ in range(passes):
                 for _ in range(steps):
-                    end = t + self.dur.micro_batch(per_rank)
+                    end = t + draw()
                     rec.span("train", self.name, "train", t, end, units=ranks)
                     t = end
                 end = t + opt
@@ -419,12 +422,10 @@ class Trainer:
             return t
         # Many identical steps: totals instead of sums (see the module docstring).
         if deterministic or draws <= EXACT_DRAWS:
-            train = sum(self.dur.micro_batch(per_rank) for _ in range(draws)) if not deterministic \
-                else draws * self.costs.micro_batch_s(per_rank)
+            train = draws * mean if deterministic else sum(draw() for _ in range(draws))
         else:
             # APPROXIMATION: the sum of many iid lognormal micro-batch times drawn as one normal
             # with their mean and variance (central limit; error measured in the tests).
-            mean = self.costs.micro_batch_s(per_rank)
             cv = self.costs.profile.variability.train_cv
             train = max(0.0, float(self.dur.rng.normal(draws * mean, mean * cv * math.sqrt(draws))))
         start = t

@@ -1,0 +1,88 @@
+"""Issue 14: what makes answers fast, checked without timing anything (imports, order, Ray)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys, json; print(json.dumps(sorted(sys.modules)))"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300, check=True)
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_plain_predict_imports_nothing_heavy():
+    """A prediction without replications loads no scipy (about 1 s of start-up on this
+    machine kind), nor torch, Ray or LIBERO (numpy is allowed: the default interval uses it)."""
+    mods = _modules_after(
+        "from perfmodel.cli import main\n"
+        "try:\n    main(['predict', '--mode', 'streamer', '--gpus', '32', '--ratio', '1:1', '--json'])\n"
+        "except SystemExit:\n    pass")
+    for heavy in ("scipy", "torch", "ray", "libero"):
+        assert heavy not in mods, heavy
+
+
+def test_interval_loads_scipy_only_when_asked(scenario_dict):
+    mods = _modules_after(
+        "import json\nfrom perfmodel.schema.profile import Profile\n"
+        "from perfmodel.calibration.reference import published_plan\nfrom perfmodel.simulate import predict\n"
+        f"d = json.loads({json.dumps(json.dumps({**scenario_dict, 'variability': {'infer_cv': 0.1}}))})\n"
+        "p = Profile.from_dict(d)\npredict(published_plan(p, 'rollout_async', 8, '1:1'), p, replications=3)")
+    assert "scipy.stats" in mods
+
+
+def test_sweep_without_address_never_imports_ray(scenario_dict):
+    mods = _modules_after(
+        "import json\nfrom perfmodel.schema.profile import Profile\n"
+        "from perfmodel.planning.sweep import SweepSpec, run_sweep\n"
+        f"p = Profile.from_dict(json.loads({json.dumps(json.dumps(scenario_dict))}))\n"
+        "run_sweep(SweepSpec(profile_ref='x', gpus=(8,), ratios=('1:1',)), p, jobs=2)")
+    assert "ray" not in mods
+
+
+def test_sweep_runs_expensive_plans_first_and_keeps_row_order(scenario_profile):
+    from perfmodel.planning.sweep import SweepSpec, _cost_order, combinations, run_sweep
+
+    spec = SweepSpec(profile_ref="x", gpus=(8, 16), ratios=("1:1", "1:3"))
+    order = _cost_order(combinations(spec))
+    dyn = [c.mode in ("rollout_async", "streamer") for c in order]
+    assert dyn == sorted(dyn, reverse=True) and any(dyn) and not all(dyn)
+    doc = run_sweep(spec, scenario_profile, jobs=2)
+    assert [r["index"] for r in doc["rows"]] == list(range(len(doc["rows"])))
+    serial = run_sweep(spec, scenario_profile, jobs=1)
+    assert [r.get("throughput_env_steps_per_s") for r in doc["rows"]] == \
+        [r.get("throughput_env_steps_per_s") for r in serial["rows"]]
+
+
+def test_sweep_bar_off_when_stdout_is_not_a_terminal(tmp_path):
+    from conftest import run_cli
+
+    res = run_cli("sweep", "--modes", "colocated", "--gpus", "8")
+    assert res.returncode == 0, res.stderr
+    assert "it/s" not in res.stderr and "plan/s" not in res.stderr and "%|" not in res.stderr
+
+
+@pytest.mark.slow
+def test_sweep_on_a_local_ray_cluster_matches_the_pool(scenario_profile):
+    """``--address local``: the same rows as the process pool (run under the heavy lock)."""
+    from perfmodel.planning.sweep import SweepSpec, run_sweep
+
+    spec = SweepSpec(profile_ref="x", gpus=(8,), ratios=("1:1", "3:1"))
+    pool = run_sweep(spec, scenario_profile, jobs=2)
+    ray_doc = run_sweep(spec, scenario_profile, address="local")
+    assert [r.get("throughput_env_steps_per_s") for r in ray_doc["rows"]] == \
+        [r.get("throughput_env_steps_per_s") for r in pool["rows"]]
+
+
+def test_bad_ray_address_is_one_line():
+    from conftest import run_cli
+
+    res = run_cli("sweep", "--modes", "colocated", "--gpus", "8", "--address", "127.0.0.1:1", "--quiet")
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.strip().startswith("error: --address:") and len(res.stderr.strip().splitlines()) == 1, res.stderr
