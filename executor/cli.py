@@ -111,5 +111,11 @@ from executor.run import run  # noqa: E402  (executor run: issue 4)
 main.add_command(run)
 
 
+# --rlinf-config on executor run: perfmodel's RLinf import hands the command its plan (issue 10).
+from perfmodel.rlinf.hook import add_rlinf_config_option  # noqa: E402
+
+add_rlinf_config_option(main.commands["run"])
+
+
 if __name__ == "__main__":
     main()

@@ -10,9 +10,11 @@ count is fixed and derandomized so CI runs the same bounded set every time.
 
 from __future__ import annotations
 
+import atexit
 import copy
 import json
 import math
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -80,9 +82,13 @@ def mutated(draw, base: Any, max_mutations: int = 3) -> Any:
     return doc
 
 
+# One scratch directory per test process, removed at exit (examples overwrite their file).
+_DIR = Path(tempfile.mkdtemp(prefix="vlaperf_fuzz_"))
+atexit.register(shutil.rmtree, _DIR, True)
+
+
 def _write(name: str, content: Any) -> Path:
-    d = Path(tempfile.mkdtemp(prefix="vlaperf_fuzz_"))
-    path = d / name
+    path = _DIR / name
     if isinstance(content, bytes):
         path.write_bytes(content)
     elif isinstance(content, str):
