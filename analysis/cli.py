@@ -42,13 +42,19 @@ def _writable(option: str, path: str) -> None:
 @click.option("--gpus", type=int, help="GPU count for the utilization figure's sweep plans (default: the chosen "
                                        "plan's, else the largest swept)")
 @click.option("--iteration", type=int, help="which iteration of the traces to draw (default 2, the first after warm-up)")
+@click.option("--cross-validation", "cross_validation",
+              help="cross-validation JSON from `perfmodel validate --cross-validate --json`")
+@click.option("--target-env-steps", type=float, help="env steps a training run needs, for time and cost to reach "
+                                                      "it (default 100,000,000)")
+@click.option("--gpu-hour-price", type=float, help="$ per GPU-hour (default: the sweep's --gpu-hour-price)")
 @click.option("--title", help="report title")
 @click.option("-o", "--out", "out", required=True, help="HTML report path")
 @click.option("--md", "md", help="Markdown report path (default: the HTML path with .md); figures go beside it")
 def report_cmd(sweeps, choice, predictions, runs, trace_sim, trace_run, references, reference_profiles, gpus,
-               iteration, title, out, md) -> None:
-    """Build a self-contained HTML report (and a Markdown version) with figures."""
-    from analysis.report import load_inputs, write_report
+               iteration, cross_validation, target_env_steps, gpu_hour_price, title, out, md) -> None:
+    """Build a self-contained interactive HTML report (and a Markdown version with PNG figures)."""
+    from analysis.inputs import load_inputs
+    from analysis.report import write_report
 
     if gpus is not None and gpus < 1:
         raise ConfigError("--gpus", f"must be an integer >= 1, got {gpus}")
@@ -59,12 +65,14 @@ def report_cmd(sweeps, choice, predictions, runs, trace_sim, trace_run, referenc
         _writable("--md", md)
     inp = load_inputs(sweeps=sweeps, choice=choice, predictions=predictions, runs=runs, trace_sim=trace_sim,
                       trace_run=trace_run, references=references, reference_profiles=reference_profiles,
-                      gpus=gpus, iteration=iteration, title=title)
+                      cross_validation=cross_validation, gpus=gpus, iteration=iteration,
+                      target_env_steps=target_env_steps, gpu_hour_price=gpu_hour_price, title=title)
     try:
         res = write_report(inp, out, md)
     except OSError as e:
         raise ConfigError("--out", f"must be a writable path; {e.strerror}: {e.filename}") from None
-    click.echo(f"wrote {res['html']} ({len(res['figures'])} figures embedded)")
+    click.echo(f"wrote {res['html']} ({len(res['figures'])} interactive figures"
+               + (f"; not drawn for lack of input: {', '.join(res['missing'])}" if res["missing"] else "") + ")")
     click.echo(f"wrote {res['markdown']} (figures in {res['figures_dir']})")
 
 

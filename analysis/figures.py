@@ -1,25 +1,29 @@
-"""The report's figures, each a function of plain data (sweeps, predictions, run records, traces)
-returning PNG bytes. Matplotlib runs headless (Agg). A figure whose input was not given is drawn
-as a placeholder that says what is missing, so the report always has the same figures."""
+"""The report's static figures (matplotlib, headless Agg) for the Markdown report, drawn from
+the same data as the interactive HTML figures (analysis.decision, analysis.interactive) and in
+the same styles (analysis.styles): one colour and marker per mode, one colour per stage. A
+figure whose input is missing is not drawn at all; the report says in one line what is missing.
+"""
 
 from __future__ import annotations
 
 import io
 import math
+import re
 from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
-from perfmodel.schema.modes import MODES  # noqa: E402
-from perfmodel.schema.timeline import STAGES  # noqa: E402
+from analysis import decision as dec  # noqa: E402
+from analysis.styles import (CHOSEN_COLOR, STAGE_COLORS, mode_order, mode_style)  # noqa: E402
+from perfmodel.schema.timeline import ITERATION_MARKER, STAGES  # noqa: E402
 
-MODE_COLORS = dict(zip(MODES, ("#7f7f7f", "#1f77b4", "#2ca02c", "#ff7f0e", "#d62728")))
-STAGE_COLORS = dict(zip(STAGES, ("#bcbd22", "#17becf", "#1f77b4", "#d62728", "#9467bd", "#2ca02c", "#7f7f7f")))
-LINESTYLES = ("-", "--", ":", "-.")
 DPI = 100
+plt.rcParams.update({"font.size": 10, "legend.fontsize": 9})
 
 
 def _png(fig) -> bytes:
@@ -29,122 +33,204 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-def placeholder(title: str, message: str) -> bytes:
-    fig, ax = plt.subplots(figsize=(7, 2.2))
-    ax.set_axis_off()
-    ax.set_title(title)
-    ax.text(0.5, 0.5, message, ha="center", va="center", fontsize=11, wrap=True,
-            bbox={"boxstyle": "round", "fc": "#f4f4f4", "ec": "#999999"})
-    return _png(fig)
+def _mode_kw(mode: str, line: bool = True) -> dict[str, Any]:
+    s = mode_style(mode)
+    kw = {"color": s.color, "marker": s.mpl_marker, "markersize": 5 + s.size / 3,
+          "markerfacecolor": s.color if s.filled else "none", "markeredgewidth": 1.6}
+    kw["ls"] = s.mpl_dash if line else ""
+    return kw
 
 
-def _sweep_label(doc: dict[str, Any]) -> str:
-    return f"{doc.get('backbone', '?')} ({doc.get('profile', '?')})"
+def _shade(ax, calibrated: list[int], gpus: list[int], label: bool = True) -> None:
+    if not calibrated or not gpus or max(gpus) <= max(calibrated):
+        return
+    x0, x1 = max(calibrated) * 2 ** 0.3, max(gpus) * 2 ** 0.5
+    ax.axvspan(x0, x1, color="0.85", alpha=0.6, zorder=0, lw=0)
+    if label:
+        ax.text(math.sqrt(x0 * x1), 0.98, f"beyond calibrated scale\n({', '.join(map(str, calibrated))} GPUs): "
+                "extrapolated", transform=ax.get_xaxis_transform(), ha="center", va="top", fontsize=8, color="0.3")
 
 
-def _per_mode(doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
-    for e in doc["summary"]["best_per_mode"]:
-        out.setdefault(e["mode"], []).append(e)
-    return out
+def _gpu_ticks(ax, gpus: list[int], price: float | None) -> None:
+    from matplotlib.ticker import FixedLocator, NullFormatter
 
-
-def throughput_vs_gpus(sweeps: list[dict[str, Any]]) -> bytes:
-    title = "Throughput vs GPUs (best plan per mode)"
-    if not sweeps:
-        return placeholder(title, "no sweep given (--sweep sweep.json from `perfmodel sweep -o`)")
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    for si, doc in enumerate(sweeps):
-        for mode, es in _per_mode(doc).items():
-            xs = [e["gpus"] for e in es]
-            ys = [e["throughput_env_steps_per_s"] for e in es]
-            label = mode if len(sweeps) == 1 else f"{mode}, {_sweep_label(doc)}"
-            ls = LINESTYLES[si % len(LINESTYLES)]
-            cis = [e.get("throughput_ci95") for e in es]
-            if all(cis):
-                err = [[y - c[0] for y, c in zip(ys, cis)], [c[1] - y for y, c in zip(ys, cis)]]
-                ax.errorbar(xs, ys, yerr=err, marker="o", ls=ls, color=MODE_COLORS[mode], label=label, capsize=3)
-            else:
-                ax.plot(xs, ys, marker="o", ls=ls, color=MODE_COLORS[mode], label=label)
     ax.set_xscale("log", base=2)
+    ticks = sorted(set(gpus))
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.set_xticklabels([f"{g}\n${g * price:,.0f}/h" if price else str(g) for g in ticks], fontsize=8)
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlim(min(ticks) / 1.3, max(ticks) * 1.5)
+
+
+def throughput_pareto(points: list[dec.PlanPoint], chosen: dec.PlanPoint | None, calibrated: list[int],
+                      price: float | None) -> bytes:
+    fig, ax = plt.subplots(figsize=(8.5, 5))
+    gpus = sorted({p.gpus for p in points})
+    _shade(ax, calibrated, gpus)
+    per = dec.best_per_mode_gpus(points)
+    best = {p.key for ps in per.values() for p in ps}
+    for p in points:
+        if p.key not in best:
+            ax.plot([p.gpus], [p.throughput], alpha=0.3, **_mode_kw(p.mode, line=False))
+    front = dec.pareto_front(points)
+    ax.plot([p.gpus for p in front], [p.throughput for p in front], color="black", alpha=0.25, lw=7,
+            solid_capstyle="round", label="Pareto front", zorder=1)
+    for mode, ps in per.items():
+        if all(p.low is not None for p in ps):
+            ax.fill_between([p.gpus for p in ps], [p.low for p in ps], [p.high for p in ps],
+                            color=mode_style(mode).color, alpha=0.15, lw=0)
+        ax.plot([p.gpus for p in ps], [p.throughput for p in ps], label=mode, zorder=3, **_mode_kw(mode))
+    if chosen:
+        ax.plot([chosen.gpus], [chosen.throughput], marker="*", ms=18, color=CHOSEN_COLOR, mec="black", ls="",
+                label="chosen plan", zorder=5)
+    _gpu_ticks(ax, gpus, price)
     ax.set_yscale("log")
-    _log_axes(ax, xticks=_swept_gpus(sweeps))
-    ax.set_xlabel("GPUs")
     ax.set_ylabel("env steps / s (whole cluster)")
-    ax.set_title(title + ("; bars: 95% CI" if any(e.get("throughput_ci95") for d in sweeps
-                                                   for e in d["summary"]["best_per_mode"]) else ""))
+    ax.set_xlabel("GPUs" + (" and $ per hour" if price else ""))
+    ax.set_title("Throughput vs GPUs vs $/h: best plan per mode, Pareto front, chosen plan", fontsize=11)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(loc="upper left")
     return _png(fig)
 
 
-def scaling_efficiency(sweeps: list[dict[str, Any]]) -> bytes:
-    title = "Scaling efficiency vs linear (best plan per mode)"
-    if not sweeps:
-        return placeholder(title, "no sweep given (--sweep)")
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    for si, doc in enumerate(sweeps):
-        for mode, es in _per_mode(doc).items():
-            label = mode if len(sweeps) == 1 else f"{mode}, {_sweep_label(doc)}"
-            ax.plot([e["gpus"] for e in es], [e["scaling_efficiency"] for e in es], marker="o",
-                    ls=LINESTYLES[si % len(LINESTYLES)], color=MODE_COLORS[mode], label=label)
-    ax.axhline(1.0, color="black", lw=0.8, ls="--", label="linear")
-    ax.set_xscale("log", base=2)
-    _log_axes(ax, y=False, xticks=_swept_gpus(sweeps))
-    ax.set_xlabel("GPUs")
-    ax.set_ylabel("(thr(N)/N) / (thr(N0)/N0)")
-    ax.set_title(title + "\nN0 = the mode's smallest GPU count in the sweep", fontsize=10)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+def time_cost(points: list[dec.PlanPoint], chosen: dec.PlanPoint | None, target: float) -> bytes:
+    priced = all(p.price for p in points)
+    fig, ax = plt.subplots(figsize=(8.5, 5))
+
+    def y_of(p, thr=None):
+        return p.cost_to(target, thr) if priced else p.hours_to(target, thr) * p.gpus
+
+    for mode, ps in dec.best_per_mode_gpus(points).items():
+        xs, ys = [p.hours_to(target) for p in ps], [y_of(p) for p in ps]
+        if all(p.low is not None for p in ps):
+            ax.errorbar(xs, ys, xerr=[[x - p.hours_to(target, p.high) for x, p in zip(xs, ps)],
+                                      [p.hours_to(target, p.low) - x for x, p in zip(xs, ps)]],
+                        yerr=[[y - y_of(p, p.high) for y, p in zip(ys, ps)], [y_of(p, p.low) - y for y, p in zip(ys, ps)]],
+                        fmt="none", ecolor=mode_style(mode).color, alpha=0.6)
+        ax.plot(xs, ys, label=mode, **_mode_kw(mode))
+        for p, x, y in zip(ps, xs, ys):
+            if p.beyond_calibrated:
+                ax.plot([x], [y], marker="o", ms=14, mfc="none", mec="0.5", ls="")
+    ax.plot([], [], marker="o", ms=14, mfc="none", mec="0.5", ls="", label="beyond calibrated scale")
+    if chosen:
+        ax.plot([chosen.hours_to(target)], [y_of(chosen)], marker="*", ms=18, color=CHOSEN_COLOR, mec="black",
+                ls="", label="chosen plan", zorder=5)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"hours to {target:,.0f} env steps")
+    ax.set_ylabel(f"$ to {target:,.0f} env steps" if priced else "GPU-hours")
+    ax.set_title(f"Time and {'cost' if priced else 'GPU-hours'} to {target:,.0f} env steps (down-left is better)",
+                 fontsize=11)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
     return _png(fig)
 
 
-def gain_over_colocated(sweeps: list[dict[str, Any]]) -> bytes:
-    title = "Gain over colocated at the same GPU count (best plan per mode)"
-    usable = [d for d in sweeps if any(e.get("gain_over_colocated_pct") is not None
-                                       for e in d["summary"]["best_per_mode"] if e["mode"] != "colocated")]
-    if not usable:
-        return placeholder(title, "no sweep with colocated and another mode given (--sweep)")
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    for si, doc in enumerate(usable):
-        for mode, es in _per_mode(doc).items():
-            if mode == "colocated":
-                continue
-            es = [e for e in es if e.get("gain_over_colocated_pct") is not None]
-            label = mode if len(usable) == 1 else f"{mode}, {_sweep_label(doc)}"
-            ax.plot([e["gpus"] for e in es], [e["gain_over_colocated_pct"] for e in es], marker="o",
-                    ls=LINESTYLES[si % len(LINESTYLES)], color=MODE_COLORS[mode], label=label)
-    ax.axhline(0.0, color="black", lw=0.8)
-    ax.set_xscale("log", base=2)
-    _log_axes(ax, y=False, xticks=_swept_gpus(usable))
-    ax.set_xlabel("GPUs")
-    ax.set_ylabel("throughput / colocated - 1  (%)")
-    ax.set_title(title, fontsize=10)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+def scaling(sweeps: list[dict[str, Any]], calibrated: list[int]) -> bytes:
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.3))
+    gpus = sorted({e["gpus"] for d in sweeps for e in d["summary"]["best_per_mode"]})
+    for ax in axes:
+        _shade(ax, calibrated, gpus, label=ax is axes[0])
+    for doc in sweeps:
+        per: dict[str, list] = {}
+        for e in doc["summary"]["best_per_mode"]:
+            per.setdefault(e["mode"], []).append(e)
+        for mode in sorted(per, key=mode_order):
+            es = sorted(per[mode], key=lambda e: e["gpus"])
+            axes[0].plot([e["gpus"] for e in es], [e["scaling_efficiency"] for e in es], label=mode, **_mode_kw(mode))
+            g = [e for e in es if e.get("gain_over_colocated_pct") is not None]
+            if mode != "colocated" and g:
+                axes[1].plot([e["gpus"] for e in g], [e["gain_over_colocated_pct"] for e in g], **_mode_kw(mode))
+    axes[0].axhline(1.0, color="black", lw=0.8, ls="--")
+    axes[1].axhline(0.0, color="black", lw=0.8)
+    for ax, t in zip(axes, ("Scaling efficiency (thr(N)/N) / (thr(N0)/N0)", "Gain over colocated (%)")):
+        _gpu_ticks(ax, gpus, None)
+        ax.set_xlabel("GPUs")
+        ax.set_title(t, fontsize=10)
+        ax.grid(True, alpha=0.3)
+    axes[0].legend()
     return _png(fig)
 
 
-def utilization(sources: list[tuple[str, dict[str, Any]]]) -> bytes:
-    """Grouped bars: per-stage utilization (docs/metrics.md) of each (label, prediction-or-record)."""
-    title = "Per-stage utilization"
-    sources = [(lab, s) for lab, s in sources if isinstance(s.get("utilization"), dict)
-               and isinstance(s["utilization"].get("stages"), dict)][:8]
-    if not sources:
-        return placeholder(title, "no prediction, sweep or run record with utilization given")
-    stages = [st for st in STAGES if any(s["utilization"]["stages"].get(st, 0) > 0 for _, s in sources)] or list(STAGES)
-    fig, ax = plt.subplots(figsize=(max(7.5, 1.2 * len(stages) + 2), 4.5))
-    width = 0.8 / len(sources)
-    for i, (label, s) in enumerate(sources):
-        vals = [float(s["utilization"]["stages"].get(st, 0.0)) for st in stages]
-        ax.bar([j + (i - (len(sources) - 1) / 2) * width for j in range(len(stages))], vals, width, label=label)
-    ax.set_xticks(range(len(stages)))
-    ax.set_xticklabels(stages, rotation=20)
-    ax.set_ylabel("busy fraction of the stage's resource")
+def utilization(sources: list[tuple[str, str | None, dict[str, Any]]]) -> bytes:
+    stages = [s for s in STAGES if any(src["utilization"]["stages"].get(s, 0) > 0 for _, _, src in sources)]
+    fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(sources) + 3), 4.5))
+    width = 0.8 / max(1, len(stages))
+    for j, st in enumerate(stages):
+        ax.bar([i + (j - (len(stages) - 1) / 2) * width for i in range(len(sources))],
+               [float(src["utilization"]["stages"].get(st, 0.0)) for _, _, src in sources], width,
+               color=STAGE_COLORS[st], label=st)
+    ax.set_xticks(range(len(sources)))
+    ax.set_xticklabels([lab for lab, _, _ in sources], rotation=15, ha="right", fontsize=8)
     ax.set_ylim(0, 1.05)
-    ax.set_title(title)
+    ax.set_ylabel("busy fraction of the stage's resource")
+    ax.set_title("Per-stage utilization (one colour per stage)")
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper right")
+    ax.legend(ncol=min(4, len(stages)), loc="upper right")
+    return _png(fig)
+
+
+def timeline(panels: list[tuple[str, dict[str, Any]]]) -> bytes:
+    fig, axes = plt.subplots(len(panels), 1, figsize=(12, sum(1.2 + 0.28 * len(l["rows"]) for _, l in panels) + 0.8),
+                             squeeze=False)
+    used = set()
+    for ax, (title, lanes) in zip(axes[:, 0], panels):
+        for row, stage, start, dur, _ in lanes["spans"]:
+            ax.broken_barh([(start, dur)], (row - 0.4, 0.8), facecolors=STAGE_COLORS.get(stage, "#444"))
+            used.add(stage)
+        ax.set_yticks(range(len(lanes["rows"])))
+        ax.set_yticklabels(lanes["rows"], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlim(0, lanes["length_s"])
+        ax.set_xlabel(lanes["xlabel"])
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, axis="x", alpha=0.3)
+    fig.legend(handles=[Patch(color=STAGE_COLORS[s], label=s) for s in STAGES if s in used], loc="lower center",
+               ncol=len(used), bbox_to_anchor=(0.5, -0.03))
+    fig.tight_layout()
+    return _png(fig)
+
+
+def validation(in_sample_pts, in_sample_title: str, cv_pts, cv_title: str) -> bytes:
+    panels = [(t, p) for t, p in ((in_sample_title, in_sample_pts), (cv_title, cv_pts)) if p]
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5), squeeze=False)
+    for ax, (title, pts) in zip(axes[0], panels):
+        for r in sorted(pts, key=lambda r: mode_order(r["mode"])):
+            ax.plot([r["published"]], [r["predicted"]], **_mode_kw(r["mode"], line=False))
+        allv = [v for r in pts for v in (r["published"], r["predicted"])]
+        lo, hi = min(allv) * 0.8, max(allv) * 1.25
+        ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("published env steps / s")
+        ax.set_ylabel("predicted env steps / s")
+        ax.set_title(title.replace("<br>", "\n"), fontsize=9)
+        ax.grid(True, which="both", alpha=0.3)
+        modes = sorted({r["mode"] for r in pts}, key=mode_order)
+        ax.legend(handles=[Line2D([], [], label=m, **_mode_kw(m, line=False)) for m in modes])
+    fig.tight_layout()
+    return _png(fig)
+
+
+def predicted_vs_measured(points: list[dict[str, Any]]) -> bytes:
+    pts = [p for p in points if p.get("predicted") and p.get("measured")]
+    fig, ax = plt.subplots(figsize=(6.5, 5.5))
+    for p in pts:
+        ax.plot([p["predicted"]], [p["measured"]], **_mode_kw(p.get("mode"), line=False))
+        ax.annotate(f"{p['label']} ({p['error_pct']:+.1f}%)", (p["predicted"], p["measured"]), fontsize=8,
+                    xytext=(5, 5), textcoords="offset points")
+    lo = min(min(p["predicted"], p["measured"]) for p in pts) * 0.8
+    hi = max(max(p["predicted"], p["measured"]) for p in pts) * 1.25
+    ax.plot([lo, hi], [lo, hi], "k--", lw=0.8, label="predicted = measured")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("predicted env steps / s")
+    ax.set_ylabel("measured env steps / s")
+    ax.set_title("Predicted vs measured (label: prediction / measurement - 1)", fontsize=10)
+    modes = sorted({p.get("mode") for p in pts}, key=mode_order)
+    ax.legend(handles=[Line2D([], [], label=m, **_mode_kw(m, line=False)) for m in modes]
+              + [Line2D([], [], color="black", ls="--", label="predicted = measured")])
+    ax.grid(True, which="both", alpha=0.3)
     return _png(fig)
 
 
@@ -164,16 +250,33 @@ def _opt_steps_per_iteration(trace: dict[str, Any], record: dict[str, Any] | Non
     return None
 
 
+def _markers(trace: dict[str, Any]) -> list[float]:
+    """End times (us) of iterations 1, 2, ... from the trace's ``iteration <k> done`` markers."""
+    pat = re.compile("^" + ITERATION_MARKER.format(k=r"(\d+)") + "$")
+    found = {}
+    for e in trace.get("traceEvents", []):
+        m = pat.match(str(e.get("name"))) if e.get("ph") == "i" else None
+        if m:
+            found[int(m.group(1))] = e["ts"]
+    return [found[k] for k in range(1, len(found) + 1)] if set(found) == set(range(1, len(found) + 1)) else []
+
+
 def iteration_window(trace: dict[str, Any], iteration: int | None = None,
                      record: dict[str, Any] | None = None) -> tuple[float, float, str]:
-    """(start_us, end_us, label) of one iteration: between the ends of the last optimizer step of
-    iteration i-1 and of iteration i (default: the second iteration, the first after warm-up,
-    or the last one the trace has). Falls back to the whole trace."""
+    """(start_us, end_us, label) of one iteration (default: the second, the first after warm-up,
+    or the last one the trace has): between the trace's iteration markers when it has them, else
+    between the ends of the last optimizer step of iterations i-1 and i. Falls back to the whole
+    trace."""
     ev = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
     if not ev:
         return 0.0, 1.0, "empty trace"
     t_lo = min(e["ts"] for e in ev)
     t_hi = max(e["ts"] + e["dur"] for e in ev)
+    ends = _markers(trace)
+    if ends:
+        n_iter = len(ends)
+        i = max(1, min(iteration if iteration is not None else min(2, n_iter), n_iter))
+        return (t_lo if i == 1 else ends[i - 2]), ends[i - 1], f"iteration {i} of {n_iter}"
     k = _opt_steps_per_iteration(trace, record)
     ends = sorted(e["ts"] + e["dur"] for e in ev if e["name"] == "optimizer_step")
     if not k or len(ends) < k:
@@ -209,9 +312,7 @@ KIND_ORDER = ("env_worker", "rollout_gpu", "actor", "all_gpus")
 
 
 def _kind(name: str) -> str:
-    import re
-
-    return re.sub(r"_\d+$", "", str(name))
+    return re.sub(r"_\d+$", "", str(name).split(" (", 1)[0])
 
 
 def _pick_lanes(rows: list[tuple[int, int]], procs: dict[int, str], max_rows: int,
@@ -231,147 +332,21 @@ def _pick_lanes(rows: list[tuple[int, int]], procs: dict[int, str], max_rows: in
     return picked[:max_rows]
 
 
-def _log_axes(ax, x: bool = True, y: bool = True, xticks=None) -> None:
-    """Plain numbers on log axes (1, 2, 5 per decade); GPU axes get the swept counts as ticks."""
-    from matplotlib.ticker import FixedLocator, LogLocator, NullFormatter, ScalarFormatter
-
-    for on, axis in ((x, ax.xaxis), (y, ax.yaxis)):
-        if on:
-            axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-            axis.set_major_formatter(ScalarFormatter())
-            axis.set_minor_formatter(NullFormatter())
-    if xticks:
-        ax.xaxis.set_major_locator(FixedLocator(sorted(set(xticks))))
-        ax.xaxis.set_major_formatter(ScalarFormatter())
-        ax.xaxis.set_minor_formatter(NullFormatter())
-
-
-def _swept_gpus(sweeps) -> list[int]:
-    return sorted({e["gpus"] for d in sweeps for e in d["summary"]["best_per_mode"]})
-
-
-def _gantt(ax, trace: dict[str, Any], title: str, record: dict[str, Any] | None, max_rows: int,
-           iteration: int | None) -> set[str]:
+def gantt_lanes(trace: dict[str, Any], record: dict[str, Any] | None = None, iteration: int | None = None,
+                max_rows: int = 16) -> dict[str, Any]:
+    """One iteration of a trace as Gantt rows: {"rows": ["env_worker_0 (x4 replicas) / group_0", ...],
+    "spans": [(row, stage, start_s, dur_s, args)], "xlabel", "length_s", "hidden": lanes not shown}."""
     start, end, what = iteration_window(trace, iteration, record)
     procs, threads = _lanes(trace)
-    ev = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"
-          and e["ts"] < end and e["ts"] + e["dur"] > start]
-    rows = _pick_lanes(sorted({(e["pid"], e["tid"]) for e in ev}), procs, max_rows)
-    hidden = len({(e["pid"], e["tid"]) for e in ev}) - len(rows)
+    ev = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and e["ts"] < end and e["ts"] + e["dur"] > start]
+    all_rows = sorted({(e["pid"], e["tid"]) for e in ev})
+    rows = _pick_lanes(all_rows, procs, max_rows)
     index = {r: i for i, r in enumerate(rows)}
-    used = set()
+    spans = []
     for e in ev:
         r = index.get((e["pid"], e["tid"]))
-        if r is None:
-            continue
-        s, f = max(e["ts"], start), min(e["ts"] + e["dur"], end)
-        ax.broken_barh([((s - start) / 1e6, (f - s) / 1e6)], (r - 0.4, 0.8),
-                       facecolors=STAGE_COLORS.get(e["name"], "#444444"))
-        used.add(e["name"])
-    ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([f"{procs.get(p, p)}/{threads.get((p, t), t)}" for p, t in rows], fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlim(0, (end - start) / 1e6)
-    ax.set_xlabel(f"seconds into {what}")
-    ax.set_title(title + (f"\n({hidden} more lanes not shown)" if hidden else ""), fontsize=9)
-    ax.grid(True, axis="x", alpha=0.3)
-    return used
-
-
-def timeline(sim: dict[str, Any] | None, measured: dict[str, Any] | None, *, sim_label: str = "simulated",
-             measured_label: str = "measured", record: dict[str, Any] | None = None, max_rows: int = 16,
-             iteration: int | None = None) -> bytes:
-    """Gantt of one iteration: simulated (left) and measured (right) side by side."""
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5.5))
-    used: set[str] = set()
-    for ax, tr, label, rec in ((axes[0], sim, sim_label, None), (axes[1], measured, measured_label, record)):
-        if tr is None:
-            ax.set_axis_off()
-            ax.text(0.5, 0.5, f"{label}: none given", ha="center", va="center", fontsize=12,
-                    bbox={"boxstyle": "round", "fc": "#f4f4f4", "ec": "#999999"})
-            continue
-        used |= _gantt(ax, tr, label, rec, max_rows, iteration)
-    if used:
-        from matplotlib.patches import Patch
-
-        fig.legend(handles=[Patch(color=STAGE_COLORS.get(s, "#444444"), label=s) for s in STAGES if s in used],
-                   loc="lower center", ncol=len(used), fontsize=8, bbox_to_anchor=(0.5, -0.04))
-    fig.suptitle("Timeline of one iteration (Gantt)")
-    fig.tight_layout()
-    return _png(fig)
-
-
-# --- comparisons -------------------------------------------------------------------------------
-
-def predicted_vs_measured(points: list[dict[str, Any]]) -> bytes:
-    """points: label, predicted, measured, optional predicted_ci95 / measured_ci95."""
-    title = "Predicted vs measured throughput (run records)"
-    pts = [p for p in points if p.get("predicted") and p.get("measured")]
-    if not pts:
-        return placeholder(title, "no run record with a prediction given (--run runs/X/record.json)")
-    fig, ax = plt.subplots(figsize=(6.5, 5.5))
-    for p in pts:
-        xe = ye = None
-        if p.get("predicted_ci95"):
-            xe = [[p["predicted"] - p["predicted_ci95"][0]], [p["predicted_ci95"][1] - p["predicted"]]]
-        if p.get("measured_ci95"):
-            ye = [[p["measured"] - p["measured_ci95"][0]], [p["measured_ci95"][1] - p["measured"]]]
-        ax.errorbar([p["predicted"]], [p["measured"]], xerr=xe, yerr=ye, marker="o", capsize=3,
-                    color=MODE_COLORS.get(p.get("mode"), "black"))
-        ax.annotate(f"{p['label']} ({100 * (p['predicted'] / p['measured'] - 1):+.1f}%)",
-                    (p["predicted"], p["measured"]), fontsize=7, xytext=(4, 4), textcoords="offset points")
-    lo = min(min(p["predicted"], p["measured"]) for p in pts) * 0.8
-    hi = max(max(p["predicted"], p["measured"]) for p in pts) * 1.2
-    ax.plot([lo, hi], [lo, hi], "k--", lw=0.8, label="predicted = measured")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(lo, hi)
-    ax.set_xlabel("predicted env steps / s")
-    ax.set_ylabel("measured env steps / s")
-    ax.set_title(title + "\n(label: prediction error vs measured)", fontsize=10)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    return _png(fig)
-
-
-def predicted_vs_published(validation: dict[str, Any] | None, reason: str = "") -> bytes:
-    title = "Predicted vs published (RL-VLA3 reference)"
-    if not validation or not validation.get("points"):
-        return placeholder(title, reason or "no reference CSV given (--reference)")
-    fig, axes = plt.subplots(1, 2, figsize=(12, 5), gridspec_kw={"width_ratios": [1, 1.3]})
-    ax = axes[0]
-    markers = {}
-    for r in validation["points"]:
-        m = markers.setdefault(r["backbone"], "os^D"[len(markers) % 4])
-        ax.scatter(r["published"], r["predicted"], color=MODE_COLORS.get(r["mode"], "black"), marker=m, s=30)
-    allv = [v for r in validation["points"] for v in (r["published"], r["predicted"])]
-    lo, hi = min(allv) * 0.8, max(allv) * 1.2
-    ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    _log_axes(ax)
-    ax.set_xlabel("published env steps / s")
-    ax.set_ylabel("predicted env steps / s")
-    a = validation["best_mode_agreement"]
-    ax.set_title(f"MAPE {validation['mape_pct']:.1f}%, best mode agrees {a['matches']}/{a['groups']}", fontsize=10)
-    from matplotlib.lines import Line2D
-
-    handles = [Line2D([], [], color=c, marker="o", ls="", label=m) for m, c in MODE_COLORS.items()
-               if any(r["mode"] == m for r in validation["points"])]
-    handles += [Line2D([], [], color="black", marker=mk, ls="", label=b) for b, mk in markers.items()]
-    ax.legend(handles=handles, fontsize=7)
-    ax.grid(True, which="both", alpha=0.3)
-    ax = axes[1]
-    pts = validation["points"]
-    labels = [f"{r['backbone']} {r['mode']} {r['gpus']}" + (f" {r['allocation_ratio']}" if r["allocation_ratio"] else "")
-              for r in pts]
-    ax.barh(range(len(pts)), [r["error_pct"] for r in pts], color=[MODE_COLORS.get(r["mode"], "black") for r in pts])
-    ax.set_yticks(range(len(pts)))
-    ax.set_yticklabels(labels, fontsize=7)
-    ax.invert_yaxis()
-    ax.axvline(0, color="black", lw=0.8)
-    ax.set_xlabel("prediction error vs published (%)")
-    ax.set_title("error per point", fontsize=10)
-    ax.grid(True, axis="x", alpha=0.3)
-    fig.suptitle(title)
-    fig.tight_layout()
-    return _png(fig)
+        if r is not None:
+            s, f = max(e["ts"], start), min(e["ts"] + e["dur"], end)
+            spans.append((r, e["name"], (s - start) / 1e6, (f - s) / 1e6, e.get("args") or {}))
+    return {"rows": [f"{procs.get(p, p)} / {threads.get((p, t), t)}" for p, t in rows], "spans": spans,
+            "xlabel": f"seconds into {what}", "length_s": (end - start) / 1e6, "hidden": len(all_rows) - len(rows)}

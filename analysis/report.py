@@ -1,107 +1,49 @@
-"""Build the capacity-planning report (self-contained HTML with base64 PNG figures, and a
-Markdown version with the PNGs beside it) from files: sweeps (``perfmodel sweep -o``), a plan
-choice (``perfmodel plan --details``), predictions (``perfmodel predict --json``), run records
-(``executor run``: JSON with the prediction's fields), Chrome traces (simulated and measured) and
-published reference CSVs. Executor output is read as files only; nothing here imports executor.
+"""Build the capacity-planning report: a self-contained interactive HTML (plotly, its script
+embedded once, so it opens offline) and a Markdown version with matplotlib PNGs beside it, from
+files: sweeps, a plan choice, predictions, run records, Chrome traces, published reference CSVs
+and a cross-validation result (analysis.inputs). Figures whose input is missing are left out
+with one line saying what is missing. Error everywhere: prediction / measurement - 1.
 """
 
 from __future__ import annotations
 
-import base64
 import html
 import json
-import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from analysis import figures
+from analysis import decision as dec
+from analysis import figures, interactive
+from analysis.inputs import Inputs, load_inputs  # noqa: F401 - load_inputs re-exported for callers
+from analysis.styles import CHOSEN_COLOR, mode_order
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.jsonio import write_atomic
-from perfmodel.schema.modes import MODES
 
-# The report's figures, in order: (id, caption). The test checks that every one is rendered.
+# The report's figures, in order: (id, caption). The browser test checks each one it expects.
 FIGURES = (
-    ("throughput", "Throughput vs GPUs per mode (best plan per mode and GPU count; bars: 95% CI when replicated)"),
-    ("scaling", "Scaling efficiency against linear: (thr(N)/N) / (thr(N0)/N0), N0 = the mode's smallest GPU count"),
-    ("gain", "Gain over colocated at the same GPU count: throughput / colocated throughput - 1"),
+    ("decision", "Throughput vs GPUs vs $/h: every predicted plan (faint: other splits), each mode's best "
+                 "plan per GPU count (band: its interval when the input has one), the Pareto front and the "
+                 "chosen plan; shaded: beyond the calibrated scale"),
+    ("time_cost", "Time and cost to reach the target number of env steps (bars: intervals when given; grey "
+                  "ring: extrapolated beyond the calibrated scale)"),
+    ("scaling", "Scaling efficiency against linear and gain over colocated, best plan per mode"),
     ("utilization", "Per-stage utilization (busy fraction of the stage's resource, docs/metrics.md)"),
-    ("timeline", "Timeline (Gantt) of one iteration: simulated (left) and measured (right)"),
+    ("timeline", "Timeline (Gantt) of one iteration: simulated, then measured"),
+    ("validation", "Predicted vs published throughput: in-sample fit and cross-validated error, separately"),
     ("predicted_vs_measured", "Predicted vs measured throughput, from run records"),
-    ("predicted_vs_published", "Predicted vs published throughput (validation MAPE, best-mode agreement)"),
 )
-
-
-@dataclass
-class Inputs:
-    sweeps: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    choice: tuple[str, dict[str, Any]] | None = None
-    predictions: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    runs: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    trace_sim: tuple[str, dict[str, Any]] | None = None
-    trace_run: tuple[str, dict[str, Any]] | None = None
-    references: list[str] = field(default_factory=list)
-    reference_profiles: dict[str, str] = field(default_factory=dict)
-    gpus: int | None = None
-    iteration: int | None = None
-    title: str = "vlaperf capacity-planning report"
-
-
-def _load(option: str, path: str) -> Any:
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(option, f"file not found: {path}")
-    try:
-        return json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(option, f"{path} is not valid JSON ({e})") from None
-
-
-def load_inputs(*, sweeps=(), choice=None, predictions=(), runs=(), trace_sim=None, trace_run=None,
-                references=(), reference_profiles=(), gpus=None, iteration=None, title=None) -> Inputs:
-    """Read and check every input file; bad input is a ConfigError naming the option."""
-    inp = Inputs(gpus=gpus, iteration=iteration)
-    if title:
-        inp.title = title
-    for s in sweeps:
-        doc = _load("--sweep", s)
-        if not isinstance(doc, dict) or doc.get("kind") != "perfmodel.planning.sweep":
-            raise ConfigError("--sweep", f"{s} is not a sweep written by `perfmodel sweep -o`")
-        inp.sweeps.append((s, doc))
-    if choice:
-        doc = _load("--choice", choice)
-        if not isinstance(doc, dict) or doc.get("kind") != "perfmodel.plan_choice":
-            raise ConfigError("--choice", f"{choice} is not written by `perfmodel plan --details`")
-        inp.choice = (choice, doc)
-    for p in predictions:
-        doc = _load("--prediction", p)
-        if not isinstance(doc, dict) or "throughput_env_steps_per_s" not in doc:
-            raise ConfigError("--prediction", f"{p} lacks throughput_env_steps_per_s (`perfmodel predict --json`)")
-        inp.predictions.append((p, doc))
-    for r in runs:
-        doc = _load("--run", r)
-        if not isinstance(doc, dict) or not isinstance(doc.get("throughput_env_steps_per_s"), (int, float)):
-            raise ConfigError("--run", f"{r} is not a run record: it needs throughput_env_steps_per_s")
-        inp.runs.append((r, doc))
-    for opt, t, attr in (("--trace-sim", trace_sim, "trace_sim"), ("--trace-run", trace_run, "trace_run")):
-        if t:
-            doc = _load(opt, t)
-            if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-                raise ConfigError(opt, f"{t} is not a Chrome trace (needs traceEvents)")
-            setattr(inp, attr, (t, doc))
-    if inp.trace_sim is None and inp.choice is not None:
-        inp.trace_sim = simulated_trace(inp.choice[1]["plan"])
-    for ref in references:
-        if not Path(ref).is_file():
-            raise ConfigError("--reference", f"file not found: {ref}")
-        inp.references.append(ref)
-    for item in reference_profiles:
-        if "=" not in item:
-            raise ConfigError("--reference-profile", f"must look like BACKBONE=PROFILE.json, got {item!r}")
-        b, path = item.split("=", 1)
-        inp.reference_profiles[b.strip()] = path.strip()
-    return inp
+NEEDS = {
+    "decision": "no sweep given (--sweep FILE from `perfmodel sweep -o`)",
+    "time_cost": "no sweep given (--sweep)",
+    "scaling": "no sweep given (--sweep)",
+    "utilization": "no prediction, plan choice, sweep or run record with utilization given",
+    "timeline": "no trace given (--trace-sim, --trace-run, or --choice to simulate the chosen plan)",
+    "validation": "no reference CSV (--reference) and no cross-validation (--cross-validation FILE from "
+                  "`perfmodel validate --cross-validate --json`) given",
+    "predicted_vs_measured": "no run record with a prediction given (--run runs/X/record.json)",
+}
 
 
 def simulated_trace(plan_dict: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
@@ -147,31 +89,35 @@ def _match_prediction(rec: dict[str, Any], inp: Inputs) -> dict[str, Any] | None
 
 
 def comparison_points(inp: Inputs) -> list[dict[str, Any]]:
+    """Run records against their predictions; error = prediction / measurement - 1 (computed
+    here from the two throughputs, whatever error field a record carries)."""
     pts = []
     for path, rec in inp.runs:
-        pred = rec.get("predicted_throughput_env_steps_per_s")
-        ci = rec.get("predicted_throughput_ci95")
-        source = "record"
-        if pred is None:
+        pred, ci, source = None, None, "none"
+        if isinstance(rec.get("prediction"), dict) and rec["prediction"].get("throughput_env_steps_per_s"):
+            pred, source = rec["prediction"]["throughput_env_steps_per_s"], "record (executor run --compare)"
+        elif rec.get("predicted_throughput_env_steps_per_s"):
+            pred, ci, source = rec["predicted_throughput_env_steps_per_s"], rec.get("predicted_throughput_ci95"), "record"
+        else:
             m = _match_prediction(rec, inp)
             if m is not None:
                 pred, ci, source = m["throughput_env_steps_per_s"], m.get("throughput_ci95"), "matched prediction"
         measured = rec["throughput_env_steps_per_s"]
         pts.append({"label": _label(path, rec), "path": path, "mode": rec.get("mode"), "measured": measured,
                     "measured_ci95": rec.get("throughput_ci95"), "predicted": pred, "predicted_ci95": ci,
-                    "prediction_source": source if pred is not None else "none",
+                    "prediction_source": source,
                     "error_pct": (100 * (pred / measured - 1) if pred and measured else None)})
     return pts
 
 
-def run_validation(inp: Inputs) -> tuple[dict[str, Any] | None, str]:
-    """perfmodel.calibration.validate over the reference CSVs, with a profile per backbone (a bundled one
-    unless --reference-profile names a file). Returns (result, why-not)."""
+def run_validation(inp: Inputs) -> tuple[dict[str, Any] | None, dict[str, Any], str]:
+    """perfmodel.calibration.validate over the reference CSVs, with a profile per backbone (a
+    bundled one unless --reference-profile names a file). Returns (result, profiles, why-not)."""
     if not inp.references:
-        return None, "no reference CSV given (--reference)"
-    from perfmodel.schema.profile import load_profile
+        return None, {}, "no reference CSV given (--reference)"
     from perfmodel.calibration.reference import load_reference
     from perfmodel.calibration.validate import validate
+    from perfmodel.schema.profile import load_profile
 
     points = [p for ref in inp.references for p in load_reference(ref)]
     profiles = {}
@@ -179,123 +125,316 @@ def run_validation(inp: Inputs) -> tuple[dict[str, Any] | None, str]:
         try:
             profiles[b] = load_profile(inp.reference_profiles.get(b, b))
         except ConfigError as e:
-            return None, f"no profile for backbone {b}: {e.message}"
-    return validate(points, profiles), ""
+            return None, {}, f"no profile for backbone {b}: {e.message}"
+    return validate(points, profiles), profiles, ""
 
 
-def utilization_sources(inp: Inputs) -> list[tuple[str, dict[str, Any]]]:
-    out: list[tuple[str, dict[str, Any]]] = []
+def utilization_sources(inp: Inputs) -> list[tuple[str, str | None, dict[str, Any]]]:
+    out: list[tuple[str, str | None, dict[str, Any]]] = []
     if inp.choice:
         best = inp.choice[1]["best"]
-        out.append((f"chosen plan: {_label('', best)} (predicted)", best["prediction"]))
+        out.append((f"chosen: {_label('', best)} (predicted)", best["mode"], best["prediction"]))
     for path, p in inp.predictions:
-        out.append((f"{_label(path, p)} (predicted)", p))
+        out.append((f"{_label(path, p)} (predicted)", p.get("mode"), p))
     for path, r in inp.runs:
-        out.append((f"{_label(path, r)} (measured)", r))
+        out.append((f"{_label(path, r)} (measured)", r.get("mode"), r))
     if inp.sweeps:
         doc = inp.sweeps[0][1]
         gpus = inp.gpus or (inp.choice[1]["best"]["gpus"] if inp.choice else
                             max((r["gpus"] for r in doc["rows"] if r["status"] == "ok"), default=None))
-        best = {}
+        best: dict[str, dict[str, Any]] = {}
         for r in doc["rows"]:
             if r["status"] == "ok" and r["gpus"] == gpus:
                 if r["mode"] not in best or r["throughput_env_steps_per_s"] > best[r["mode"]]["throughput_env_steps_per_s"]:
                     best[r["mode"]] = r
-        for mode, r in best.items():
-            out.append((f"best {mode} at {gpus} GPUs (sweep)", r["prediction"]))
+        for mode in sorted(best, key=mode_order):
+            out.append((f"best {mode} at {gpus} GPUs (sweep)", mode, best[mode]["prediction"]))
+    return [s for s in out if isinstance(s[2].get("utilization"), dict)
+            and isinstance(s[2]["utilization"].get("stages"), dict)][:8]
+
+
+def _trace_title(kind: str, item: tuple[str, dict[str, Any]], lanes: dict[str, Any]) -> str:
+    path, doc = item
+    title = f"{kind}: {Path(path).name}"
+    if kind == "measured" and (doc.get("otherData") or {}).get("source") == "perfmodel":
+        title += " (stand-in: this trace's source is perfmodel, i.e. simulated)"
+    reps = (doc.get("otherData") or {}).get("simulated_replicas")
+    if reps:
+        title += f"; each simulated worker stands for {max(reps.values())} real ones"
+    if lanes["hidden"]:
+        title += f"; {lanes['hidden']} more lanes not shown"
+    return title
+
+
+@dataclass
+class Built:
+    """Everything the renderers need, computed once."""
+
+    calibrated: list[int] = field(default_factory=list)
+    calibrated_source: str = ""
+    points: list[dec.PlanPoint] = field(default_factory=list)
+    chosen: dec.PlanPoint | None = None
+    validation: dict[str, Any] | None = None
+    validation_in_sample: bool = False
+    validation_missing: str = ""
+    cv_points: list[dict[str, Any]] = field(default_factory=list)
+    comparison: list[dict[str, Any]] = field(default_factory=list)
+    util: list[tuple[str, str | None, dict[str, Any]]] = field(default_factory=list)
+    util_empty: list[str] = field(default_factory=list)
+    gantt: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    titles: dict[str, str] = field(default_factory=dict)
+
+
+def build(inp: Inputs) -> Built:
+    b = Built()
+    b.calibrated, b.calibrated_source = dec.calibrated_gpus(inp)
+    b.points = dec.sweep_points(inp, b.calibrated)
+    b.chosen = dec.chosen_point(inp, b.calibrated)
+    b.validation, profiles, b.validation_missing = run_validation(inp)
+    b.validation_in_sample = dec.in_sample(b.validation, profiles)
+    if inp.cross_validation:
+        b.cv_points = dec.cv_points(inp.cross_validation[1])
+    b.comparison = comparison_points(inp)
+    b.util = utilization_sources(inp)
+    if inp.trace_sim is None and inp.choice is not None:
+        inp.trace_sim = simulated_trace(inp.choice[1]["plan"])
+    record = inp.runs[0][1] if inp.runs else None
+    for kind, item, rec in (("simulated", inp.trace_sim, None), ("measured", inp.trace_run, record)):
+        if item is not None:
+            lanes = figures.gantt_lanes(item[1], rec, inp.iteration)
+            if lanes["spans"]:
+                b.gantt.append((_trace_title(kind, item, lanes), lanes))
+    v = b.validation
+    if v:
+        a = v["best_mode_agreement"]
+        tied = sum(1 for g in a["per_group"] if g["match"] and (len(g["predicted_best"]) > 1 or len(g["published_best"]) > 1))
+        b.titles["in_sample"] = (("In-sample fit (profiles fitted to these points)" if b.validation_in_sample
+                                  else "Profile vs reference (not fitted to these points)")
+                                 + f"<br>MAPE {v['mape_pct']:.1f}%, best mode agrees {a['matches']}/{a['groups']}"
+                                 + (f" ({tied} by a tie)" if tied else ""))
+    if b.cv_points:
+        s = inp.cross_validation[1].get("summary") or {}
+        m = s.get("model_mape_pct", dec.mape(b.cv_points))
+        base = s.get("baseline_mape_pct") or {}
+        folds = "; ".join(f"fit {f.get('fit_gpus')} -> predict {f.get('predict_gpus')}"
+                          for f in inp.cross_validation[1]["folds"])
+        b.titles["cv"] = (f"Cross-validated ({folds})<br>model MAPE {m:.1f}%"
+                          + ("".join(f", {k} {x:.1f}%" for k, x in base.items() if isinstance(x, (int, float)))))
+    return b
+
+
+def available(inp: Inputs, b: Built) -> dict[str, bool]:
+    return {"decision": bool(b.points), "time_cost": bool(b.points), "scaling": bool(inp.sweeps),
+            "utilization": bool(b.util), "timeline": bool(b.gantt),
+            "validation": bool(b.validation or b.cv_points),
+            "predicted_vs_measured": any(p["predicted"] for p in b.comparison)}
+
+
+def interactive_figures(inp: Inputs, b: Built) -> dict[str, Any]:
+    av = available(inp, b)
+    makers: dict[str, Callable[[], Any]] = {
+        "decision": lambda: interactive.throughput_pareto(b.points, b.chosen, b.calibrated, inp.price,
+                                                          inp.target_env_steps),
+        "time_cost": lambda: interactive.time_cost(b.points, b.chosen, inp.target_env_steps),
+        "scaling": lambda: interactive.scaling([d for _, d in inp.sweeps], b.calibrated),
+        "utilization": lambda: interactive.utilization(b.util)[0],
+        "timeline": lambda: interactive.gantt(b.gantt),
+        "validation": lambda: interactive.validation(b.validation["points"] if b.validation else None,
+                                                     b.titles.get("in_sample", ""), b.cv_points or None,
+                                                     b.titles.get("cv", "")),
+        "predicted_vs_measured": lambda: interactive.predicted_vs_measured(b.comparison),
+    }
+    return {fid: makers[fid]() for fid, _ in FIGURES if av[fid]}
+
+
+def png_figures(inp: Inputs, b: Built) -> dict[str, bytes]:
+    av = available(inp, b)
+    strip = lambda t: t.replace("<br>", "\n")  # noqa: E731
+    makers: dict[str, Callable[[], bytes]] = {
+        "decision": lambda: figures.throughput_pareto(b.points, b.chosen, b.calibrated, inp.price),
+        "time_cost": lambda: figures.time_cost(b.points, b.chosen, inp.target_env_steps),
+        "scaling": lambda: figures.scaling([d for _, d in inp.sweeps], b.calibrated),
+        "utilization": lambda: figures.utilization(b.util),
+        "timeline": lambda: figures.timeline(b.gantt),
+        "validation": lambda: figures.validation(b.validation["points"] if b.validation else None,
+                                                 strip(b.titles.get("in_sample", "")), b.cv_points or None,
+                                                 strip(b.titles.get("cv", ""))),
+        "predicted_vs_measured": lambda: figures.predicted_vs_measured(b.comparison),
+    }
+    return {fid: makers[fid]() for fid, _ in FIGURES if av[fid]}
+
+
+# --- tables and text ----------------------------------------------------------------------------
+
+def num(v: Any, digits: int = 3) -> str:
+    """A number for people: thousands separators, about ``digits`` significant digits, no
+    5.000000000004229."""
+    if v is None:
+        return "-"
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, int) or float(v).is_integer():
+        return f"{int(v):,}"
+    a = abs(v)
+    if a >= 10 ** digits:
+        return f"{v:,.0f}"
+    if a == 0:
+        return "0"
+    import math
+
+    decimals = max(0, digits - 1 - int(math.floor(math.log10(a))))
+    out = f"{v:,.{decimals}f}"
+    return out.rstrip("0").rstrip(".") if "." in out else out
+
+
+def chosen_rows(inp: Inputs, b: Built) -> list[tuple[str, str]]:
+    c = inp.choice[1]
+    best, p = c["best"], b.chosen
+    plan = c["plan"]
+    rows = [("mode", best["mode"])]
+    tie = [m for m in ([c.get("runner_up")] if c.get("runner_up") else [])
+           if abs(m["throughput_env_steps_per_s"] / best["throughput_env_steps_per_s"] - 1) < dec.TIE_REL]
+    if tie:
+        rows[0] = ("mode", f"{best['mode']} (tie: {tie[0]['mode']} predicts the same throughput)")
+    split = (f"rollout {best['rollout_gpus']} : actor {best['actor_gpus']}" +
+             (f" (ratio {best['allocation_ratio']})" if best.get("allocation_ratio") else " (shared)"))
+    rows += [("GPUs", f"{best['gpus']}: {split}"),
+             ("envs", f"{num(best['total_num_envs'])}, {best.get('pipeline_stage_num', 1)} pipeline stage(s)")]
+    if best.get("b_max") is not None or plan.get("t_max_s") is not None:
+        rows.append(("batching", f"b_max {best.get('b_max') if best.get('b_max') is not None else 'one worker'}, "
+                                 f"t_max {num(best.get('t_max_s'))} s"))
+    rows.append(("predicted throughput", f"{num(best['throughput_env_steps_per_s'])} env steps/s"))
+    rows.append(("interval", dec.fmt_interval(p).replace("none given", "none in the input (no uncertainty estimate)")))
+    rows.append(("iteration time", f"{num(best['iteration_time_s'])} s"))
+    rows.append(("bottleneck", f"{best['bottleneck']} (analytic bound {num(best['bound_env_steps_per_s'])} env steps/s)"))
+    res = (best.get("prediction") or {}).get("utilization", {}).get("resources") or {}
+    if res:
+        rows.append(("utilization", ", ".join(f"{k} {100 * v:.0f}%" for k, v in sorted(res.items(), key=lambda kv: -kv[1]))))
+    rows.append(("env steps per GPU-hour", num(best.get("env_steps_per_gpu_hour"))))
+    if inp.price:
+        rows.append(("cost", f"${num(best['gpus'] * inp.price)}/h (${num(inp.price)} per GPU-hour)"))
+    h, cost = p.hours_to(inp.target_env_steps), p.cost_to(inp.target_env_steps)
+    rows.append((f"to {num(inp.target_env_steps)} env steps", f"{num(h)} h" + (f", ${num(cost)}" if cost else "")))
+    if c.get("runner_up"):
+        r = c["runner_up"]
+        rows.append(("runner-up", f"{r['mode']} {r['gpus']} GPUs {r.get('allocation_ratio') or ''}: "
+                                  f"{num(r['throughput_env_steps_per_s'])} env steps/s "
+                                  f"({100 * (r['throughput_env_steps_per_s'] / best['throughput_env_steps_per_s'] - 1):+.1f}%)"))
+    if best.get("gain_over_colocated_pct") is not None and best["mode"] != "colocated":
+        rows.append(("vs colocated", f"{best['gain_over_colocated_pct']:+.1f}% (colocated "
+                                     f"{num(best.get('colocated_throughput_env_steps_per_s'))} env steps/s)"))
+    if p.beyond_calibrated:
+        rows.append(("calibrated scale", f"EXTRAPOLATED: {best['gpus']} GPUs is beyond the calibrated "
+                                         f"{', '.join(map(str, b.calibrated))} GPUs"))
+    elif p.beyond_calibrated is False:
+        rows.append(("calibrated scale", f"within the calibrated {', '.join(map(str, b.calibrated))} GPUs"))
+    return rows
+
+
+def plan_detail_rows(plan: dict[str, Any]) -> list[tuple[str, str]]:
+    rows = []
+    for k, v in plan.items():
+        if isinstance(v, dict):
+            rows += [(f"{k}.{k2}", num(v2)) for k2, v2 in v.items()]
+        else:
+            rows.append((k, num(v)))
+    return rows
+
+
+def tables(inp: Inputs, b: Built) -> list[tuple[str, list[str], list[list[str]], str]]:
+    """(title, header, rows, note) of the report's tables."""
+    out = []
+    for path, doc in inp.sweeps:
+        s = doc["summary"]
+        rows = [[num(e["gpus"]), e["mode"], e["allocation_ratio"] or "-", num(e["throughput_env_steps_per_s"]),
+                 f"{e['scaling_efficiency']:.2f}",
+                 "-" if e.get("gain_over_colocated_pct") is None else f"{e['gain_over_colocated_pct']:+.1f}%",
+                 num(e["env_steps_per_gpu_hour"]), num(e.get("env_steps_per_dollar")), e["bottleneck"],
+                 "yes" if b.calibrated and not (min(b.calibrated) <= e["gpus"] <= max(b.calibrated)) else "no"]
+                for e in sorted(s["best_per_mode"], key=lambda e: (e["gpus"], mode_order(e["mode"])))]
+        note = (f"{s['feasible']} of {s['combinations']} combinations predicted, {s['infeasible']} infeasible"
+                + (": " + "; ".join(f"{n} {k}" for k, n in sorted(s["not_run_by_reason"].items()))
+                   if s["not_run_by_reason"] else "") + ".")
+        price = doc["spec"].get("gpu_hour_price")
+        note += f" Price: ${price:g} per GPU-hour." if price else " No --gpu-hour-price: steps/$ not computed."
+        out.append((f"Sweep {Path(path).name}: {doc.get('backbone')} (profile {doc.get('profile')}), best plan per "
+                    "mode and GPU count", ["GPUs", "mode", "ratio", "env steps/s", "scaling eff.", "vs colocated",
+                                           "steps/GPU-h", "steps/$", "bottleneck", "extrapolated"], rows, note))
+    if b.comparison:
+        out.append(("Run records: predicted vs measured",
+                    ["run", "file", "measured env steps/s", "predicted", "error", "prediction from"],
+                    [[p["label"], p["path"], num(p["measured"]), num(p["predicted"]),
+                      "-" if p["error_pct"] is None else f"{p['error_pct']:+.1f}%", p["prediction_source"]]
+                     for p in b.comparison],
+                    "error = prediction / measurement - 1 (the one definition used everywhere; computed here "
+                    "from the two throughputs)."))
+    v = b.validation
+    if v:
+        kind = "in-sample fit" if b.validation_in_sample else "not fitted to these points"
+        out.append((f"Published reference points ({kind})",
+                    ["backbone", "mode", "GPUs", "ratio", "published", "predicted", "error"],
+                    [[r["backbone"], r["mode"], num(r["gpus"]), r["allocation_ratio"] or "-", num(r["published"]),
+                      num(r["predicted"]), f"{r['error_pct']:+.1f}%"] for r in v["points"]],
+                    "error = prediction / published - 1."))
+    if b.cv_points:
+        out.append(("Cross-validated points (predicted by a profile fitted without them)",
+                    ["fit on", "predict", "backbone", "mode", "GPUs", "published", "predicted", "error"]
+                    + [f"{k} error" for k in sorted({k for p in b.cv_points for k in (p.get("baselines") or {})})],
+                    [[str(p.get("fit_gpus")), str(p.get("predict_gpus")), p.get("backbone", "-"), p["mode"],
+                      num(p.get("gpus")), num(p["published"]), num(p["predicted"]), f"{p['error_pct']:+.1f}%"]
+                     + [f"{(p.get('baselines') or {}).get(k, {}).get('error_pct', float('nan')):+.1f}%"
+                        for k in sorted({k for q in b.cv_points for k in (q.get("baselines") or {})})]
+                     for p in b.cv_points], "error = prediction / published - 1."))
     return out
 
 
-def _trace_label(kind: str, item: tuple[str, dict[str, Any]] | None) -> str:
-    if item is None:
-        return f"{kind} trace"
-    path, doc = item
-    src = (doc.get("otherData") or {}).get("source")
-    label = f"{kind}: {Path(path).name}"
-    if kind == "measured" and src == "perfmodel":
-        label += "\n(stand-in: this trace's source is perfmodel, i.e. simulated)"
-    return label
-
-
-def build_figures(inp: Inputs) -> tuple[dict[str, bytes], dict[str, Any]]:
-    sweeps = [d for _, d in inp.sweeps]
-    validation, why = run_validation(inp)
-    points = comparison_points(inp)
-    record = inp.runs[0][1] if inp.runs else None
-    figs = {
-        "throughput": figures.throughput_vs_gpus(sweeps),
-        "scaling": figures.scaling_efficiency(sweeps),
-        "gain": figures.gain_over_colocated(sweeps),
-        "utilization": figures.utilization(utilization_sources(inp)),
-        "timeline": figures.timeline(inp.trace_sim[1] if inp.trace_sim else None,
-                                     inp.trace_run[1] if inp.trace_run else None,
-                                     sim_label=_trace_label("simulated", inp.trace_sim),
-                                     measured_label=_trace_label("measured", inp.trace_run),
-                                     record=record, iteration=inp.iteration),
-        "predicted_vs_measured": figures.predicted_vs_measured(points),
-        "predicted_vs_published": figures.predicted_vs_published(validation, why),
-    }
-    assert list(figs) == [f for f, _ in FIGURES]
-    return figs, {"validation": validation, "validation_missing": why, "comparison": points}
-
-
-# --- rendering ---------------------------------------------------------------------------------
-
-def _f(v: Any, spec: str = ".2f") -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return format(v, spec)
-    return str(v)
-
-
-def _tables(inp: Inputs, extra: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], str]]:
-    """(title, header, rows, note) of every table in the report."""
-    tables = []
-    for path, doc in inp.sweeps:
-        s = doc["summary"]
-        rows = [[str(e["gpus"]), e["mode"], e["allocation_ratio"] or "-", _f(e["throughput_env_steps_per_s"]),
-                 _f(e["scaling_efficiency"], ".3f"),
-                 "-" if e.get("gain_over_colocated_pct") is None else f"{e['gain_over_colocated_pct']:+.1f}%",
-                 _f(e["env_steps_per_gpu_hour"], ".0f"), _f(e.get("env_steps_per_dollar"), ".0f"), e["bottleneck"]]
-                for e in sorted(s["best_per_mode"], key=lambda e: (e["gpus"], MODES.index(e["mode"])))]
-        note = (f"{s['feasible']} of {s['combinations']} combinations predicted, {s['infeasible']} infeasible"
-                + (": " + "; ".join(f"{n} {k}" for k, n in sorted(s["not_run_by_reason"].items()))
-                   if s["not_run_by_reason"] else "") + ". Scaling efficiency here: (thr(N)/N) / (thr(N0)/N0) of the "
-                "mode's best plan, N0 = the mode's smallest swept GPU count; gain over colocated: thr / colocated "
-                "thr at the same GPU count - 1.")
-        price = doc["spec"].get("gpu_hour_price")
-        note += f" Price: ${price:g} per GPU-hour." if price else " No --gpu-hour-price: steps/$ not computed."
-        tables.append((f"Sweep {Path(path).name}: {doc.get('backbone')} (profile {doc.get('profile')}), "
-                       "best plan per mode and GPU count",
-                       ["GPUs", "mode", "ratio", "env steps/s", "scaling eff.", "vs colocated", "steps/GPU-h",
-                        "steps/$", "bottleneck"], rows, note))
-    pts = extra["comparison"]
-    if pts:
-        tables.append(("Run records: predicted vs measured",
-                       ["run", "file", "measured env steps/s", "predicted", "error", "prediction from"],
-                       [[p["label"], p["path"], _f(p["measured"]), _f(p["predicted"]),
-                         "-" if p["error_pct"] is None else f"{p['error_pct']:+.1f}%", p["prediction_source"]]
-                        for p in pts], "error = predicted / measured - 1."))
-    v = extra["validation"]
+def validation_notes(inp: Inputs, b: Built) -> list[str]:
+    notes = []
+    v = b.validation
     if v:
         a = v["best_mode_agreement"]
-        tables.append(("Validation against published results",
-                       ["backbone", "mode", "GPUs", "ratio", "published", "predicted", "error"],
-                       [[r["backbone"], r["mode"], str(r["gpus"]), r["allocation_ratio"] or "-", _f(r["published"]),
-                         _f(r["predicted"]), f"{r['error_pct']:+.1f}%"] for r in v["points"]],
-                       f"MAPE {v['mape_pct']:.2f}%, max |error| {v['max_abs_error_pct']:.2f}%, best mode agrees in "
-                       f"{a['matches']}/{a['groups']} (backbone, GPUs) groups, Spearman "
-                       f"{_f(v['spearman'], '.3f')}."))
-    return tables
+        if b.validation_in_sample:
+            notes.append(f"In-sample fit, not validation: the profiles were fitted to these {len(v['points'])} points, "
+                         f"so MAPE {v['mape_pct']:.1f}% (max {v['max_abs_error_pct']:.1f}%) measures how well the fit "
+                         "reproduces its own data, not how well it predicts new setups.")
+        else:
+            notes.append(f"MAPE {v['mape_pct']:.1f}% over {len(v['points'])} points the profiles were not fitted to.")
+        ties = [g for g in a["per_group"] if len(g["predicted_best"]) > 1 or len(g["published_best"]) > 1]
+        pub = [g for g in ties if len(g["published_best"]) > 1]
+        notes.append(f"Best mode agrees in {a['matches']}/{a['groups']} (backbone, GPUs) groups"
+                     + (f"; in {len(ties)} of them the best mode is a tie (listed next), so agreement there only "
+                        "means the tied set contains the published best" if ties else "")
+                     + ("; tied in the published table too: " + "; ".join(
+                         f"{g['backbone']} {g['gpus']} GPUs {' = '.join(sorted(g['published_best'], key=mode_order))}"
+                         for g in pub) if pub else "") + ".")
+        pt = dec.predicted_ties(v)
+        if pt:
+            notes.append("Modes the model cannot tell apart (equal predictions): " + "; ".join(pt) + ".")
+    elif b.validation_missing:
+        notes.append(f"No in-sample comparison: {b.validation_missing}.")
+    if b.cv_points:
+        s = inp.cross_validation[1].get("summary") or {}
+        m = s.get("model_mape_pct", dec.mape(b.cv_points))
+        base = s.get("baseline_mape_pct") or {}
+        notes.append(f"Cross-validated: each fold's profile was fitted without the points it predicts; model MAPE "
+                     f"{m:.1f}%" + ("".join(f", baseline {k} {x:.1f}%" for k, x in base.items()
+                                            if isinstance(x, (int, float)))) + f" ({inp.cross_validation[0]}).")
+    else:
+        notes.append("No cross-validation given (--cross-validation FILE from `perfmodel validate --cross-validate "
+                     "--json`): nothing here measures how well the model predicts points it was not fitted to.")
+    if b.points:
+        t = dec.ties(b.points)
+        if t:
+            notes.append("Ties in the sweep (best plans within 0.5%): " + "; ".join(
+                f"{g} GPUs: {' = '.join(ms)} ({num(thr)} env steps/s)" for g, ms, thr in t) + ".")
+    return notes
 
 
 def _inputs_list(inp: Inputs) -> list[str]:
     items = [f"sweep: {p}" for p, _ in inp.sweeps]
-    if inp.choice:
-        items.append(f"plan choice: {inp.choice[0]}")
+    items.append(f"plan choice: {inp.choice[0]}" if inp.choice else "plan choice: none given")
     items += [f"prediction: {p}" for p, _ in inp.predictions]
-    items += [f"run record: {p}" for p, _ in inp.runs]
+    items += [f"run record: {p}" for p, _ in inp.runs] or ["run record: none given"]
     items.append(f"simulated trace: {inp.trace_sim[0]}" if inp.trace_sim else "simulated trace: none given")
     if inp.trace_run:
         src = (inp.trace_run[1].get("otherData") or {}).get("source")
@@ -304,90 +443,167 @@ def _inputs_list(inp: Inputs) -> list[str]:
     else:
         items.append("measured trace: none given")
     items += [f"reference: {r}" for r in inp.references]
-    items += [f"reference profile for {b}: {p}" for b, p in inp.reference_profiles.items()]
+    items += [f"reference profile for {k}: {p}" for k, p in inp.reference_profiles.items()]
+    items.append(f"cross-validation: {inp.cross_validation[0]}" if inp.cross_validation else
+                 "cross-validation: none given")
     return items
 
+
+# --- rendering ----------------------------------------------------------------------------------
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1200px;margin:2em auto;
 padding:0 1em;color:#222} h1{font-size:1.6em} h2{font-size:1.25em;margin-top:1.6em;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;font-size:0.85em;margin:0.5em 0} td,th{border:1px solid #ccc;padding:2px 6px;
-text-align:right} th{background:#f3f3f3} td:nth-child(2),td:first-child{text-align:left}
-figure{margin:1em 0} figure img{max-width:100%;border:1px solid #eee} figcaption{font-size:0.9em;color:#555}
-.note{font-size:0.85em;color:#555} .choice{background:#f7f9fc;border-left:4px solid #1f77b4;padding:0.6em 1em}
+table{border-collapse:collapse;font-size:0.88em;margin:0.5em 0} td,th{border:1px solid #ccc;padding:3px 8px;
+text-align:right} th{background:#f3f3f3} td:first-child,th:first-child{text-align:left}
+table.kv td:first-child{font-weight:600;background:#fafafa} table.kv td{text-align:left}
+figure{margin:1em 0} figcaption{font-size:0.9em;color:#555} .note{font-size:0.9em;color:#444}
+.missing{font-size:0.9em;color:#777;font-style:italic;margin:0.3em 0}
+.warn{color:#a04000;font-weight:600} .choice{border-left:4px solid """ + CHOSEN_COLOR + """;padding-left:0.8em}
+details{font-size:0.9em;margin:0.5em 0}
 """
 
 CHECK_SCRIPT = """
 <script>
 (function () {
   function check() {
-    var imgs = document.querySelectorAll('img.report-figure');
-    var ok = 0;
-    imgs.forEach(function (img) {
-      var good = img.complete && img.naturalWidth > 0 && img.naturalHeight > 0;
-      img.setAttribute('data-rendered', good ? 'yes' : 'no');
+    var figs = document.querySelectorAll('div.report-figure');
+    var ok = 0, styles = {};
+    figs.forEach(function (div) {
+      var gd = div.querySelector('.js-plotly-plot');
+      var traces = gd ? gd.querySelectorAll('g.trace').length : 0;
+      var good = !!(gd && gd.querySelector('svg.main-svg') && traces > 0 && gd.data && gd.data.length > 0);
+      div.setAttribute('data-rendered', good ? 'yes' : 'no');
+      div.setAttribute('data-traces', String(traces));
       if (good) { ok += 1; }
+      var s = {};
+      (gd && gd.data || []).forEach(function (t) {
+        if (t.meta && t.meta.mode && t.visible !== false && t.marker) {
+          s[t.meta.mode] = [t.marker.color, t.marker.symbol, (t.line && t.line.dash) || null];
+        }
+      });
+      styles[div.getAttribute('data-figure')] = s;
     });
-    document.body.setAttribute('data-figures-total', String(imgs.length));
+    document.body.setAttribute('data-figures-total', String(figs.length));
     document.body.setAttribute('data-figures-rendered', String(ok));
+    document.body.setAttribute('data-figures-missing', String(document.querySelectorAll('p.missing').length));
+    document.body.setAttribute('data-mode-styles', JSON.stringify(styles));
   }
-  if (document.readyState === 'complete') { check(); } else { window.addEventListener('load', check); }
+  window.addEventListener('load', function () { setTimeout(check, 300); });
 })();
 </script>
 """
 
 
-def render_html(inp: Inputs, figs: dict[str, bytes], extra: dict[str, Any]) -> str:
+def _table_html(head: list[str] | None, rows: list[list[str]], cls: str = "") -> str:
+    e = html.escape
+    h = "<tr>" + "".join(f"<th>{e(x)}</th>" for x in head) + "</tr>" if head else ""
+    return (f"<table class='{cls}'>" + h + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>"
+                                                  for r in rows) + "</table>")
+
+
+def plotly_js() -> str:
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs()
+
+
+def figure_div(fid: str, fig: Any) -> str:
+    import plotly.io as pio
+
+    return pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=f"plot-{fid}",
+                       config=interactive.CONFIG)
+
+
+def standalone_html(figs: dict[str, Any], title: str = "figure") -> str:
+    """Just these figures, plotly.js embedded (for screenshots and tests)."""
+    body = "".join(f"<div class='report-figure' data-figure='{fid}'>{figure_div(fid, f)}</div>" for fid, f in figs.items())
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<script>{plotly_js()}</script></head><body style='margin:0'>{body}{CHECK_SCRIPT}</body></html>")
+
+
+def render_html(inp: Inputs, b: Built, figs: dict[str, Any]) -> str:
     e = html.escape
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{e(inp.title)}</title>"
-             f"<style>{CSS}</style></head><body>", f"<h1>{e(inp.title)}</h1>",
-             "<h2>Inputs</h2><ul>" + "".join(f"<li>{e(i)}</li>" for i in _inputs_list(inp)) + "</ul>"]
+             f"<style>{CSS}</style><script>{plotly_js()}</script></head><body>", f"<h1>{e(inp.title)}</h1>"]
     if inp.choice:
         c = inp.choice[1]
-        parts.append(f"<h2>Chosen plan ({e(c['objective'])}, {c['gpus_budget']} GPUs)</h2>"
-                     f"<p class='choice'>{e(c['explanation'])}</p>"
-                     f"<pre>{e(json.dumps(c['plan'], indent=2))}</pre>")
-    parts.append("<h2>Figures</h2>")
+        parts.append(f"<h2>Chosen plan ({e(c['objective'])}, {c['gpus_budget']} GPUs)</h2><div class='choice'>"
+                     + _table_html(None, [list(r) for r in chosen_rows(inp, b)], "kv")
+                     + f"<details><summary>Why (perfmodel plan's explanation)</summary><p>{e(c['explanation'])}</p>"
+                     "</details><details><summary>Plan fields</summary>"
+                     + _table_html(["field", "value"], [list(r) for r in plan_detail_rows(c["plan"])], "kv")
+                     + "</details></div>")
+    parts.append("<h2>Inputs</h2><ul>" + "".join(f"<li>{e(i)}</li>" for i in _inputs_list(inp)) + "</ul>")
+    if b.calibrated:
+        parts.append(f"<p class='note'>Calibrated scale: {', '.join(map(str, b.calibrated))} GPUs (from "
+                     f"{e(b.calibrated_source)}); predictions beyond it are extrapolations and are shaded or marked.</p>")
+    util_note = (f"Stages busy in no source, left out: {', '.join(interactive.utilization(b.util)[1])}."
+                 if b.util and interactive.utilization(b.util)[1] else "")
     for fid, caption in FIGURES:
-        b64 = base64.b64encode(figs[fid]).decode()
-        parts.append(f"<figure id='figure-{fid}'><img class='report-figure' id='fig-{fid}' data-figure='{fid}' "
-                     f"alt='{e(caption)}' src='data:image/png;base64,{b64}'><figcaption>{e(caption)}</figcaption></figure>")
-    for title, head, rows, note in _tables(inp, extra):
-        parts.append(f"<h2>{e(title)}</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>"
-                     + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in rows)
-                     + f"</table><p class='note'>{e(note)}</p>")
+        if fid == "validation":
+            parts.append("<h2>Validation</h2>")
+        elif fid == "decision":
+            parts.append(f"<h2>Decision: throughput, GPUs, dollars (target {num(inp.target_env_steps)} env steps)</h2>")
+        if fid in figs:
+            parts.append(f"<figure id='figure-{fid}'><div class='report-figure' data-figure='{fid}'>"
+                         f"{figure_div(fid, figs[fid])}</div><figcaption>{e(caption)}</figcaption></figure>")
+        else:
+            parts.append(f"<p class='missing' data-figure='{fid}'>Not drawn ({e(fid.replace('_', ' '))}): "
+                         f"{e(NEEDS[fid])}.</p>")
+        if fid == "utilization" and util_note and fid in figs:
+            parts.append(f"<p class='note'>{e(util_note)}</p>")
+        if fid == "validation":
+            parts.append("<ul class='note'>" + "".join(f"<li>{e(n)}</li>" for n in validation_notes(inp, b)) + "</ul>")
+    for title, head, rows, note in tables(inp, b):
+        parts.append(f"<h2>{e(title)}</h2>" + _table_html(head, rows) + f"<p class='note'>{e(note)}</p>")
     parts.append(CHECK_SCRIPT + "</body></html>")
     return "\n".join(parts)
 
 
-def render_markdown(inp: Inputs, fig_paths: dict[str, str], extra: dict[str, Any]) -> str:
-    lines = [f"# {inp.title}", "", "## Inputs", ""] + [f"- {i}" for i in _inputs_list(inp)] + [""]
+def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
+    return (["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            + ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows])
+
+
+def render_markdown(inp: Inputs, b: Built, fig_paths: dict[str, str]) -> str:
+    lines = [f"# {inp.title}", ""]
     if inp.choice:
         c = inp.choice[1]
-        lines += [f"## Chosen plan ({c['objective']}, {c['gpus_budget']} GPUs)", "", c["explanation"], "",
-                  "```json", json.dumps(c["plan"], indent=2), "```", ""]
+        lines += [f"## Chosen plan ({c['objective']}, {c['gpus_budget']} GPUs)", ""]
+        lines += _md_table(["", ""], [list(r) for r in chosen_rows(inp, b)]) + ["", c["explanation"], ""]
+    lines += ["## Inputs", ""] + [f"- {i}" for i in _inputs_list(inp)] + [""]
+    if b.calibrated:
+        lines += [f"Calibrated scale: {', '.join(map(str, b.calibrated))} GPUs ({b.calibrated_source}); beyond it, "
+                  "predictions are extrapolations.", ""]
     lines += ["## Figures", ""]
     for fid, caption in FIGURES:
-        lines += [f"![{caption}]({fig_paths[fid]})", "", f"*{caption}*", ""]
-    for title, head, rows, note in _tables(inp, extra):
-        lines += [f"## {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
-        lines += ["", note, ""]
+        if fid in fig_paths:
+            lines += [f"![{caption}]({fig_paths[fid]})", "", f"*{caption}*", ""]
+        else:
+            lines += [f"*Not drawn ({fid.replace('_', ' ')}): {NEEDS[fid]}.*", ""]
+        if fid == "validation":
+            lines += [f"- {n}" for n in validation_notes(inp, b)] + [""]
+    for title, head, rows, note in tables(inp, b):
+        lines += [f"## {title}", ""] + _md_table(head, rows) + ["", note, ""]
     return "\n".join(lines)
 
 
 def write_report(inp: Inputs, html_path: str | Path, md_path: str | Path | None = None) -> dict[str, Any]:
-    """Write the HTML (figures embedded) and the Markdown (figures as PNG files in
-    ``<md stem>_figures/``). Returns the paths and the figure ids."""
+    """Write the HTML (interactive figures, plotly.js embedded once) and the Markdown (PNG
+    figures in ``<md stem>_figures/``). Returns the paths and the figure ids drawn."""
     html_path = Path(html_path)
     md_path = Path(md_path) if md_path else html_path.with_suffix(".md")
-    figs, extra = build_figures(inp)
+    b = build(inp)
+    figs = interactive_figures(inp, b)
+    pngs = png_figures(inp, b)
     fig_dir = md_path.parent / f"{md_path.stem}_figures"
     rel = {}
-    for fid, png in figs.items():
+    for fid, png in pngs.items():
         write_atomic(fig_dir / f"{fid}.png", png)
         rel[fid] = f"{fig_dir.name}/{fid}.png"
-    write_atomic(md_path, render_markdown(inp, rel, extra).encode())
-    write_atomic(html_path, render_html(inp, figs, extra).encode())
+    write_atomic(md_path, render_markdown(inp, b, rel).encode())
+    write_atomic(html_path, render_html(inp, b, figs).encode())
     return {"html": str(html_path), "markdown": str(md_path), "figures_dir": str(fig_dir),
-            "figures": [f for f, _ in FIGURES], "validation": extra["validation"] is not None}
+            "figures": [f for f, _ in FIGURES if f in figs],
+            "missing": [f for f, _ in FIGURES if f not in figs], "validation": b.validation is not None}

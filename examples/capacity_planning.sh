@@ -2,7 +2,8 @@
 # The README's capacity-planning walkthrough, end to end:
 #   perfmodel sweep -> perfmodel plan -> (executor run) -> analysis report
 # Usage: [BACKBONE=pi05|gr00t_n15] [PROFILE=file.json] [GPUS=32] [PRICE=2.50] [OUT=dir]
-#        [RUN_DIR=runs/X (an executor run's folder: record.json, trace.json)] examples/capacity_planning.sh
+#        [RUN_DIR=runs/X (an executor run's folder: record.json, trace.json)]
+#        [CV=cv.json (perfmodel validate --cross-validate --json)] examples/capacity_planning.sh
 set -euo pipefail
 GPUS=${GPUS:-32}
 PRICE=${PRICE:-2.50}
@@ -21,6 +22,7 @@ if [ -n "${RUN_DIR:-}" ]; then
 else
   echo "no RUN_DIR: run the plan with 'executor run --plan $OUT/plan.json' and pass its folder as RUN_DIR"
 fi
+if [ -n "${CV:-}" ]; then RUN+=(--cross-validation "$CV"); fi
 analysis report --sweep "$OUT/sweep.json" --choice "$OUT/choice.json" --prediction "$OUT/prediction.json" \
   --trace-sim "$OUT/sim_trace.json" "${RUN[@]}" \
   --reference "$(dirname "$0")/../profiles/reference/rl_vla3_libero.csv" -o "$OUT/report.html"

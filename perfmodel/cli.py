@@ -263,8 +263,13 @@ def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage
 @click.option("--reference", type=click.Path(dir_okay=False), default=str(BUNDLED_REFERENCE), show_default=True,
               help="CSV with columns mode, backbone, gpus, allocation_ratio, throughput_env_steps_per_s")
 @click.option("--json", "as_json", is_flag=True)
-def validate_cmd(reference: str, as_json: bool) -> None:
-    """Compare predictions with published results."""
+@click.option("--cross-validate", "cross", is_flag=True,
+              help="refit on each GPU count alone and predict the others, beside linear and growth baselines")
+@click.option("--max-evals", type=int, default=None,
+              help="simulations of the training set per cross-validation fold (default 120)")
+@click.option("--record", is_flag=True, help="with --cross-validate: store the result in the bundled profiles' provenance")
+def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | None, record: bool) -> None:
+    """Compare predictions with published results (or cross-validate the calibration)."""
     from perfmodel.schema.profile import load_profile
     from perfmodel.calibration.reference import load_reference
     from perfmodel.calibration.validate import validate
@@ -274,7 +279,30 @@ def validate_cmd(reference: str, as_json: bool) -> None:
     for b in sorted({p.backbone for p in points}):
         if b not in BACKBONE_NAMES:
             _fail("reference.backbone", f"must be one of {', '.join(BACKBONE_NAMES)}; got {b!r}")
-        profiles[b] = load_profile(b)
+        if not cross:
+            profiles[b] = load_profile(b)
+    if max_evals is not None and (not cross or max_evals < 1):
+        _fail("--max-evals", "is an integer >= 1, only with --cross-validate")
+    if cross:
+        from perfmodel.calibration.crossval import DEFAULT_FOLD_EVALS, cross_validate, format_report
+
+        def progress(label: str, n: int, rms: float) -> None:
+            if n % 10 == 0:
+                click.echo(f"{label}: {n} evaluations, rms log error {rms:.4f}", err=True)
+
+        doc = cross_validate(points, max_evals=max_evals or DEFAULT_FOLD_EVALS, progress=progress)
+        click.echo(json.dumps(doc, indent=2) if as_json else format_report(doc))
+        if record:
+            from perfmodel.calibration.crossval import provenance_record
+            from perfmodel.schema.profile import BUNDLED_DIR, Profile
+
+            for b in sorted({p.backbone for p in points}):
+                path = BUNDLED_DIR / f"{b}.json"
+                prof = load_profile(str(path))
+                prof.provenance["cross_validation"] = provenance_record(doc, b)
+                prof.save(path)
+                click.echo(f"recorded the cross-validation in {path}", err=True)
+        return
     res = validate(points, profiles)
     if as_json:
         click.echo(json.dumps(res, indent=2))

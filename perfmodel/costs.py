@@ -68,54 +68,109 @@ class StageCosts:
         batch's share per rank is smaller than that."""
         return micro_batching(batch, self.plan.actor_gpus, self.plan.workload.micro_batch_size)
 
+    # --- what trains, and how it is sharded (plan fields; defaults = the published setup) ---
+    @property
+    def _part(self) -> dict[str, float]:
+        """Scales of the plan's trained part relative to the profile's costs (a profile built from
+        shapes lists each part; a measured profile describes only what it measured: scale 1)."""
+        parts = self.profile.costs.trained_parts
+        if not parts:
+            return {"train_flops_scale": 1.0, "trained_bytes_scale": 1.0}
+        if self.plan.trained_part not in parts:
+            from perfmodel.schema.errors import ConfigError
+
+            raise ConfigError("plan.trained_part", f"profile {self.profile.name} has costs for "
+                              f"{', '.join(sorted(parts))}; got {self.plan.trained_part!r}")
+        return parts[self.plan.trained_part]
+
+    @property
+    def full_shard(self) -> bool:
+        return self.plan.sharding_strategy == "full_shard" and self.plan.actor_gpus > 1
+
+    def train_compute_s(self, samples: int) -> float:
+        """Forward + backward of one micro-batch of ``samples`` on one rank: a fixed part (kernel
+        launches, FSDP/autograd hooks, host work: the curve's intercept) plus per-sample work, so
+        GPU efficiency saturates with the per-rank batch instead of being a line through zero."""
+        c = self.profile.costs.train_micro_batch_s
+        if c.model != "linear":
+            return c(samples)
+        return c.intercept + c.slope * samples * self._part["train_flops_scale"]
+
     def micro_batch_s(self, samples: int) -> float:
-        """Forward + backward of one micro-batch on each rank, with FSDP's weight all-gathers."""
-        return self.profile.costs.train_micro_batch_s(samples) + self.fsdp_gather_s()
+        """One micro-batch on each rank, with FSDP's parameter all-gathers when sharded."""
+        return self.train_compute_s(samples) + self.fsdp_gather_s()
 
     def _ring_s(self, nbytes: float, passes: int) -> float:
-        """Hierarchical ring collective over the actor ranks: a ring inside each node, then a
-        ring across nodes on each GPU's 1/local share. ``passes``: 1 for an all-gather or a
-        reduce-scatter, 2 for an all-reduce."""
+        """Hierarchical ring collective over the actor ranks, on the nodes the placement puts them
+        (``plan.placement``): a ring inside each node at the node's collective bandwidth (NVLink,
+        or host memory when ``cluster.p2p`` is false: NCCL_P2P_DISABLE=1), then a ring across
+        nodes on each GPU's 1/local share. ``passes``: 1 for an all-gather or a reduce-scatter,
+        2 for an all-reduce."""
         if self.plan.actor_gpus == 1 or nbytes <= 0:
             return 0.0
         c = self.plan.cluster
         pl = self.plan.placement
         local, nodes = pl.actor_ranks_per_node, pl.actor_nodes
-        t = passes * (local - 1) / local * nbytes / (c.intra_node_bw_GBps * 1e9) if local > 1 else 0.0
+        t = passes * (local - 1) / local * nbytes / (c.local_bw_GBps * 1e9) if local > 1 else 0.0
         if nodes > 1:
             t += passes * (nodes - 1) / nodes * (nbytes / local) / (c.inter_node_bw_GBps * 1e9)
         return t + self.profile.costs.comm_latency_s
 
+    def grad_bytes(self) -> float:
+        return self.profile.costs.grad_allreduce_bytes * self._part["trained_bytes_scale"]
+
     def allreduce_s(self) -> float:
-        """Gradient all-reduce over the actor ranks, once per optimizer step."""
-        return self._ring_s(self.profile.costs.grad_allreduce_bytes, 2)
+        """Gradient reduction once per optimizer step (gradient accumulation runs without sync,
+        RLinf fsdp.yaml enable_gradient_accumulation): a reduce-scatter into the shards with
+        full_shard, an all-reduce with no_shard."""
+        return self._ring_s(self.grad_bytes(), 1 if self.full_shard else 2)
 
     def fsdp_gather_s(self) -> float:
-        """FSDP's parameter all-gathers of one micro-batch."""
-        return self._ring_s(self.profile.costs.fsdp_gather_bytes, 1)
+        """full_shard: every micro-batch all-gathers the sharded weights (the whole model for
+        forward, the trained part again for backward: reshard_after_forward). no_shard: none."""
+        if not self.full_shard:
+            return 0.0
+        c = self.profile.costs
+        # The profile's bytes are for its trained part; another part changes the backward gather.
+        extra = (self._part["trained_bytes_scale"] - 1.0) * c.grad_allreduce_bytes
+        return self._ring_s(c.fsdp_gather_bytes + extra, 1)
 
     def optimizer_step_s(self) -> float:
-        """Gradient all-reduce plus the optimizer update, once per global batch."""
-        return self.allreduce_s() + self.profile.costs.optimizer_step_s
+        """Once per global batch: gradient reduction, the Adam update of this rank's shard (the
+        whole trained part without sharding), and a fixed time (gradient clipping's norm
+        all-reduce, scheduler, host synchronisation). Optimizer steps per iteration grow with
+        the env count at a fixed global batch, so this fixed time grows with the cluster."""
+        c = self.profile.costs
+        adam = c.optimizer_step_s * self._part["trained_bytes_scale"]
+        if self.full_shard:
+            adam /= self.plan.actor_gpus
+        return self.allreduce_s() + adam + c.optimizer_fixed_s
 
     # --- weight sync and model swaps ---
     def weight_sync_s(self) -> float:
-        """Actor ranks send the bf16 weights to every generator. Each generator receives the
-        whole model on its link; the actor ranks' links carry generators/actors copies each.
-        Colocated: the weights are already on the device."""
-        p, c = self.plan, self.plan.cluster
+        """The actor sends the bf16 weights to every generator (RLinf: each rollout rank
+        receives the whole model). Each generator's link takes one copy; the actor ranks' links
+        together send rollout/actor copies each. Over the inter-node network when a generator
+        sits on a node without the actor (packed placement at 16+ GPUs) or the actor spans
+        nodes; else inside the node (NVLink, or host memory without P2P). Colocated: the weights
+        are already on the device."""
+        p = self.plan
         if not p.mechanisms.disaggregated:
             return 0.0
-        # A cross-node transfer once the cluster spans nodes: the actor's FSDP shards live on
-        # every actor node, so some of every generator's weights come from another node.
-        same_node = c.nodes == 1
-        bw = (c.intra_node_bw_GBps if same_node else min(c.inter_node_bw_GBps, c.intra_node_bw_GBps)) * 1e9
+        pl, c = p.placement, p.cluster
+        bw = c.local_bw_GBps
+        if pl.sync_crosses_nodes:
+            bw = min(c.inter_node_bw_GBps, bw)
         nbytes = self.profile.costs.weight_sync_bytes
         fan_out = max(1.0, p.rollout_gpus / p.actor_gpus)
-        return self.profile.costs.comm_latency_s + nbytes * fan_out / bw
+        return self.profile.costs.comm_latency_s + nbytes * fan_out / (bw * 1e9)
 
     def phase_switch_s(self) -> float:
-        """Colocated: offload one phase's models and reload the other's, on every device."""
+        """Colocated: offload one phase's models and reload the other's, on every device, when
+        ``plan.enable_offload``; without offload (the published LIBERO setup) every model stays
+        resident (``gpu_memory_gb`` checks that it fits) and a switch costs nothing."""
+        if not self.plan.enable_offload:
+            return 0.0
         return self.profile.costs.offload_s + self.profile.costs.reload_s
 
     # --- memory ---
@@ -123,3 +178,26 @@ class StageCosts:
         p = self.plan
         envs_per_node = p.envs_per_worker * min(p.rollout_gpus, p.cluster.gpus_per_node)
         return envs_per_node * self.profile.costs.env_memory_gb
+
+    def gpu_memory_gb(self) -> float:
+        """Resident model memory of the fullest GPU (weights and training state; activations
+        not counted). Colocated without offload holds the generator's weights and the actor's
+        state together; otherwise each GPU holds one of them. 0 when the profile lacks sizes."""
+        c, p = self.profile.costs, self.plan
+        state = self._part.get("train_state_gb", 0.0)
+        if c.weights_gb <= 0 or state <= 0:
+            return 0.0
+        actor = state / (p.actor_gpus if self.full_shard else 1)
+        if p.mechanisms.disaggregated:
+            return max(c.weights_gb, actor)
+        return actor + (0.0 if p.enable_offload else c.weights_gb)
+
+    def check_gpu_memory(self) -> None:
+        need, have = self.gpu_memory_gb(), self.plan.cluster.gpu_memory_gb
+        if need > have:
+            from perfmodel.schema.errors import ConfigError
+
+            what = "colocated without offload keeps every model resident: " if (
+                not self.plan.mechanisms.disaggregated and not self.plan.enable_offload) else ""
+            raise ConfigError("plan.enable_offload" if what else "plan.sharding_strategy",
+                              f"{what}{need:.0f} GB of models per GPU exceed cluster.gpu_memory_gb {have:g}")

@@ -45,6 +45,7 @@ class SimResult:
 
 def check_fits(plan: Plan, costs: StageCosts) -> None:
     """Refuse plans whose envs do not fit a node's RAM (an env holds GBs of memory)."""
+    costs.check_gpu_memory()
     need = costs.env_memory_per_node_gb()
     have = plan.cluster.node_ram_gb
     if need > have:

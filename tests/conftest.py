@@ -19,7 +19,7 @@ SCENARIO_PROFILE: dict[str, Any] = {
     "backbone": "pi05",
     "node": {"gpus_per_node": 8, "cpu_cores_per_node": 16, "node_ram_gb": 1024,
              "intra_node_bw_GBps": 100, "inter_node_bw_GBps": 10,
-             "actor_cpu_cores_per_gpu": 2},
+             "actor_cpu_cores_per_gpu": 2, "p2p": True},
     "provenance": {"kind": "fitted", "date": "2026-12-02", "method": "hand-made test scenario"},
     "envs_per_gpu": 8,
     "default_workload": {"max_episode_steps": 20, "num_action_chunks": 5, "rollout_epoch": 2,

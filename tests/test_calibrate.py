@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -32,6 +33,10 @@ def test_bundled_profile_records_its_fit(name):
     for pname, rec in prov["parameters"].items():
         lo, hi = rec["bounds"]
         assert lo <= rec["value"] <= hi, pname
+        # No fitted parameter sits on a bound without a note saying why (issue 13).
+        if min(abs(math.log(rec["value"] / lo)), abs(math.log(hi / rec["value"]))) < 1e-2:
+            assert rec.get("note") and (rec.get("on_bound") or rec.get("identified") is False), pname
+    assert "cross_validation" in prov and prov["cross_validation"]["overall"]["model_mape_pct"] >= 0
     assert prof.assumptions["env_count"]
 
 
@@ -70,3 +75,46 @@ def test_calibrate_cli_writes_valid_profiles(tmp_path):
     assert "error" in r.stdout and "%" in r.stdout
     prof = Profile.from_dict(json.loads((tmp_path / "pi05.json").read_text()))
     assert len(prof.provenance["fit"]["points"]) == 2
+
+
+def test_cross_validation_shape_and_baselines():
+    """Fit on one GPU count, predict the other; a reduced budget (the shape and the baselines
+    are what is checked here, not the model's accuracy)."""
+    from perfmodel.calibration.crossval import baselines, cross_validate
+
+    pts = [p for p in load_reference(REFERENCE) if p.mode in ("colocated", "train_async")]
+    doc = cross_validate(pts, max_evals=14)
+    assert doc["kind"] == "cross_validation"
+    assert [f["fit_gpus"] for f in doc["folds"]] == [[8], [16]]
+    assert [f["predict_gpus"] for f in doc["folds"]] == [[16], [8]]
+    by = {(p.mode, p.backbone, p.gpus): p.throughput_env_steps_per_s for p in pts}
+    for fold in doc["folds"]:
+        assert len(fold["points"]) == 4
+        assert "inter_node_bw_GBps" in fold["fit"]["not_identified"] or fold["fit_gpus"] == [16]
+        for r in fold["points"]:
+            assert r["error_pct"] == pytest.approx(100 * (r["predicted"] / r["published"] - 1))
+            s = fold["fit_gpus"][0]
+            lin = r["baselines"]["linear"]["predicted"]
+            assert lin == pytest.approx(by[(r["mode"], r["backbone"], s)] * r["gpus"] / s)
+            other = "pi05" if r["backbone"] == "gr00t_n15" else "gr00t_n15"
+            growth = by[(r["mode"], other, r["gpus"])] / by[(r["mode"], other, s)]
+            assert r["baselines"]["growth"]["predicted"] == pytest.approx(by[(r["mode"], r["backbone"], s)] * growth)
+    s = doc["summary"]
+    assert set(s["per_backbone"]) == {"pi05", "gr00t_n15"} and set(s["per_mode"]) == {"colocated", "train_async"}
+    assert set(s["baseline_mape_pct"]) == {"linear", "growth"}
+    # Without a second backbone the growth baseline does not exist.
+    solo = [p for p in pts if p.backbone == "pi05"]
+    assert baselines([p for p in solo if p.gpus == 8], solo[-1], solo)["growth"] is None
+
+
+def test_unidentifiable_parameter_is_held_and_reported():
+    """On single-node points nothing crosses nodes: inter-node bandwidth keeps its prior."""
+    pts = [p for p in load_reference(REFERENCE) if p.gpus == 8 and p.backbone == "pi05"][:2]
+    res = fit(pts, max_evals=16)
+    prior = next(p for p in PARAMS if p.name == "inter_node_bw_GBps").init
+    assert "inter_node_bw_GBps" in res.not_identified and res.values["inter_node_bw_GBps"] == pytest.approx(prior)
+    prof = fitted_profiles(res, "test", "perfmodel calibrate (test)")["pi05"]
+    rec = prof.provenance["parameters"]["inter_node_bw_GBps"]
+    assert rec["identified"] is False and "prior" in rec["note"]
+    for name in res.on_bound:
+        assert prof.provenance["parameters"][name.split(".")[-1]]["note"]

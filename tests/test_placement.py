@@ -8,9 +8,26 @@ from perfmodel.schema.placement import NodeShare, node_shares
 from perfmodel.schema.rules import batch_fires, global_batches, micro_batching, required_weight_version
 
 
+def test_packed_fills_a_node_before_the_next():
+    """RLinf scheduler/placement/packed.py: contiguous ranges, rollout 0-15 then actor 16-31."""
+    pi05 = load_profile("pi05")
+    at16 = published_plan(pi05, "rollout_async", 16, "1:1").placement
+    assert at16.nodes == (NodeShare(1, 8, 0), NodeShare(1, 0, 8))
+    assert at16.actor_nodes == 1 and at16.actor_ranks_per_node == 8 and at16.sync_crosses_nodes
+    at32 = published_plan(pi05, "rollout_async", 32, "1:1").placement
+    assert at32.nodes == (NodeShare(2, 8, 0), NodeShare(2, 0, 8)) and at32.actor_nodes == 2
+    rollout, actor = at32.slots()
+    assert rollout == list(range(16)) and actor == list(range(16, 32))
+    at8 = published_plan(pi05, "rollout_async", 8, "1:1").placement
+    assert at8.nodes == (NodeShare(1, 4, 4),) and not at8.sync_crosses_nodes
+    # A node without actor ranks gives its env workers all its cores.
+    assert at16.env_cores_per_worker == 128 / 8
+    assert at8.env_cores_per_worker == (128 - 4 * pi05.node["actor_cpu_cores_per_gpu"]) / 4
+
+
 def test_split_by_ratio_on_every_node():
     pi05 = load_profile("pi05")
-    plan = published_plan(pi05, "rollout_async", 32, "1:1")
+    plan = published_plan(pi05, "rollout_async", 32, "1:1", placement_strategy="split")
     pl = plan.placement
     assert pl.nodes == (NodeShare(4, 4, 4),)
     assert pl.actor_nodes == 4 and pl.actor_ranks_per_node == 4

@@ -118,7 +118,9 @@ def test_analyse_keeps_prior_range_for_unidentified_parameters():
     bw = next(p for p in PARAMS if p.name == "inter_node_bw_GBps")
     assert sd["inter_node_bw_GBps"] == pytest.approx(math.log(bw.hi / bw.lo) / math.sqrt(12), rel=1e-3)
     env = next(p for p in PARAMS if p.name == "env_step_core_s")
-    assert sd["env_step_core_s"] < 0.5 * math.log(env.hi / env.lo) / math.sqrt(12)
+    # Narrower than its prior range (3 points against the 10 pi0.5 parameters of issue 13's
+    # mechanisms: the env step time is confounded with the fixed costs, so less than before).
+    assert sd["env_step_core_s"] < math.log(env.hi / env.lo) / math.sqrt(12)
     assert unc.calibrated_gpus == (8,) and unc.calibrated_nodes == (1,)
 
 

@@ -115,12 +115,14 @@ class SampleBuffer:
         with self.cond:
             self.items.extend(samples)
             self.produced += len(samples)
+            self.ctx.rec.counter("samples_waiting/actor", self.ctx.rel(time.time()), len(self.items))
             self.cond.notify_all()
 
     def get(self, n: int) -> list[dict[str, Any]]:
         with self.cond:
             self.ctx.wait(self.cond, lambda: len(self.items) >= n)
             out, self.items = self.items[:n], self.items[n:]
+            self.ctx.rec.counter("samples_waiting/actor", self.ctx.rel(time.time()), len(self.items))
             return out
 
 
@@ -186,9 +188,11 @@ class InferenceClient:
 
     def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
         n = len(obs["state"])
+        self.ctx.rec.count(f"queue_depth/{self.name}", self.ctx.rel(time.time()), n)
         with self.slot:
+            self.ctx.rec.count(f"queue_depth/{self.name}", self.ctx.rel(time.time()), -n)
             res = self.ctx.get(self.handle.generate.remote(obs))
-        self.ctx.span("inference", self.name, "inference", res, batch=n)
+        self.ctx.span("inference", self.name, "inference", res, batch=n, version=self.version)
         with self.ctx.lock:
             self.calls += 1
         return res
@@ -197,6 +201,7 @@ class InferenceClient:
         fut: Future = Future()
         with self.cond:
             self.queue.append((obs, len(obs["state"]), fut, time.monotonic()))
+            self.ctx.rec.count(f"queue_depth/{self.name}", self.ctx.rel(time.time()), len(obs["state"]))
             self.cond.notify_all()
         return fut
 
@@ -218,6 +223,7 @@ class InferenceClient:
                         req = self.queue.pop(0)
                         batch.append(req)
                         n += req[1]
+                    self.ctx.rec.count(f"queue_depth/{self.name}", self.ctx.rel(time.time()), -n)
                 res = self.infer(_cat_obs([b[0] for b in batch]))
                 lo = 0
                 for obs, m, fut, _ in batch:
@@ -313,11 +319,13 @@ class EnvWorkerLoop:
                     self.ctx.span("weight_sync", self.generator.name, "weight_sync", res,
                                   version=res["version"], bytes=res["bytes"])
                     self.version = self.generator.version = res["version"]
+                    self.ctx.rec.counter(f"weight_version/{self.generator.name}", self.ctx.rel(res["t1"]), self.version)
                     with self.ctx.lock:
                         self.ctx.weight_syncs.append({"generator": self.generator.name, "iteration": k,
                                                       "version": res["version"], "bytes": res["bytes"],
                                                       "checksum": res["checksum"],
                                                       "seconds": res["t1"] - res["t0"]})
+                self.ctx.rec.counter(f"staleness/{self.name}", self.ctx.rel(time.time()), k - self.version)
                 with self.log.cond:
                     self.log.behaviour_version.setdefault(k, []).append(self.version)
                 threads = [threading.Thread(target=self._group_safe, args=(k, g), daemon=True)
@@ -355,7 +363,8 @@ class EnvWorkerLoop:
                 if "fault" in res:
                     self._fault(k, g, epoch, res["fault"], "reset")
                     continue
-                self.ctx.span("env_reset", self.name, lane, res, units=self._units(n), cores=self._units(n))
+                self.ctx.span("env_reset", self.name, lane, res, units=self._units(n), cores=self._units(n),
+                              envs=n, version=self.version)
                 self.ctx.env_cpu_add("env_reset", res, n)
                 obs, steps, fault = res["obs"], [], None
                 for c in range(w.chunk_steps_per_epoch):
@@ -367,7 +376,8 @@ class EnvWorkerLoop:
                     if "fault" in st:
                         fault = st["fault"]
                         break
-                    self.ctx.span("env_step", self.name, lane, st, units=self._units(n), cores=self._units(n))
+                    self.ctx.span("env_step", self.name, lane, st, units=self._units(n), cores=self._units(n),
+                                  envs=n, version=self.version)
                     self.ctx.env_cpu_add("env_step", st, st["steps"])
                     if self.ctx.progress:
                         self.ctx.progress(st["steps"])
@@ -436,15 +446,17 @@ class TrainerLoop:
                 self.ctx.get(ref)  # the snapshot exists before the version is announced
                 self.log.iteration_done.append(self.ctx.rel(time.time()))
                 self.weights.publish(k + 1, ref)
+                self.ctx.rec.counter("weight_version/actor", self.log.iteration_done[-1], k + 1)
+                self.ctx.rec.iteration_done(k + 1, self.log.iteration_done[-1])
         except BaseException as e:  # noqa: BLE001
             self.ctx.fail(e)
 
     def _all(self, refs: list[Any]) -> list[dict[str, Any]]:
         return [self.ctx.get(r) for r in refs]
 
-    def _span(self, stage: str, results: list[dict[str, Any]]) -> None:
+    def _span(self, stage: str, results: list[dict[str, Any]], **args: Any) -> None:
         res = {"t0": min(r["t0"] for r in results), "t1": max(r["t1"] for r in results)}
-        self.ctx.span(stage, "actor", "train", res, units=len(self.ranks))
+        self.ctx.span(stage, "actor", "train", res, units=len(self.ranks), **args)
 
     def _global_batch(self, size: int) -> None:
         """One global batch of ``size`` samples, ``update_epoch`` passes, each one optimizer step:
@@ -465,10 +477,12 @@ class TrainerLoop:
                 stats = advantage_stats([s["advantage"] for s in samples])
                 shards = [collate(samples[slice(*micro_batch_slice(size, R, mbs, m, r))]) for r in range(R)]
                 self._span("train", self._all([rk.micro_batch.remote(s, micro_steps, stats)
-                                               for rk, s in zip(self.ranks, shards)]))
+                                               for rk, s in zip(self.ranks, shards)]),
+                           batch=sum(len(samples[slice(*micro_batch_slice(size, R, mbs, m, r))]) for r in range(R)),
+                           version=self.weights.version)
                 self.log.micro_batches += 1
             results = self._all([rk.step.remote() for rk in self.ranks])
-            self._span("optimizer_step", results)
+            self._span("optimizer_step", results, batch=size, version=self.weights.version)
             self.log.optimizer_steps += 1
             self.log.last_metrics = {k: v for k, v in results[0].items() if k not in ("t0", "t1")}
         self.log.samples += size

@@ -18,7 +18,7 @@ import math
 import platform
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Any, Callable
 
@@ -27,7 +27,9 @@ import numpy as np
 from perfmodel.backbones import Backbone, get_backbone
 from perfmodel.schema.profile import BUNDLED_DIR, Costs, Curve, Profile, load_profile
 from perfmodel.calibration.reference import ReferencePoint, published_plan
-from perfmodel.simulate import simulate
+from perfmodel.bound import closed_form_iteration_s
+from perfmodel.costs import StageCosts
+from perfmodel.simulate import check_fits, simulate
 
 # Hardware assumptions (published setup: "H100-class is likely", 8 GPUs per node).
 GPU_PEAK_BF16_FLOPS = 989e12  # H100 SXM dense bf16
@@ -37,6 +39,11 @@ NODE = {
     "cpu_cores_per_node": 128,  # assumption: 2 x 64-core CPUs; only t_env / cores is identifiable
     "node_ram_gb": 2048.0,
     "intra_node_bw_GBps": 300.0,  # NVLink 4 effective per-GPU bus bandwidth (assumption)
+    # RL-VLA3 scripts/run_libero.sh sets NCCL_P2P_DISABLE=1: intra-node collectives go through
+    # host memory. 20 GB/s per GPU: assumed (PCIe Gen5 x16 ~50 GB/s, two copies via host memory).
+    "p2p": False,
+    "host_bw_GBps": 20.0,
+    "gpu_memory_gb": 80.0,  # H100 SXM
     "inter_node_bw_GBps": None,  # fitted
     "actor_cpu_cores_per_gpu": None,  # fitted
 }
@@ -56,6 +63,11 @@ DEFAULT_WORKLOAD = {
 }
 
 
+IDENT_STEP = 0.3  # log-space probe of a parameter's effect (x1.35)
+IDENT_TOL = 1e-6  # |change of log throughput| below which a parameter moves no point
+BOUND_TOL = 1e-2  # log-space distance (1 %) that counts as sitting on a bound
+
+
 @dataclass(frozen=True)
 class Param:
     name: str
@@ -70,23 +82,41 @@ class Param:
 # Starting points: a hand solution of the 8-GPU pi0.5 and GR00T points with the modes' simple
 # forms (disaggregated - train_async = actor time; rollout_async = max(env, inference)), which
 # puts the fit in the basin where the rollout, not the actor, bounds the asynchronous modes.
+# ``init`` is also the prior a parameter keeps when the points cannot identify it.
 PARAMS = (
     Param("env_step_core_s", 0.005, 0.5, 0.18, "s", True,
           "one LIBERO env step (physics + rendering) on one node core, at full load"),
-    Param("inter_node_bw_GBps", 5.0, 50.0, 25.0, "GB/s", True, "per-GPU inter-node bandwidth"),
+    Param("inter_node_bw_GBps", 3.0, 50.0, 25.0, "GB/s", True,
+          "per-GPU inter-node bandwidth (prior 25 GB/s = 200 Gb/s per GPU; 400 Gb/s NICs give <= 50)"),
     Param("actor_cpu_cores_per_gpu", 0.5, 15.0, 12.0, "cores", True,
           "CPU cores an actor GPU keeps on a node it shares with env workers"),
     Param("env_lockstep_slowdown", 1e-3, 1.5, 0.01, "", True,
           "extra time of a lock-step chunk step waiting for the group's slowest env"),
+    Param("train_micro_fixed_s", 1e-3, 3.0, 0.2, "s", True,
+          "fixed time of one training micro-batch on a rank (launches, FSDP/autograd hooks, host work)"),
+    Param("optimizer_fixed_s", 1e-3, 5.0, 0.2, "s", True,
+          "fixed time of one optimizer step (grad-norm all-reduce, scheduler, host synchronisation)"),
+    Param("offload_GBps", 1.0, 64.0, 25.0, "GB/s", True,
+          "host<->device bandwidth of colocated offload/reload (prior: pinned PCIe Gen5 x16 ~25 GB/s)"),
     Param("infer_mfu", 0.005, 0.7, 0.03, "", False, "model-FLOPs utilisation of rollout inference"),
     Param("infer_overhead_s", 1e-3, 3.0, 0.8, "s", False, "fixed time per inference call"),
-    Param("train_mfu", 0.02, 0.7, 0.2, "", False, "model-FLOPs utilisation of training"),
-    Param("offload_GBps", 0.5, 64.0, 8.0, "GB/s", False, "host<->device bandwidth of offload/reload"),
+    Param("train_mfu", 0.01, 0.7, 0.1, "", False, "model-FLOPs utilisation of training"),
 )
 INIT_PER_BACKBONE = {  # from the same hand solution
-    "pi05": {"infer_mfu": 0.038, "infer_overhead_s": 0.84, "train_mfu": 0.23, "offload_GBps": 20.0},
-    "gr00t_n15": {"infer_mfu": 0.011, "infer_overhead_s": 0.64, "train_mfu": 0.11, "offload_GBps": 0.5},
+    "pi05": {"infer_mfu": 0.038, "infer_overhead_s": 0.84, "train_mfu": 0.085},
+    "gr00t_n15": {"infer_mfu": 0.011, "infer_overhead_s": 0.64, "train_mfu": 0.11},
 }
+# Parameters whose bound the physics explains (a note goes into the profile when one sits there).
+BOUND_NOTES = {
+    ("env_lockstep_slowdown", "lower"): "the lower bound is the log-scale floor of a quantity whose physical "
+    "minimum is 0: the data ask for no barrier cost beyond the mean env step",
+}
+# Plan fields to change from their published defaults when fitting and predicting the
+# reference points (empty: the published setup). Cross-validation of alternatives sets it
+# (e.g. {"placement_strategy": "split"}) to let held-out error decide between them.
+SETUP_OVERRIDES: dict[str, Any] = {}
+# The published setup (RL-VLA3 fork of RLinf): which part trains by default, per backbone.
+PUBLISHED_TRAINED_PART = "action_expert"
 
 
 def parameter_names(backbones: list[str]) -> list[str]:
@@ -106,8 +136,13 @@ def build_profile(backbone: Backbone, values: dict[str, float], env_memory_gb: f
         return values[name] if name in values else values[f"{backbone.name}.{name}"]
 
     t_env = v("env_step_core_s")
+    # The costs describe the published trained part (the action expert / head, VLM frozen:
+    # RL-VLA3 model/pi0_5.yaml train_expert_only: True); ``trained_parts`` scales them to the
+    # other part from the FLOP and parameter counts of the shapes.
+    parts = {"action_expert": replace(backbone, train_vlm=False), "full": replace(backbone, train_vlm=True)}
+    base = parts[PUBLISHED_TRAINED_PART]
     infer_slope = backbone.inference_flops() / (GPU_PEAK_BF16_FLOPS * v("infer_mfu"))
-    train_slope = backbone.train_flops() / (GPU_PEAK_BF16_FLOPS * v("train_mfu"))
+    train_slope = base.train_flops() / (GPU_PEAK_BF16_FLOPS * v("train_mfu"))
     offload_bw = v("offload_GBps") * 1e9
     costs = Costs(
         env_step_core_s=t_env,
@@ -115,19 +150,26 @@ def build_profile(backbone: Backbone, values: dict[str, float], env_memory_gb: f
         env_reset_s=SETTLE_STEPS * t_env,
         env_memory_gb=env_memory_gb,
         infer_s=Curve("linear", intercept=v("infer_overhead_s"), slope=infer_slope),
-        train_micro_batch_s=Curve("linear", intercept=0.0, slope=train_slope),
-        optimizer_step_s=backbone.trained_params * ADAM_BYTES_PER_PARAM / GPU_HBM_BYTES_PER_S,
-        grad_allreduce_bytes=backbone.grad_bytes(),
+        train_micro_batch_s=Curve("linear", intercept=v("train_micro_fixed_s"), slope=train_slope),
+        # Adam over the whole trained part on one GPU (StageCosts divides it by the shards).
+        optimizer_step_s=base.trained_params * ADAM_BYTES_PER_PARAM / GPU_HBM_BYTES_PER_S,
+        grad_allreduce_bytes=base.grad_bytes(),
         weight_sync_bytes=backbone.weight_bytes(),
-        # Per switch and device: the actor's FSDP shard of the training state (8 ranks) out,
-        # the generator's bf16 weights in (and the reverse at the other switch).
-        offload_s=backbone.train_state_bytes() / NODE["gpus_per_node"] / offload_bw,
+        # Per switch and device (only with plan.enable_offload): the actor's FSDP shard of the
+        # training state (8 ranks) out, the generator's bf16 weights in (and the reverse).
+        offload_s=base.train_state_bytes() / NODE["gpus_per_node"] / offload_bw,
         reload_s=backbone.weight_bytes() / offload_bw,
         comm_latency_s=1e-4,
         env_lockstep_slowdown=v("env_lockstep_slowdown"),
-        # FSDP over the actor ranks: all-gather every weight for forward, the trained ones
-        # again for backward, per micro-batch.
-        fsdp_gather_bytes=float((backbone.params + backbone.trained_params) * 2),
+        # FSDP full_shard: all-gather every weight for forward, the trained ones again for
+        # backward, per micro-batch.
+        fsdp_gather_bytes=float((base.params + base.trained_params) * 2),
+        optimizer_fixed_s=v("optimizer_fixed_s"),
+        weights_gb=backbone.weight_bytes() / 1e9,
+        trained_parts={name: {"train_flops_scale": b.train_flops() / base.train_flops(),
+                              "trained_bytes_scale": b.trained_params / base.trained_params,
+                              "train_state_gb": b.train_state_bytes() / 1e9}
+                       for name, b in parts.items()},
     )
     node = dict(NODE, inter_node_bw_GBps=v("inter_node_bw_GBps"),
                 actor_cpu_cores_per_gpu=v("actor_cpu_cores_per_gpu"))
@@ -156,11 +198,19 @@ def assumptions(backbone: Backbone) -> dict[str, Any]:
         "env_core_efficiency": "1.0: env_step_core_s is the effective per-core time at full load",
         "pipeline_stage_num": "1 in the published runs (not published); rollout_async batches dynamically",
         "staleness": "max_staleness 1 for the asynchronous modes (not published)",
-        "trained_part": "whole policy" if backbone.train_vlm else "action head + value head (VLM frozen)",
-        "intra_node_bw": "300 GB/s per GPU (NVLink), assumed; inter-node bandwidth fitted",
+        "trained_part": "action expert/head + value head, VLM frozen (RL-VLA3 model/pi0_5.yaml "
+        "train_expert_only: True); plan.trained_part 'full' scales from the shapes",
+        "intra_node_bw": "300 GB/s per GPU (NVLink), unused by default: p2p false (NCCL_P2P_DISABLE=1, "
+        "RL-VLA3 scripts/run_libero.sh) sends intra-node collectives through host memory at host_bw_GBps "
+        "20 GB/s (assumed: PCIe Gen5 x16, two copies through host memory); inter-node bandwidth fitted "
+        "where the points span nodes, else held at its prior",
         "weight_sync": "bf16 weights of the whole policy to every generator, each sync",
-        "actor_sharding": "FSDP over the actor ranks (published: FSDP): weights all-gathered per micro-batch",
-        "offload": "colocated swaps: training-state shard (1/8) out, bf16 generator weights in, per switch",
+        "actor_sharding": "FSDP full_shard (RL-VLA3 training_backend/fsdp.yaml): weights all-gathered per "
+        "micro-batch, gradients reduce-scattered per optimizer step; plan.sharding_strategy no_shard drops them",
+        "offload": "enable_offload False (RL-VLA3 LIBERO configs): colocated keeps every model resident "
+        "(checked against gpu_memory_gb 80); with offload, swaps move the training-state shard and the "
+        "bf16 generator weights at offload_GBps",
+        "placement": "packed contiguous GPU ranges, rollout then actor (RLinf scheduler/placement/packed.py)",
     }
 
 
@@ -168,7 +218,15 @@ def predict_points(profiles: dict[str, Profile], points: list[ReferencePoint]) -
     out = []
     for pt in points:
         prof = profiles[pt.backbone]
-        plan = published_plan(prof, pt.mode, pt.gpus, pt.allocation_ratio, max_staleness=PUBLISHED_STALENESS)
+        plan = published_plan(prof, pt.mode, pt.gpus, pt.allocation_ratio, max_staleness=PUBLISHED_STALENESS,
+                              **SETUP_OVERRIDES)
+        if not plan.mechanisms.async_training and plan.pipeline_stage_num == 1:
+            # Synchronous modes with deterministic costs: the closed form is the simulator's
+            # timeline exactly (tests/test_simulator.py checks it), at a fraction of the cost.
+            costs = StageCosts(plan, prof)
+            check_fits(plan, costs)
+            out.append(plan.workload.env_steps_per_iteration / closed_form_iteration_s(costs))
+            continue
         # Deterministic costs make one simulated worker replica exact (perfmodel.sim.modes).
         out.append(simulate(plan, prof, max_workers=1).throughput_env_steps_per_s)
     return out
@@ -181,6 +239,10 @@ class FitResult:
     predicted: list[float]
     evaluations: int
     seconds: float
+    # Parameters the points do not move (held at their prior, not fitted) and fitted ones that
+    # ended on a bound (within BOUND_TOL in log space): both are reported in the provenance.
+    not_identified: list[str] = field(default_factory=list)
+    on_bound: list[str] = field(default_factory=list)
 
     @property
     def errors_pct(self) -> list[float]:
@@ -218,23 +280,60 @@ def fit(points: list[ReferencePoint], *, max_evals: int = 400,
     published = np.array([p.throughput_env_steps_per_s for p in points])
     evals = 0
     t0 = time.time()
-    best: tuple[float, np.ndarray] = (math.inf, x0)
 
     class Budget(Exception):
         pass
 
-    def residuals(x: np.ndarray) -> np.ndarray:
+    # A backbone's points depend only on the shared parameters and its own: a finite-difference
+    # step of one backbone's parameter re-predicts only that backbone's points.
+    groups = {b: [i for i, p in enumerate(points) if p.backbone == b] for b in backbones}
+    relevant = {b: [i for i, n in enumerate(names) if "." not in n or n.startswith(f"{b}.")] for b in backbones}
+    cache: dict[tuple, list[float]] = {}
+
+    def predict_log(x_all: np.ndarray) -> np.ndarray:
+        values = dict(zip(names, np.exp(x_all)))
+        pred = np.empty(len(points))
+        for b in backbones:
+            key = (b, tuple(np.round(x_all[relevant[b]], 12)))
+            if key not in cache:
+                prof = {b: build_profile(specs[b], values, mem, {})}
+                cache[key] = predict_points(prof, [points[i] for i in groups[b]])
+            pred[groups[b]] = cache[key]
+        return np.log(pred / published)
+
+    # Identifiability: a parameter that moves no prediction (e.g. inter-node bandwidth when every
+    # point fits one node) cannot be fitted; it keeps its prior (a stated physical value) and is
+    # reported, instead of drifting to wherever the solver leaves it.
+    r0 = predict_log(x0)
+    evals += 1
+    free = []
+    for i, n in enumerate(names):
+        x = x0.copy()
+        x[i] = min(hi[i], x0[i] + IDENT_STEP) if x0[i] + IDENT_STEP <= hi[i] else max(lo[i], x0[i] - IDENT_STEP)
+        evals += 1
+        if float(np.max(np.abs(predict_log(x) - r0))) > IDENT_TOL:
+            free.append(i)
+    fixed_x = x0.copy()
+    not_identified = [names[i] for i in range(len(names)) if i not in free]
+    free_idx = np.array(free, dtype=int)
+
+    def full(xf: np.ndarray) -> np.ndarray:
+        x = fixed_x.copy()
+        x[free_idx] = xf
+        return x
+
+    best: tuple[float, np.ndarray] = (float(np.sum(r0 * r0)), x0[free_idx].copy())
+    lo_f, hi_f = lo[free_idx], hi[free_idx]
+
+    def residuals(xf: np.ndarray) -> np.ndarray:
         nonlocal evals, best
         if evals >= max_evals:
             raise Budget
         evals += 1
-        values = dict(zip(names, np.exp(x)))
-        profiles = {b: build_profile(specs[b], values, mem, {}) for b in backbones}
-        pred = np.array(predict_points(profiles, points))
-        r = np.log(pred / published)
+        r = predict_log(full(xf))
         cost = float(np.sum(r * r))
         if cost < best[0]:
-            best = (cost, x.copy())
+            best = (cost, xf.copy())
         if progress:
             progress(evals, math.sqrt(best[0] / len(points)))
         return r
@@ -243,19 +342,28 @@ def fit(points: list[ReferencePoint], *, max_evals: int = 400,
     # local solver can stall; restart it from the best point, nudged (seeded, so the fit is
     # reproducible), until the budget is spent.
     rng = np.random.default_rng(0)
-    start_x = x0
+    start_x = x0[free_idx]
     try:
-        while evals < max_evals:
+        while evals < max_evals and len(free_idx):
             before = best[0]
-            least_squares(residuals, start_x, bounds=(lo, hi), diff_step=1e-2, x_scale=1.0)
+            least_squares(residuals, start_x, bounds=(lo_f, hi_f), diff_step=1e-2, x_scale=1.0)
             nudge = 0.05 if best[0] < before - 1e-12 else 0.2
-            start_x = np.clip(best[1] + rng.normal(0.0, nudge, size=len(names)), lo, hi)
+            start_x = np.clip(best[1] + rng.normal(0.0, nudge, size=len(free_idx)), lo_f, hi_f)
     except Budget:
         pass  # keep the best point seen within the budget
-    values = dict(zip(names, (float(v) for v in np.exp(best[1]))))
+    x_best = full(best[1])
+    values = dict(zip(names, (float(v) for v in np.exp(x_best))))
+    on_bound = [n for i, n in enumerate(names) if i in free
+                and min(x_best[i] - lo[i], hi[i] - x_best[i]) < BOUND_TOL]
     profiles = {b: build_profile(specs[b], values, mem, {}) for b in backbones}
     predicted = predict_points(profiles, points)
-    return FitResult(values, points, predicted, evals, time.time() - t0)
+    return FitResult(values, points, predicted, evals, time.time() - t0, not_identified, on_bound)
+
+
+def profiles_from_values(values: dict[str, float], backbones: list[str]) -> dict[str, Profile]:
+    """Profiles of ``backbones`` built from fitted values (no provenance): what a fit predicts."""
+    mem, _ = measured_env_memory_gb()
+    return {b: build_profile(get_backbone(b), values, mem, {}) for b in backbones}
 
 
 def fitted_profiles(result: FitResult, reference_path: str, command: str) -> dict[str, Profile]:
@@ -270,7 +378,18 @@ def fitted_profiles(result: FitResult, reference_path: str, command: str) -> dic
             if "." in name and not name.startswith(f"{b}."):
                 continue
             p = _param(name)
-            params[name.split(".")[-1]] = {"value": value, "bounds": [p.lo, p.hi], "unit": p.unit, "meaning": p.doc}
+            rec: dict[str, Any] = {"value": value, "bounds": [p.lo, p.hi], "unit": p.unit, "meaning": p.doc}
+            if name in result.not_identified:
+                rec["identified"] = False
+                rec["note"] = ("not identifiable from these points (no point's prediction moves with it); "
+                               "held at its prior, a stated physical value")
+            if name in result.on_bound:
+                side = "lower" if abs(math.log(value / p.lo)) < abs(math.log(value / p.hi)) else "upper"
+                rec["on_bound"] = side
+                rec["note"] = BOUND_NOTES.get((p.name, side), (
+                    f"on its {side} bound: the data ask for a value beyond the physical range, i.e. for a "
+                    "mechanism the model lacks (issue 13); treat predictions that depend on it with care"))
+            params[name.split(".")[-1]] = rec
         provenance = {
             "kind": "fitted",
             "date": date.today().isoformat(),

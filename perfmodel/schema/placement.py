@@ -5,9 +5,15 @@ Devices are numbered globally, node after node (device d is on node d // gpus_pe
 rollout slot holds one env worker and its generator; an actor slot holds one data-parallel
 actor rank. Colocated: every device is both a rollout and an actor slot (phases time-share it).
 
-Node split (``split`` strategy): each node is divided by the allocation ratio when its GPUs
-allow it, so every node holds env workers and actor ranks alike; otherwise rollout slots are
-packed first, then the actor's.
+Two strategies (``plan.placement_strategy``):
+- ``packed`` (the default, as RLinf's scheduler/placement/packed.py places components: contiguous
+  global GPU ranges such as ``rollout: 0-7, actor: 8-15``, a node filled before the next): the
+  rollout slots take devices 0..R-1 and the actor's R..R+A-1. With 1:1 the actor fits one node at
+  16 GPUs (no inter-node collective) and spans two at 32; the env workers of a node without actor
+  ranks get all of its cores.
+- ``split``: each node is divided by the allocation ratio when its GPUs allow it, so every node
+  holds env workers and actor ranks alike; otherwise rollout slots are packed first, then the
+  actor's.
 """
 
 from __future__ import annotations
@@ -60,6 +66,14 @@ class Placement:
     def actor_ranks_per_node(self) -> int:
         """The most actor ranks on one node (the intra-node ring's length)."""
         return max((n.actor for n in self.nodes if n.actor), default=0)
+
+    @property
+    def sync_crosses_nodes(self) -> bool:
+        """Whether weights reach some generator over the inter-node network: a rollout slot on
+        a node without actor ranks, or an actor spread over several nodes."""
+        if self.colocated:
+            return False
+        return self.actor_nodes > 1 or any(n.rollout and not n.actor for n in self.nodes)
 
     @property
     def rollout_nodes(self) -> int:
@@ -122,10 +136,26 @@ def node_shares(gpus: int, gpus_per_node: int, rollout: int, actor: int, ratio: 
     return _run_length([(r_, a_) for _, r_, a_ in split], [c for c, _, _ in split])
 
 
+def packed_shares(gpus: int, gpus_per_node: int, rollout: int) -> tuple[NodeShare, ...]:
+    """Contiguous ranges: devices 0..rollout-1 roll out, the rest train; per node, run-length."""
+    nodes = math.ceil(gpus / gpus_per_node)
+    split, counts = [], []
+    for i in range(nodes):
+        size = min(gpus_per_node, gpus - i * gpus_per_node)
+        r = min(size, max(0, rollout - i * gpus_per_node))
+        split.append((r, size - r))
+        counts.append(1)
+    return _run_length(split, counts)
+
+
 def placement_of(gpus: int, gpus_per_node: int, cpu_cores_per_node: int, actor_cpu_cores_per_gpu: float,
                  rollout_gpus: int, actor_gpus: int, colocated: bool, ratio: tuple[int, int] | None,
-                 total_num_envs: int, pipeline_stage_num: int, dynamic_batching: bool) -> Placement:
-    shares = node_shares(gpus, gpus_per_node, rollout_gpus, actor_gpus, None if colocated else ratio)
+                 total_num_envs: int, pipeline_stage_num: int, dynamic_batching: bool,
+                 strategy: str = "packed") -> Placement:
+    if colocated or strategy == "split":
+        shares = node_shares(gpus, gpus_per_node, rollout_gpus, actor_gpus, None if colocated else ratio)
+    else:
+        shares = packed_shares(gpus, gpus_per_node, rollout_gpus)
     if colocated:
         # The actor never runs during rollout, so the env workers share the whole node.
         cores = cpu_cores_per_node / gpus_per_node

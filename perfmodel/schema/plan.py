@@ -282,7 +282,8 @@ class Plan:
         c = self.cluster
         return placement_of(c.gpus, c.gpus_per_node, c.cpu_cores_per_node, c.actor_cpu_cores_per_gpu,
                             self.rollout_gpus, self.actor_gpus, not m.disaggregated, ratio,
-                            self.workload.total_num_envs, self.pipeline_stage_num, m.dynamic_batching)
+                            self.workload.total_num_envs, self.pipeline_stage_num, m.dynamic_batching,
+                            self.placement_strategy)
 
     def node_split(self) -> list[tuple[int, int]]:
         return self.placement.node_split()

@@ -181,6 +181,9 @@ class Costs:
     comm_latency_s: float = 0.0
     env_lockstep_slowdown: float = 0.0
     fsdp_gather_bytes: float = 0.0
+    optimizer_fixed_s: float = 0.0
+    weights_gb: float = 0.0
+    trained_parts: dict = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, obj: Any, path: str) -> "Costs":
@@ -200,6 +203,9 @@ class Costs:
             comm_latency_s=f.float("comm_latency_s", 0.0),
             env_lockstep_slowdown=f.float("env_lockstep_slowdown", 0.0),
             fsdp_gather_bytes=f.float("fsdp_gather_bytes", 0.0),
+            optimizer_fixed_s=f.float("optimizer_fixed_s", 0.0),
+            weights_gb=f.float("weights_gb", 0.0),
+            trained_parts=_trained_parts(f.any("trained_parts", {}), f.sub("trained_parts")),
         )
         f.done()
         for name in ("infer_s", "train_micro_batch_s"):
@@ -213,6 +219,21 @@ class Costs:
         for k, v in self.__dict__.items():
             d[k] = v.to_dict() if isinstance(v, Curve) else v
         return d
+
+
+TRAINED_PART_KEYS = ("train_flops_scale", "trained_bytes_scale", "train_state_gb")
+
+
+def _trained_parts(obj: Any, path: str) -> dict[str, dict[str, float]]:
+    """{part: {train_flops_scale, trained_bytes_scale, train_state_gb}}: the training cost of
+    each trainable part relative to the profile's own costs (empty: only what was measured)."""
+    Fields(obj, path)
+    out = {}
+    for part, entry in obj.items():
+        f = Fields(entry, f"{path}.{part}")
+        out[part] = {k: f.float(k, min=0.0) for k in TRAINED_PART_KEYS}
+        f.done()
+    return out
 
 
 @dataclass(frozen=True)

@@ -104,8 +104,10 @@ class InferenceServer:
         self.calls = 0
 
     def infer(self, envs: int) -> Gen:
+        self.rec.count(f"queue_depth/{self.name}", self.env.now, envs)
         with self.gpu.request() as slot:
             yield slot
+            self.rec.count(f"queue_depth/{self.name}", self.env.now, -envs)
             start = self.env.now
             yield self.env.timeout(self.dur.infer(envs))
             self.rec.span("inference", self.name, "inference", start, self.env.now, batch=envs)
@@ -115,6 +117,7 @@ class InferenceServer:
         req = InferenceRequest(envs, self.env.event())
         self.queue.append(req)
         self.waiting_envs += envs
+        self.rec.count(f"queue_depth/{self.name}", self.env.now, envs)
         if self._wake is not None and self.waiting_envs >= self._wake[0]:
             self._wake[1].succeed()
             self._wake = None
@@ -139,6 +142,7 @@ class InferenceServer:
                 batch.append(req)
                 n += req.envs
             self.waiting_envs -= n
+            self.rec.count(f"queue_depth/{self.name}", env.now, -n)
             yield from self.infer(n)
             for r in batch:
                 r.done.succeed()
@@ -198,6 +202,8 @@ class EnvWorker:
         self.staleness = staleness
         self.dynamic = dynamic
         self.replicas = replicas  # real workers this simulated one stands for
+        rec.set_replicas(f"env_worker_{index}", replicas)
+        rec.set_replicas(server.name, replicas)
         self.name = f"env_worker_{index}"
         self.cores = simpy.Container(env, capacity=costs.cores_per_worker, init=costs.cores_per_worker)
         self.version = 0
@@ -216,6 +222,8 @@ class EnvWorker:
                 self.rec.span("weight_sync", self.server.name, "weight_sync", start, env.now,
                               version=self.weights.version)
                 self.version = self.weights.version
+                self.rec.counter(f"weight_version/{self.server.name}", env.now, self.version)
+            self.rec.counter(f"staleness/{self.name}", env.now, k - self.version)
             self.log.behaviour_version.setdefault(k, []).append(self.version)
             if self.groups == 1:
                 yield from self._group(k, 0)
@@ -232,7 +240,7 @@ class EnvWorker:
             yield self.cores.get(cores)
         start = self.env.now
         yield self.env.timeout(seconds)
-        self.rec.span(stage, self.name, lane, start, self.env.now, units=cores)
+        self.rec.span(stage, self.name, lane, start, self.env.now, units=cores, envs=n, version=self.version)
         if shared:
             yield self.cores.put(cores)
 
@@ -240,7 +248,9 @@ class EnvWorker:
         w = self.costs.plan.workload
         self.log.env_steps += self.replicas * n * w.max_episode_steps
         # A trajectory is complete at the end of the episode (full horizon, no early reset).
-        return self.buffer.put(self.replicas * n * w.chunk_steps_per_epoch)
+        put = self.buffer.put(self.replicas * n * w.chunk_steps_per_epoch)
+        self.rec.counter("samples_waiting/actor", self.env.now, self.buffer.level.level)
+        return put
 
     def _group(self, k: int, g: int) -> Gen:
         w, n = self.costs.plan.workload, self.group_envs
@@ -267,10 +277,11 @@ class EnvWorker:
         with server.gpu.request() as slot:  # colocated: the trainer is idle during rollout
             yield slot
             t = self.env.now
+            rec.counter(f"queue_depth/{server.name}", t, 0)  # a lone lock-step group never queues
             reset = self.dur.env_reset(n)
             if reset > 0:
                 end = t + reset
-                rec.span("env_reset", self.name, lane, t, end, units=cores)
+                rec.span("env_reset", self.name, lane, t, end, units=cores, envs=n, version=self.version)
                 t = end
             for _chunk in range(w.chunk_steps_per_epoch):
                 end = t + self.dur.infer(n)
@@ -279,7 +290,7 @@ class EnvWorker:
                 step = self.dur.env_chunk(n, True)
                 if step > 0:
                     end = t + step
-                    rec.span("env_step", self.name, lane, t, end, units=cores)
+                    rec.span("env_step", self.name, lane, t, end, units=cores, envs=n, version=self.version)
                     t = end
             server.calls += w.chunk_steps_per_epoch
             yield timeout_at(self.env, t)
@@ -332,6 +343,8 @@ class Trainer:
                 yield from self._switch("to_rollout")
             self.log.iteration_done.append(env.now)
             self.weights.publish(k + 1)
+            self.rec.counter("weight_version/actor", env.now, k + 1)
+            self.rec.iteration_done(k + 1, env.now)
 
     def _switch(self, direction: str) -> Gen:
         start = self.env.now
@@ -355,6 +368,7 @@ class Trainer:
         per_step = per_rank * self.ranks  # samples of one micro-batch on every rank
         if not self.stream:
             yield self.buffer.get(size)
+            self.rec.counter("samples_waiting/actor", env.now, self.buffer.level.level)
         slots = yield from self._acquire()
         try:
             for p in range(w.update_epoch):
@@ -364,13 +378,16 @@ class Trainer:
                         take = min(per_step, size - got)
                         got += take
                         yield self.buffer.get(take)
+                        self.rec.counter("samples_waiting/actor", env.now, self.buffer.level.level)
                     start = env.now
                     yield env.timeout(self.dur.micro_batch(per_rank))
-                    self.rec.span("train", self.name, "train", start, env.now, units=self.ranks)
+                    self.rec.span("train", self.name, "train", start, env.now, units=self.ranks,
+                                  batch=per_step, version=self.weights.version)
                     self.log.micro_batches += 1
                 start = env.now
                 yield env.timeout(self.costs.optimizer_step_s())
-                self.rec.span("optimizer_step", self.name, "train", start, env.now, units=self.ranks)
+                self.rec.span("optimizer_step", self.name, "train", start, env.now, units=self.ranks,
+                              batch=size, version=self.weights.version)
                 self.log.optimizer_steps += 1
             self.log.samples += size
         finally:
@@ -387,6 +404,7 @@ class Trainer:
         count = 1 + min(left - 1, int(self.buffer.level.level) // size)
         if count > 1:
             yield self.buffer.get((count - 1) * size)
+        self.rec.counter("samples_waiting/actor", self.env.now, self.buffer.level.level)
         slots = yield from self._acquire()
         try:
             end = self._time_block(size, count)
@@ -414,10 +432,12 @@ class Trainer:
             for _ in range(passes):
                 for _ in range(steps):
                     end = t + draw()
-                    rec.span("train", self.name, "train", t, end, units=ranks)
+                    rec.span("train", self.name, "train", t, end, units=ranks, batch=per_rank * ranks,
+                             version=self.weights.version)
                     t = end
                 end = t + opt
-                rec.span("optimizer_step", self.name, "train", t, end, units=ranks)
+                rec.span("optimizer_step", self.name, "train", t, end, units=ranks, batch=size,
+                         version=self.weights.version)
                 t = end
             return t
         # Many identical steps: totals instead of sums (see the module docstring).

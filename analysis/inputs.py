@@ -1,0 +1,149 @@
+"""The report's inputs: each file is recognised by what it is, and a file of another kind than
+its option expects is refused with one line naming both (a prediction given as a run record, a
+plan given as a sweep). Executor output is read as files only; nothing here imports executor.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfmodel.schema.errors import ConfigError
+
+# kind -> what it is, for messages
+KINDS = {
+    "sweep": "a sweep (`perfmodel sweep -o`)",
+    "choice": "a plan choice (`perfmodel plan --details`)",
+    "prediction": "a prediction (`perfmodel predict --json`)",
+    "run": "a run record (record.json of `executor run`)",
+    "plan": "a plan (plan.json)",
+    "trace": "a Chrome trace (`perfmodel predict --trace`, trace.json of `executor run`)",
+    "cross_validation": "a cross-validation result (`perfmodel validate --cross-validate --json`)",
+    "profile": "a profile",
+    "unknown": "an unrecognised JSON document",
+}
+OPTION_KIND = {"--sweep": "sweep", "--choice": "choice", "--prediction": "prediction", "--run": "run",
+               "--trace-sim": "trace", "--trace-run": "trace", "--cross-validation": "cross_validation"}
+DEFAULT_TARGET_ENV_STEPS = 100_000_000
+
+
+def detect_kind(doc: Any) -> str:
+    if not isinstance(doc, dict):
+        return "unknown"
+    kind = doc.get("kind")
+    if kind == "perfmodel.planning.sweep":
+        return "sweep"
+    if kind == "perfmodel.plan_choice":
+        return "choice"
+    if kind == "cross_validation":
+        return "cross_validation"
+    if isinstance(doc.get("traceEvents"), list):
+        return "trace"
+    if doc.get("source") == "executor" and "status" in doc:
+        return "run"
+    if "throughput_env_steps_per_s" in doc and ("bound_env_steps_per_s" in doc or "replications" in doc):
+        return "prediction"
+    if isinstance(doc.get("workload"), dict) and isinstance(doc.get("cluster"), dict) and "mode" in doc:
+        return "plan"
+    if isinstance(doc.get("costs"), dict) and "backbone" in doc:
+        return "profile"
+    return "unknown"
+
+
+def load_kind(option: str, path: str) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(option, f"file not found: {path}")
+    try:
+        doc = json.loads(p.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(option, f"{path} is not valid JSON ({e})") from None
+    want, got = OPTION_KIND[option], detect_kind(doc)
+    if got != want:
+        raise ConfigError(option, f"expected {KINDS[want]}, got {KINDS[got]}: {path}")
+    return doc
+
+
+@dataclass
+class Inputs:
+    sweeps: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    choice: tuple[str, dict[str, Any]] | None = None
+    predictions: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    runs: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    trace_sim: tuple[str, dict[str, Any]] | None = None
+    trace_run: tuple[str, dict[str, Any]] | None = None
+    references: list[str] = field(default_factory=list)
+    reference_profiles: dict[str, str] = field(default_factory=dict)
+    cross_validation: tuple[str, dict[str, Any]] | None = None
+    gpus: int | None = None
+    iteration: int | None = None
+    target_env_steps: int = DEFAULT_TARGET_ENV_STEPS
+    gpu_hour_price: float | None = None
+    title: str = "vlaperf capacity-planning report"
+
+    @property
+    def empty(self) -> bool:
+        return not (self.sweeps or self.choice or self.predictions or self.runs or self.trace_sim
+                    or self.trace_run or self.references or self.cross_validation)
+
+    @property
+    def price(self) -> float | None:
+        """$ per GPU-hour: --gpu-hour-price, else the sweep's."""
+        if self.gpu_hour_price:
+            return self.gpu_hour_price
+        for _, d in self.sweeps:
+            if d.get("spec", {}).get("gpu_hour_price"):
+                return float(d["spec"]["gpu_hour_price"])
+        return None
+
+
+NO_INPUT = ("inputs", "no input given: pass at least one of --sweep, --choice, --prediction, --run, "
+                      "--trace-sim, --trace-run, --reference, --cross-validation")
+
+
+def load_inputs(*, sweeps=(), choice=None, predictions=(), runs=(), trace_sim=None, trace_run=None,
+                references=(), reference_profiles=(), cross_validation=None, gpus=None, iteration=None,
+                target_env_steps=None, gpu_hour_price=None, title=None, allow_empty: bool = False) -> Inputs:
+    """Read and check every input file; bad input is a ConfigError naming the option."""
+    inp = Inputs(gpus=gpus, iteration=iteration, gpu_hour_price=gpu_hour_price)
+    if title:
+        inp.title = title
+    if target_env_steps is not None:
+        if target_env_steps < 1:
+            raise ConfigError("--target-env-steps", f"must be an integer >= 1, got {target_env_steps}")
+        inp.target_env_steps = int(target_env_steps)
+    if gpu_hour_price is not None and not gpu_hour_price > 0:
+        raise ConfigError("--gpu-hour-price", f"must be a number > 0, got {gpu_hour_price}")
+    inp.sweeps = [(s, load_kind("--sweep", s)) for s in sweeps]
+    if choice:
+        inp.choice = (choice, load_kind("--choice", choice))
+    inp.predictions = [(p, load_kind("--prediction", p)) for p in predictions]
+    for r in runs:
+        doc = load_kind("--run", r)
+        if not isinstance(doc.get("throughput_env_steps_per_s"), (int, float)):
+            raise ConfigError("--run", f"a run record with a measured throughput (status ok), got one with status "
+                              f"{doc.get('status')!r} and no throughput: {r}")
+        inp.runs.append((r, doc))
+    if trace_sim:
+        inp.trace_sim = (trace_sim, load_kind("--trace-sim", trace_sim))
+    if trace_run:
+        inp.trace_run = (trace_run, load_kind("--trace-run", trace_run))
+    if cross_validation:
+        doc = load_kind("--cross-validation", cross_validation)
+        if not isinstance(doc.get("folds"), list):
+            raise ConfigError("--cross-validation", f"a cross-validation result with folds, got none: {cross_validation}")
+        inp.cross_validation = (cross_validation, doc)
+    for ref in references:
+        if not Path(ref).is_file():
+            raise ConfigError("--reference", f"file not found: {ref}")
+        inp.references.append(ref)
+    for item in reference_profiles:
+        if "=" not in item:
+            raise ConfigError("--reference-profile", f"must look like BACKBONE=PROFILE.json, got {item!r}")
+        b, path = item.split("=", 1)
+        inp.reference_profiles[b.strip()] = path.strip()
+    if inp.empty and not allow_empty:
+        raise ConfigError(*NO_INPUT)
+    return inp

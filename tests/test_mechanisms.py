@@ -1,0 +1,121 @@
+"""Issue 13 mechanisms: plan fields with cited defaults and the costs that grow with the cluster."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import run_cli
+from perfmodel.bound import actor_iteration_s
+from perfmodel.calibration.reference import published_plan
+from perfmodel.costs import StageCosts
+from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.plan import Plan
+from perfmodel.schema.profile import Profile, load_profile
+from perfmodel.simulate import simulate
+
+
+def test_defaults_reproduce_the_published_setup():
+    plan = published_plan(load_profile("pi05"), "streamer", 16, "1:1")
+    assert plan.placement_strategy == "packed"  # RLinf packed placement
+    assert plan.sharding_strategy == "full_shard"  # RL-VLA3 training_backend/fsdp.yaml
+    assert plan.trained_part == "action_expert"  # RL-VLA3 model/pi0_5.yaml train_expert_only
+    assert plan.enable_offload is False  # RL-VLA3 LIBERO configs
+    assert plan.cluster.p2p is False  # RL-VLA3 scripts/run_libero.sh NCCL_P2P_DISABLE=1
+    d = plan.to_dict()
+    assert Plan.from_dict(d) == plan
+
+
+@pytest.mark.parametrize("field,value", [("placement_strategy", "zigzag"), ("sharding_strategy", "hybrid"),
+                                         ("trained_part", "vlm"), ("enable_offload", "yes")])
+def test_bad_field_is_one_error_naming_it(field, value):
+    d = published_plan(load_profile("pi05"), "streamer", 16, "1:1").to_dict()
+    d[field] = value
+    with pytest.raises(ConfigError) as e:
+        Plan.from_dict(d)
+    assert e.value.field == f"plan.{field}"
+
+
+def test_sharding_strategy(scenario_dict):
+    scenario_dict["costs"]["fsdp_gather_bytes"] = 3e9
+    prof = Profile.from_dict(scenario_dict)
+    full = StageCosts(published_plan(prof, "disaggregated", 8, "1:1"), prof)
+    none = StageCosts(published_plan(prof, "disaggregated", 8, "1:1", sharding_strategy="no_shard"), prof)
+    # full_shard: every micro-batch all-gathers (ring over 4 ranks at 100 GB/s with P2P)
+    assert full.fsdp_gather_s() == pytest.approx(0.75 * 3e9 / 100e9)
+    assert none.fsdp_gather_s() == 0.0
+    # gradients: reduce-scatter (one pass) vs all-reduce (two passes); Adam on a 1/4 shard vs all
+    assert full.allreduce_s() == pytest.approx(0.75 * 1e9 / 100e9)
+    assert none.allreduce_s() == pytest.approx(2 * 0.75 * 1e9 / 100e9)
+    assert full.optimizer_step_s() == pytest.approx(full.allreduce_s() + 0.3 / 4)
+    assert none.optimizer_step_s() == pytest.approx(none.allreduce_s() + 0.3)
+
+
+def test_p2p_off_sends_intra_node_collectives_through_host(scenario_dict):
+    scenario_dict["node"].update(p2p=False, host_bw_GBps=5)
+    prof = Profile.from_dict(scenario_dict)
+    c = StageCosts(published_plan(prof, "disaggregated", 8, "1:1"), prof)
+    assert c.allreduce_s() == pytest.approx(0.75 * 1e9 / 5e9)
+
+
+def test_trained_part_scales_from_the_shapes():
+    pi05 = load_profile("pi05")
+    expert = StageCosts(published_plan(pi05, "disaggregated", 8, "1:1"), pi05)
+    full = StageCosts(published_plan(pi05, "disaggregated", 8, "1:1", trained_part="full"), pi05)
+    parts = pi05.costs.trained_parts
+    assert parts["full"]["trained_bytes_scale"] > 5  # the expert is ~0.3B of ~3.2B parameters
+    assert full.grad_bytes() == pytest.approx(expert.grad_bytes() * parts["full"]["trained_bytes_scale"])
+    assert full.train_compute_s(64) > expert.train_compute_s(64)
+    assert full.fsdp_gather_s() > expert.fsdp_gather_s()
+
+
+def test_gpu_efficiency_saturates_with_the_per_rank_batch():
+    pi05 = load_profile("pi05")
+    c = StageCosts(published_plan(pi05, "disaggregated", 8, "1:1"), pi05)
+    per_sample = [c.train_compute_s(b) / b for b in (8, 32, 128)]
+    assert per_sample[0] > per_sample[1] > per_sample[2] > c.profile.costs.train_micro_batch_s.slope
+
+
+def test_optimizer_steps_grow_with_the_env_count():
+    """Fixed global batch: twice the envs give twice the optimizer steps, so the actor's time per
+    sample grows from 8 to 16 GPUs even though each rank's micro-batches stay the same."""
+    pi05 = load_profile("pi05")
+    per_sample = []
+    for gpus in (8, 16):
+        plan = published_plan(pi05, "disaggregated", gpus, "1:1")
+        per_sample.append(actor_iteration_s(StageCosts(plan, pi05)) * plan.actor_gpus
+                          / plan.workload.samples_per_iteration)
+    assert per_sample[1] > per_sample[0]
+
+
+def test_weight_sync_crosses_nodes_with_packed_placement(scenario_profile):
+    one = StageCosts(published_plan(scenario_profile, "disaggregated", 8, "1:1"), scenario_profile)
+    two = StageCosts(published_plan(scenario_profile, "disaggregated", 16, "1:1"), scenario_profile)
+    assert one.weight_sync_s() == pytest.approx(1e-0 * 2e9 / 100e9, rel=1e-3)  # inside the node
+    assert two.weight_sync_s() == pytest.approx(2e9 / 10e9, rel=1e-3)  # actor node -> rollout node
+
+
+def test_colocated_without_offload_must_fit_gpu_memory():
+    pi05 = load_profile("pi05")
+    ok = published_plan(pi05, "colocated", 8, None)
+    assert 0 < StageCosts(ok, pi05).gpu_memory_gb() < ok.cluster.gpu_memory_gb
+    big = published_plan(pi05, "colocated", 8, None, trained_part="full", sharding_strategy="no_shard")
+    small_gpu = big.with_(cluster=big.cluster.__class__(**{**big.cluster.__dict__, "gpu_memory_gb": 62.0}))
+    with pytest.raises(ConfigError) as e:
+        simulate(small_gpu, pi05, iterations=2, warmup=1)
+    assert e.value.field == "plan.enable_offload"
+    # With offload the generator's weights leave the GPU during training and it fits.
+    assert StageCosts(small_gpu.with_(enable_offload=True), pi05).gpu_memory_gb() < 62
+
+
+def test_memory_refusal_is_one_line_exit_2(tmp_path):
+    import json
+
+    pi05 = load_profile("pi05")
+    plan = published_plan(pi05, "colocated", 8, None, trained_part="full", sharding_strategy="no_shard")
+    d = plan.to_dict()
+    d["cluster"]["gpu_memory_gb"] = 62.0
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(d))
+    r = run_cli("predict", "--plan", str(path), "--backbone", "pi05")
+    assert r.returncode == 2
+    assert r.stderr.strip().startswith("error: plan.enable_offload:") and len(r.stderr.strip().splitlines()) == 1
