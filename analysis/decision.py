@@ -84,9 +84,12 @@ def interval_of(row: dict[str, Any]) -> tuple[float | None, float | None, str | 
 
 
 def _beyond(row: dict[str, Any], calibrated: list[int]) -> bool | None:
+    """Whether a row's GPU count is beyond the calibrated scale: the prediction's
+    ``extrapolation`` field (fid_unc) when it knows the calibrated GPU counts, else the
+    calibrated counts found here; None when nothing says."""
     for src in (row, row.get("prediction") or {}):
         ex = src.get("extrapolation")
-        if isinstance(ex, dict) and "beyond_calibrated_gpus" in ex:
+        if isinstance(ex, dict) and ex.get("calibrated_gpus") and "beyond_calibrated_gpus" in ex:
             return bool(ex["beyond_calibrated_gpus"])
     if not calibrated:
         return None
@@ -175,14 +178,20 @@ def pareto_front(points: list[PlanPoint]) -> list[PlanPoint]:
 
 
 def ties(points: list[PlanPoint]) -> list[tuple[int, list[str], float]]:
-    """(GPUs, modes, throughput) where the best plans of several modes are within TIE_REL."""
+    """(GPUs, modes, throughput): modes whose best plans at one GPU count are within TIE_REL of
+    each other (the model cannot tell them apart there), highest first."""
     out = []
     per = best_per_mode_gpus(points)
     for g in sorted({p.gpus for p in points}):
-        at = sorted((ps for m in per for ps in per[m] if ps.gpus == g), key=lambda p: -p.throughput)
-        if len(at) >= 2 and at[1].throughput >= at[0].throughput * (1 - TIE_REL):
-            tied = [p.mode for p in at if p.throughput >= at[0].throughput * (1 - TIE_REL)]
-            out.append((g, sorted(tied, key=mode_order), at[0].throughput))
+        at = sorted((p for m in per for p in per[m] if p.gpus == g), key=lambda p: -p.throughput)
+        i = 0
+        while i < len(at):
+            j = i + 1
+            while j < len(at) and at[j].throughput >= at[i].throughput * (1 - TIE_REL):
+                j += 1
+            if j - i >= 2:
+                out.append((g, sorted((p.mode for p in at[i:j]), key=mode_order), at[i].throughput))
+            i = j
     return out
 
 

@@ -425,7 +425,7 @@ def validation_notes(inp: Inputs, b: Built) -> list[str]:
     if b.points:
         t = dec.ties(b.points)
         if t:
-            notes.append("Ties in the sweep (best plans within 0.5%): " + "; ".join(
+            notes.append("Ties in the sweep (modes whose best plans at a GPU count are within 0.5%): " + "; ".join(
                 f"{g} GPUs: {' = '.join(ms)} ({num(thr)} env steps/s)" for g, ms, thr in t) + ".")
     return notes
 

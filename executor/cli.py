@@ -58,7 +58,7 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--backbone", required=True, help="pi05 or gr00t_n15")
+@click.option("--backbone", default=None, help="pi05 or gr00t_n15 (not with --comm)")
 @click.option("--scale", default="tiny", show_default=True, help="tiny, small or full")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda[:N] or auto")
 @click.option("--suite", default="libero_spatial", show_default=True,
@@ -77,11 +77,27 @@ def main() -> None:
               help="device slots of this node (default: CUDA devices, or 2 on a CPU box)")
 @click.option("--env-profile", default=None,
               help="take env costs from this measured (CPU) profile instead of measuring envs here")
+@click.option("--comm", is_flag=True,
+              help="measure collectives (all-reduce, all-gather, broadcast) over torch.distributed instead")
+@click.option("--comm-ranks", default="2,4", show_default=True, help="--comm: rank counts")
+@click.option("--comm-mb", default="0.25,1,4,16", show_default=True, help="--comm: message sizes (MB)")
+@click.option("--base-profile", default=None,
+              help="--comm: write this profile with the table in extra.collectives (else a standalone table)")
+@click.option("--address", default=None, help="--comm: spread the ranks over this Ray cluster's nodes")
+@click.option("--verbose", is_flag=True, help="let Ray's own messages through to stderr")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 def profile(backbone, scale, device, suite, task_id, out, image_size, env_counts, env_repeats, reset_repeats,
-            batch_sizes, train_sizes, repeats, sync_mb, gpus_per_node, env_profile, no_progress) -> None:
-    """Measure env, inference, training and sync costs into a perfmodel profile."""
+            batch_sizes, train_sizes, repeats, sync_mb, gpus_per_node, env_profile, comm, comm_ranks, comm_mb,
+            base_profile, address, verbose, no_progress) -> None:
+    """Measure env, inference, training and sync costs into a perfmodel profile (or, with
+    --comm, the cost of collectives at increasing rank counts)."""
     from executor.profiler import ProfileConfig, command_line, run_profile
+
+    if comm:
+        _profile_comm(out, device, comm_ranks, comm_mb, repeats, base_profile, address, verbose, no_progress)
+        return
+    if backbone is None:
+        raise ConfigError("backbone", "missing: --backbone pi05 or gr00t_n15 (or --comm)")
 
     cfg = ProfileConfig(
         backbone=backbone, scale=scale, out=out, device=device, suite=suite, task_id=task_id,
@@ -106,9 +122,197 @@ def profile(backbone, scale, device, suite, task_id, out, image_size, env_counts
                f"optimizer {c.optimizer_step_s * 1e3:.1f} ms, sync {p.node['intra_node_bw_GBps']:.2f} GB/s")
 
 
-from executor.run import run  # noqa: E402  (executor run: issue 4)
+def _profile_comm(out, device, ranks, sizes, repeats, base_profile, address, verbose, no_progress) -> None:
+    from executor.comm import CommConfig, run_comm_profile
+    from executor.policies import resolve_device
+    from executor.runtime.preflight import resolve_address
+    from perfmodel.schema.jsonio import write_json_atomic
+    from perfmodel.schema.profile import load_profile
 
-main.add_command(run)
+    base = load_profile(base_profile) if base_profile else None
+    addr, _ = resolve_address(address)
+    cfg = CommConfig(ranks=_sizes("comm-ranks", ranks), sizes_mb=_sizes("comm-mb", sizes, float),
+                     repeats=_positive("repeats", repeats), device=str(resolve_device(device)), address=addr)
+    cfg.check()
+
+    def show(row) -> None:
+        if not no_progress:
+            click.echo(f"{row['op']:<10} ranks {row['ranks']} nodes {row['nodes']} {row['bytes'] / 1e6:>8.2f} MB  "
+                       f"median {row['median_s'] * 1e3:8.2f} ms  busbw {row['busbw_GBps']:.3f} GB/s", err=True)
+    table = run_comm_profile(cfg, verbose=verbose, progress=show)
+    table["provenance"]["command"] = "executor " + " ".join(sys.argv[1:])
+    if base is not None:
+        d = base.to_dict()
+        d["extra"] = {**d.get("extra", {}), "collectives": table}
+        write_json_atomic(out, d)
+    else:
+        write_json_atomic(out, table)
+    n = len(table["rows"])
+    click.echo(f"wrote {out}: {n} measured collectives ({table['backend']}, ranks {','.join(map(str, cfg.ranks))}, "
+               f"up to {max(r['nodes'] for r in table['rows'])} node(s))")
+
+
+# ---------------------------------------------------------------------------------------------
+# executor run: parse, check everything, run, print (executor/runtime/ does the work)
+
+
+def _fmt(v, spec: str = ".2f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def summary(record: dict) -> str:
+    c = record["counts"]
+    lines = [
+        f"mode          {record['mode']}",
+        f"backbone      {record['backbone']} (profile {record['profile']})",
+        f"gpus          {record['gpus']} slots, rollout {record['rollout_gpus']} : actor {record['actor_gpus']}"
+        + (f" (ratio {record['allocation_ratio']})" if record["allocation_ratio"] else " (colocated)"),
+        f"envs          {record['total_num_envs']} ({record['pipeline_stage_num']} pipeline stage(s))",
+        f"throughput    {_fmt(record['throughput_env_steps_per_s'])} env steps/s (measured)",
+        f"iteration     {_fmt(record['iteration_time_s'])} s",
+        f"counts        env_steps {c['env_steps']} (expected {record['expected_counts']['env_steps']}: "
+        f"{'ok' if record['env_steps_match'] else 'MISMATCH'}), samples {c['samples']}, optimizer_steps "
+        f"{c['optimizer_steps']}, weight_versions {c['weight_versions']}, inference_calls {c['inference_calls']}",
+        f"staleness     mean {record['staleness']['mean']:.2f}, max {record['staleness']['max']:.0f} versions",
+    ]
+    if record.get("utilization"):
+        u = record["utilization"]["resources"]
+        lines.append("utilization   " + "  ".join(f"{k} {v:.2f}" for k, v in u.items()))
+    if record.get("stage_time_s"):
+        lines.append("stage s/iter  " + "  ".join(f"{k} {v:.2f}" for k, v in record["stage_time_s"].items() if v))
+    if record.get("faults"):
+        lines.append(f"faults        {len(record['faults'])} env restart(s), episodes re-run, "
+                     f"{record.get('env_restarts_in_measured_window', 0)} inside the measured window")
+    for w in record.get("warnings", []):
+        lines.append(f"warning       {w}")
+    return "\n".join(lines)
+
+
+def comparison_table(record: dict) -> str:
+    rows = [("", "predicted", "measured", "error"),
+            ("throughput (env steps/s)", _fmt(record["predicted_throughput_env_steps_per_s"]),
+             _fmt(record["throughput_env_steps_per_s"]), _fmt(record["error_pct"], "+.1f") + " %"),
+            ("iteration time (s)", _fmt(record["predicted_iteration_time_s"]), _fmt(record["iteration_time_s"]),
+             _fmt(record["iteration_time_error_pct"], "+.1f") + " %")]
+    for s, v in record["stages"].items():
+        rows.append((f"{s} (s/iter/unit)", _fmt(v["predicted_s"], ".3f"), _fmt(v["measured_s"], ".3f"),
+                     (_fmt(v["error_pct"], "+.1f") + " %") if v["error_pct"] is not None else "-"))
+    width = max(len(r[0]) for r in rows)
+    return "\n".join(f"{r[0]:<{width}}  {r[1]:>10}  {r[2]:>10}  {r[3]:>9}" for r in rows)
+
+
+def _parse_fault(text):
+    if text is None:
+        return None
+    try:
+        it, wk = (int(x) for x in text.split(":"))
+        if it < 0 or wk < 0:
+            raise ValueError
+        return it, wk
+    except ValueError:
+        raise ConfigError("inject-env-fault", f"must look like ITERATION:ENV_WORKER (e.g. 1:0), got {text!r}") from None
+
+
+@main.command("run")
+@click.argument("plan_arg", metavar="PLAN", required=False)
+@click.option("--plan", "plan_opt", default=None, help="plan JSON (or give it as the argument)")
+@click.option("--out", default=None,
+              help="run directory (default runs/<mode>_<UTC time>_<pid>); must not exist or be empty")
+@click.option("--overwrite", is_flag=True, help="replace --out if it is a non-empty directory")
+@click.option("--iterations", default=3, type=int, show_default=True)
+@click.option("--warmup-iterations", default=1, type=int, show_default=True,
+              help="first iterations left out of the figures")
+@click.option("--compare", is_flag=True, help="also predict the plan with the measured profile and print both")
+@click.option("--profile", "profile_path", default=None,
+              help="profile to predict with (default profiles/<backbone>_<scale>_cpu.json)")
+@click.option("--json", "as_json", is_flag=True, help="print the run record as one JSON object")
+@click.option("--address", default=None,
+              help="join this Ray cluster (HOST:PORT of the head, or auto) instead of starting a local one; "
+                   "default: RAY_ADDRESS if set")
+@click.option("--scale", default="tiny", show_default=True, help="policy scale: tiny, small or full")
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda or auto")
+@click.option("--image-size", default=None, type=int, help="camera px (default: the profile's, else 128)")
+@click.option("--suite", default="libero_spatial", show_default=True,
+              help="libero_spatial, libero_object, libero_goal or libero_10")
+@click.option("--soft-reset", is_flag=True, help="reset without rebuilding the scene (faster; not what profiles measure)")
+@click.option("--verbose", is_flag=True, help="let Ray's own messages through to stderr")
+@click.option("--inject-env-fault", default=None, hidden=True, help="ITER:WORKER: kill one env process (tests)")
+@click.option("--inject-actor-fault", default=None, type=int, hidden=True,
+              help="ITER: kill generator 0's Ray actor at this iteration (tests)")
+@click.option("--no-progress", is_flag=True, help="no progress bar")
+def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compare, profile_path, as_json, address,
+        scale, device, image_size, suite, soft_reset, verbose, inject_env_fault, inject_actor_fault,
+        no_progress) -> None:
+    """Run PLAN (perfmodel's plan JSON) for real on Ray in its mode; write a run record and a trace."""
+    import json
+    from pathlib import Path
+
+    from executor.policies import resolve_device
+    from executor.runtime import preflight, rundir
+    from executor.runtime.modes import RunOptions
+    from executor.runtime.session import RunFailed, execute
+    from perfmodel.schema.plan import Plan
+    from perfmodel.schema.profile import load_profile
+
+    # every check before any work: plan, options, address, profile, memory, output path
+    if plan_arg and plan_opt and plan_arg != plan_opt:
+        raise ConfigError("plan", f"given twice ({plan_arg} and {plan_opt}); give it once")
+    path = plan_arg or plan_opt
+    if not path:
+        raise ConfigError("plan", "missing: executor run PLAN.json (or --plan PLAN.json)")
+    plan = Plan.load(path)
+    if iterations < 1:
+        raise ConfigError("iterations", f"must be an integer >= 1, got {iterations}")
+    if warmup_iterations < 0 or warmup_iterations >= iterations:
+        raise ConfigError("warmup-iterations", f"must be in 0..{iterations - 1}, got {warmup_iterations}")
+    preflight.check_options(suite, image_size)
+    fault = _parse_fault(inject_env_fault)
+    dev = str(resolve_device(device))
+    addr, _ = preflight.resolve_address(address)
+    backbone = preflight.resolve_backbone(plan)
+    profile = None
+    if compare or profile_path:
+        p = Path(profile_path) if profile_path else preflight.default_profile_path(backbone, scale)
+        if not p.exists():
+            raise ConfigError("profile", f"{p} does not exist; measure it with executor profile --backbone "
+                              f"{backbone} --scale {scale} --out {p}, or pass --profile FILE")
+        profile = load_profile(str(p))
+        if profile.backbone != backbone:
+            raise ConfigError("profile", f"{p} is a {profile.backbone} profile but the plan runs {backbone}")
+    prov_size = (profile.provenance.get("image_size") if profile is not None and
+                 isinstance(getattr(profile, "provenance", None), dict) else None)
+    size = image_size if image_size is not None else (prov_size or 128)
+    mem = preflight.ENV_MEMORY_GB_DEFAULT if profile is None else profile.costs.env_memory_gb
+    preflight.check_plan_fits(plan, backbone, scale, mem, local=addr is None)
+    opts = RunOptions(backbone=backbone, scale=scale, device=dev, image_size=size, suite=suite,
+                      hard_reset=not soft_reset, inject_env_fault=fault, inject_actor_fault=inject_actor_fault)
+    run_dir = rundir.reserve(out, plan.mode, overwrite=overwrite)
+
+    try:
+        try:
+            record, rec = execute(plan, iterations=iterations, warmup=warmup_iterations, opts=opts,
+                                  progress=not no_progress, address=addr, profile=profile, verbose=verbose,
+                                  ray_log=run_dir.tmp / "ray.log", on_session=run_dir.note_ray_session)
+        except RunFailed as e:
+            record = e.record
+            record["run_dir"] = str(run_dir.out)
+            run_dir.write(plan, record, e.rec, profile)
+            if as_json:
+                click.echo(json.dumps(record))
+            click.echo(f"error: run: {e} (partial record in {run_dir.out / 'record.json'})", err=True)
+            sys.exit(130 if record["status"] == "interrupted" else 1)
+        record["run_dir"] = str(run_dir.out)
+        run_dir.write(plan, record, rec, profile)
+    finally:
+        run_dir.discard()
+    if as_json:
+        click.echo(json.dumps(record))
+        return
+    click.echo(summary(record))
+    if "error_pct" in record:
+        click.echo("")
+        click.echo(comparison_table(record))
+    click.echo(f"wrote {run_dir.out}/ (record.json, trace.json, plan.json{', profile.json' if profile else ''})")
 
 
 # --rlinf-config on executor run: perfmodel's RLinf import hands the command its plan (issue 10).

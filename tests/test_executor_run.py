@@ -84,7 +84,7 @@ def test_missing_plan_and_bad_options_are_one_line(tmp_path):
 
 
 def test_bundled_example_plans_are_valid_and_fit_this_machine():
-    from executor.run import check_plan_fits, resolve_backbone
+    from executor.runtime.preflight import check_plan_fits, resolve_backbone
 
     plans = sorted((ROOT / "examples" / "plans").glob("*.json"))
     assert {Plan.load(p).mode for p in plans} >= set(MODES)
@@ -108,7 +108,7 @@ def ray_session():
 
 
 def run_mode(plan_dict: dict, iterations: int = 2, warmup: int = 1, **opts):
-    from executor.run import execute
+    from executor.runtime.session import execute
     from executor.runtime.modes import RunOptions
 
     plan = Plan.from_dict(plan_dict)
@@ -174,6 +174,9 @@ def test_train_async_survives_a_killed_env_process(ray_session):
     plan, record, rec = run_mode(tiny_plan("train_async", max_staleness=0), inject_env_fault=(1, 0))
     check_record(plan, record, rec)  # the counts stay right: the episode was re-run
     assert record["env_restarts"] == 1 and record["faults"][0]["kind"] == "env_process_died"
+    # iteration 1 is the measured one (warm-up 1): the restart is flagged, not silently averaged in
+    assert record["env_restarts_in_measured_window"] == 1
+    assert any("inside the measured window" in w for w in record["warnings"])
     assert record["rerun_episodes"] == plan.envs_per_stage
     assert record["staleness"]["max"] <= plan.max_staleness
 
@@ -200,7 +203,7 @@ def test_streamer_cli_compare_json_and_run_dir(ray_session, tmp_path):
     assert record["counts"]["env_steps"] == plan.workload.env_steps_per_iteration * 2
     assert record["predicted_throughput_env_steps_per_s"] > 0 and "error_pct" in record
     assert record["counts"]["micro_batches"] == plan.workload.samples_per_iteration * 2 // 2
-    assert {x.name for x in out.iterdir()} == {"plan.json", "profile.json", "record.json", "trace.json"}
+    assert {x.name for x in out.iterdir()} - {"ray.log"} == {"plan.json", "profile.json", "record.json", "trace.json"}
     trace = json.loads((out / "trace.json").read_text())
     assert trace["otherData"]["plan"] == plan.to_dict()
     assert json.loads((out / "record.json").read_text())["counts"] == record["counts"]
@@ -210,7 +213,7 @@ def test_streamer_cli_compare_json_and_run_dir(ray_session, tmp_path):
 def test_interrupt_writes_a_partial_record(ray_session, tmp_path):
     import threading
 
-    from executor.run import RunFailed, execute, write_run_dir
+    from executor.runtime.session import RunFailed, execute
     from executor.runtime.modes import RunOptions
 
     plan = Plan.from_dict(tiny_plan("disaggregated"))
@@ -222,7 +225,9 @@ def test_interrupt_writes_a_partial_record(ray_session, tmp_path):
     record = e.value.record
     assert record["status"] == "interrupted" and "interrupted" in record["error"]
     assert record["env_steps_match"] is False and record["throughput_env_steps_per_s"] is None
-    write_run_dir(tmp_path / "r", plan, record, e.value.rec, None)
+    from executor.runtime.rundir import reserve
+
+    reserve(tmp_path / "r", plan.mode).write(plan, record, e.value.rec, None)
     assert json.loads((tmp_path / "r" / "record.json").read_text())["status"] == "interrupted"
 
 
@@ -250,8 +255,11 @@ def test_dead_ray_actor_ends_the_run_with_one_error_and_a_partial_record(ray_ses
     assert r.exit_code == 1, r.output
     lines = [x for x in r.output.splitlines() if x.startswith("error:")]
     assert len(lines) == 1 and "a Ray actor died" in lines[0] and "partial record" in lines[0], r.output
+    assert "generator_0 on node" in lines[0], r.output  # which actor, which node
     assert "Traceback" not in r.output
     record = json.loads((out / "record.json").read_text())
-    assert record["status"] == "failed" and record["counts"]["iterations"] == 1
+    # the generator is killed as rollout iteration 1 starts, while the actor may still train
+    # iteration 0: the watch ends the run at once instead of when the generator is next called
+    assert record["status"] == "failed" and record["counts"]["iterations"] in (0, 1)
     assert record["counts"]["env_steps"] == 2 * 10  # the first iteration's, counted right
     assert (out / "trace.json").exists()

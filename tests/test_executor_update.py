@@ -48,7 +48,7 @@ def test_run_update_is_the_learner_update(tmp_path: Path, algorithm: str, group_
 
     from executor.learner import LearnerConfig, make_optimizer, update_global_batch
     from executor.policies import make_policy
-    from executor.run import execute
+    from executor.runtime.session import execute
     from executor.runtime.modes import RunOptions
 
     d = copy.deepcopy(PLAN)

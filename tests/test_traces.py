@@ -143,7 +143,7 @@ def test_real_run_has_the_simulated_layout(tmp_path):
     """Runs the tiny plan for real (2 envs, CPU, real LIBERO scenes) and compares layouts."""
     pytest.importorskip("ray")
     pytest.importorskip("libero")
-    from executor.run import execute
+    from executor.runtime.session import execute
     from executor.runtime.modes import RunOptions
 
     plan = Plan.from_dict(json.loads(TINY_PLAN.read_text()))

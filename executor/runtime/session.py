@@ -1,0 +1,487 @@
+"""One ``executor run`` on Ray: start or join Ray, wire the mode, run its threads, watch the
+actors, stop on a signal, tear down, and hand back what was measured (``RunResult``) whatever
+happened, so a partial record is always written.
+
+- Ray: a local Ray is started with this run's own session directory, removed at the end; a
+  cluster (``--address`` or ``RAY_ADDRESS``, checked in ``preflight.resolve_address``) is joined
+  and left running. Ray's banners go to ``ray_init.log`` in the run directory unless verbose.
+- Signals: the first Ctrl-C or a SIGTERM stops the run (partial record); a second one during
+  start-up aborts the start-up, and during teardown is ignored, so the record is still written.
+- Dead actors: ``ActorWatch`` polls the GCS actor table and ends the run the moment an actor of
+  this run is DEAD, naming it (env worker, generator or trainer rank) and its node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.plan import Plan
+from perfmodel.schema.timeline import Recorder
+
+WATCH_PERIOD_S = 0.5  # GCS actor-table poll period: a dead actor ends the run within this
+
+
+class ActorLost(Exception):
+    """An actor of this run died (its process, or its node)."""
+
+    def __init__(self, label: str, node: str, cause: str) -> None:
+        super().__init__(f"{label} on node {node} died: {cause}")
+        self.label, self.node, self.cause = label, node, cause
+
+
+# ---------------------------------------------------------------------------------------------
+# Signals
+
+
+class Signals:
+    """SIGINT / SIGTERM as a stop flag instead of an exception in the middle of teardown."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop, self.count, self.reason = stop, 0, None
+        self.phase = "startup"  # startup | running | teardown
+        self._old: dict[int, Any] = {}
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        self.count += 1
+        if self.reason is None:
+            self.reason = "SIGTERM" if signum == signal.SIGTERM else "Ctrl-C"
+        self.stop.set()
+
+    def install(self) -> None:
+        """(Re)install the handlers: ``ray.init`` sets its own SIGTERM handler (sys.exit)."""
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM):
+                old = signal.signal(s, self._handle)
+                self._old.setdefault(s, old)
+
+    def __enter__(self) -> "Signals":
+        self.install()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ray
+
+
+@contextlib.contextmanager
+def quiet_stderr(log: Path | None) -> Iterator[Any]:
+    """Send fd 2 (Ray's banners and worker-death warnings, from Python and C++) to ``log`` for
+    the duration; yields a file on the real stderr for the progress bar."""
+    if log is None:
+        yield sys.stderr
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    real = os.fdopen(os.dup(saved), "w", buffering=1)
+    try:
+        with open(log, "ab") as fh:
+            os.dup2(fh.fileno(), 2)
+        yield real
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        real.close()
+
+
+@dataclass
+class RaySession:
+    """Ray for one run: joined (``address``) or started locally with ``num_cpus`` slots."""
+
+    address: str | None
+    num_cpus: int
+    started: bool = False
+    session_dir: str | None = None
+
+    def start(self) -> None:
+        import logging
+
+        import ray
+
+        os.environ.setdefault("RAY_worker_niceness", "0")  # as the profile measured (Ray's default: 15)
+        # Ray's C++ failure-signal handler turns SIGTERM into an abort with a stack dump (no
+        # record); the driver's own handler (Signals) must see SIGTERM instead.
+        os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+        if ray.is_initialized():  # a caller's session (tests): use it, leave it running
+            return
+        kw: dict[str, Any] = dict(log_to_driver=False, configure_logging=False, logging_level=logging.ERROR)
+        # fd 2 is already redirected by the caller (quiet_stderr) unless --verbose
+        try:
+            if self.address:
+                ray.init(address=self.address, **kw)
+            else:
+                # RAY_ADDRESS would make ray.init join a cluster (and refuse num_cpus);
+                # preflight.resolve_address already turned it into ``address`` if set.
+                env = os.environ.pop("RAY_ADDRESS", None)
+                try:
+                    ray.init(address="local", num_cpus=self.num_cpus, include_dashboard=False, **kw)
+                finally:
+                    if env is not None:
+                        os.environ["RAY_ADDRESS"] = env
+        except Exception as e:  # noqa: BLE001 - whatever Ray raises, the user gets one line
+            raise ConfigError("address" if self.address else "ray",
+                              f"Ray did not start{' at ' + self.address if self.address else ''}: "
+                              f"{type(e).__name__}: {_first_line(e)}") from None
+        self.started = True
+        if not self.address:
+            try:
+                self.session_dir = ray._private.worker.global_worker.node.get_session_dir_path()
+            except Exception:  # noqa: BLE001 - only used for cleanup
+                self.session_dir = None
+
+    def stop(self) -> None:
+        """Shut Ray down if this run started it, and remove its session directory."""
+        import ray
+
+        if not self.started:
+            return
+        ray.shutdown()
+        self.started = False
+        if self.session_dir:
+            remove_session_dir(self.session_dir)
+
+
+def remove_session_dir(session_dir: str) -> None:
+    p = Path(session_dir)
+    if not p.name.startswith("session_"):
+        return
+    shutil.rmtree(p, ignore_errors=True)
+    latest = p.parent / "session_latest"
+    with contextlib.suppress(OSError):
+        if latest.is_symlink() and Path(os.readlink(latest)).name == p.name:
+            latest.unlink()
+
+
+def _first_line(e: BaseException) -> str:
+    text = [x.strip() for x in str(e).strip().splitlines() if x.strip()]
+    return (text[0] if text else "")[:300]
+
+
+# ---------------------------------------------------------------------------------------------
+# Dead actors
+
+
+class ActorWatch:
+    """Polls the GCS actor table for this run's actors; the first DEAD one is reported."""
+
+    def __init__(self, handles: dict[str, list[Any]], on_dead: Callable[[ActorLost], None]) -> None:
+        kinds = {"env_workers": "env_worker", "generators": "generator", "trainers": "trainer_rank"}
+        self.labels: dict[str, str] = {}
+        for kind, hs in handles.items():
+            for i, h in enumerate(hs):
+                self.labels[h._actor_id.hex()] = f"{kinds.get(kind, kind)}_{i}"
+        self.on_dead = on_dead
+        self.lost: ActorLost | None = None
+        self._halt = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="actor-watch")
+
+    def start(self) -> "ActorWatch":
+        self._thread.start()
+        return self
+
+    def halt(self) -> None:
+        self._halt.set()
+        self._thread.join(5)
+
+    def nodes(self) -> dict[str, str]:
+        """Where each actor of the run lives: label -> node (IP and node id)."""
+        from ray._private import state
+
+        out = {}
+        for actor_id, label in self.labels.items():
+            try:
+                out[label] = _node_name(state.actors(actor_id=actor_id))
+            except Exception:  # noqa: BLE001
+                out[label] = "?"
+        return out
+
+    def poll(self) -> ActorLost | None:
+        from ray._private import state
+
+        for actor_id, label in self.labels.items():
+            try:
+                info = state.actors(actor_id=actor_id)
+            except Exception:  # noqa: BLE001 - the GCS itself is gone: the driver's calls fail too
+                continue
+            if info and info.get("State") == "DEAD":
+                return ActorLost(label, _node_name(info), _death_cause(info))
+        return None
+
+    def _run(self) -> None:
+        while not self._halt.wait(WATCH_PERIOD_S):
+            lost = self.poll()
+            if lost is not None:
+                self.lost = lost
+                self.on_dead(lost)
+                return
+
+    def describe(self, e: BaseException) -> str | None:
+        """Name the actor of a Ray actor error raised in a driver thread, if it is ours."""
+        actor_id = getattr(e, "actor_id", None)
+        label = self.labels.get(actor_id) if actor_id else None
+        if label is None:
+            return None
+        try:
+            from ray._private import state
+
+            info = state.actors(actor_id=actor_id)
+        except Exception:  # noqa: BLE001
+            info = {}
+        return str(ActorLost(label, _node_name(info) if info else "?", _first_line(e)))
+
+
+def _node_name(info: dict[str, Any]) -> str:
+    addr = info.get("Address") or {}
+    node = str(addr.get("NodeID") or "")
+    return f"{addr.get('IPAddress') or '?'} (node id {node[:12] or '?'})"
+
+
+def _death_cause(info: dict[str, Any]) -> str:
+    cause = info.get("DeathCause")
+    text = str(cause) if cause else "no cause reported"
+    for line in text.splitlines():  # the proto's text form: pick its error message
+        if "error_message" in line:
+            return line.split(":", 1)[1].strip().strip('"')[:300]
+    return " ".join(text.split())[:300]
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+
+
+@dataclass
+class RunResult:
+    """What a run left behind, complete or not: the record module turns it into a record."""
+
+    plan: Plan
+    rec: Recorder
+    ctx: Any
+    wiring: Any
+    status: str  # ok | failed | interrupted
+    error: str | None
+    wall0: float
+    startup_s: float | None
+    load_before: float
+    address: str | None
+    notes: list[str] = field(default_factory=list)
+    actor_nodes: dict[str, str] = field(default_factory=dict)
+
+
+def execute_session(plan: Plan, *, iterations: int, opts: Any, learner: Any, address: str | None = None,
+                    progress: bool = True, stop: threading.Event | None = None, verbose: bool = True,
+                    ray_log: Path | None = None, on_session: Callable[[str | None], None] | None = None,
+                    after_iteration: Callable[[int], None] | None = None) -> RunResult:
+    """Run ``plan`` on Ray. Never raises for a run-time failure: the result says what happened.
+    ``after_iteration(k)`` is called from the main loop when the actor finishes iteration k
+    (tests use it to fault a node mid-run)."""
+    from executor.runtime.driver import Context
+    from executor.runtime.modes import wire
+
+    stop = stop or threading.Event()
+    session = RaySession(address, num_cpus=max(plan.cluster.gpus, os.cpu_count() or 1))
+    load_before = os.getloadavg()[0]
+    wall0 = time.time()
+    rec = Recorder(keep_spans=True)
+    ctx = Context(plan, rec, t0=wall0)
+    wiring, watch, bar = None, None, None
+    actor_nodes: dict[str, str] = {}
+    status, error, startup_s = "ok", None, None
+    with Signals(stop) as sig, quiet_stderr(None if verbose else ray_log) as err:
+        try:
+            # Ray's head processes die with the *thread* that started them (PR_SET_PDEATHSIG):
+            # ray.init runs in the main thread; its SIGTERM handler (sys.exit) is replaced after
+            session.start()
+            sig.install()
+            if on_session is not None:
+                on_session(session.session_dir)
+            if address:
+                _check_cluster(plan, address, opts)
+            wiring = _interruptible(lambda: wire(ctx, opts, learner), sig)  # actors take minutes to start
+            if stop.is_set():  # what was started is torn down below
+                raise KeyboardInterrupt
+            startup_s = time.time() - wall0
+            sig.phase = "running"
+            ctx.t0 = time.time()  # the timeline starts once every actor is up
+            watch = ActorWatch(wiring.handles, ctx.fail).start()
+            actor_nodes = watch.nodes()
+            bar = _progress_bar(plan, ctx, iterations, err) if progress else None
+            threads = []
+            if wiring.dynamic_batching:
+                threads += [threading.Thread(target=g.run, daemon=True) for g in wiring.generators]
+            workers = [threading.Thread(target=wk.run, args=(iterations,), daemon=True) for wk in wiring.workers]
+            actor = threading.Thread(target=wiring.actor.run, args=(iterations,), daemon=True)
+            for t in threads + workers + [actor]:
+                t.start()
+            seen = 0
+            while actor.is_alive() and not stop.is_set() and not ctx.stop.is_set():
+                actor.join(0.2)
+                done = len(wiring.train_log.iteration_done)
+                while after_iteration is not None and seen < done:
+                    after_iteration(seen)
+                    seen += 1
+            sig.phase = "teardown"
+            interrupted = stop.is_set() and not ctx.errors
+            ctx.stop.set()  # lets the batchers (and anything left) finish
+            for t in threads + workers + [actor]:
+                t.join(5)
+            if ctx.errors:
+                status, error = "failed", _describe(ctx.errors, watch)
+            elif interrupted:
+                status, error = "interrupted", f"interrupted ({sig.reason or 'Ctrl-C'})"
+        except ConfigError:
+            raise
+        except (KeyboardInterrupt, SystemExit):  # SystemExit: Ray's SIGTERM handler during ray.init
+            ctx.stop.set()
+            sig.reason = sig.reason or "SIGTERM"
+            status, error = "interrupted", f"interrupted ({sig.reason or 'Ctrl-C'}) during start-up"
+        except Exception as e:  # noqa: BLE001 - actor start-up failures end the run with a record
+            ctx.stop.set()
+            status, error = "failed", _describe([e], watch)
+        finally:
+            sig.phase = "teardown"
+            if watch is not None:
+                watch.halt()
+            if bar is not None:
+                bar.close()
+            if wiring is not None:
+                _teardown(wiring)
+            session.stop()
+    return RunResult(plan, rec, ctx, wiring, status, error, wall0, startup_s, load_before, address,
+                     actor_nodes=actor_nodes)
+
+
+def _interruptible(fn: Callable[[], Any], sig: Signals) -> Any:
+    """Run start-up in a thread so that a signal is seen at once: returns ``fn()``'s result
+    (None if a third signal left it running). Ray cannot be shut down under a thread still inside
+    ``ray.get`` (it aborts the process), so an interrupted start-up is waited for, unless a
+    third signal says not to wait."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = e
+
+    t = threading.Thread(target=target, daemon=True, name="start-up")
+    t.start()
+    while t.is_alive() and not sig.stop.is_set():
+        t.join(0.2)
+        sig.install()  # ray.init (in the thread) replaces the handlers; take them back at once
+    while t.is_alive() and sig.count < 3:
+        t.join(0.2)
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def _check_cluster(plan: Plan, address: str, opts: Any) -> None:
+    import ray
+
+    res = ray.cluster_resources()
+    key = "GPU" if opts.device.startswith("cuda") else "CPU"
+    if res.get(key, 0) < plan.cluster.gpus:
+        raise ConfigError("plan.cluster.gpus", f"{plan.cluster.gpus} device slots but the Ray cluster "
+                          f"at {address} has {res.get(key, 0):g} {key}")
+
+
+def _progress_bar(plan: Plan, ctx: Any, iterations: int, out: Any) -> Any:
+    from tqdm import tqdm
+
+    bar = tqdm(total=plan.workload.env_steps_per_iteration * iterations, unit="step", desc=plan.mode,
+               file=out, leave=True)
+
+    def tick(n: int) -> None:
+        with ctx.lock:
+            bar.update(n)
+            el = time.time() - ctx.t0
+            bar.set_postfix_str(f"{bar.n / el:.2f} env steps/s" if el > 0 else "")
+    ctx.progress = tick
+    return bar
+
+
+def _describe(errors: list[BaseException], watch: ActorWatch | None) -> str:
+    """One line for the first failure; a dead actor is named with its node."""
+    for e in errors:
+        if isinstance(e, ActorLost):
+            return f"a Ray actor died: {e}"
+    e = errors[0]
+    name = type(e).__name__
+    if "ActorDied" in name or "RayActorError" in name or "ActorUnavailable" in name:
+        named = watch.describe(e) if watch is not None else None
+        if named is None and watch is not None:  # the GCS may need a moment to mark it DEAD
+            for _ in range(20):
+                lost = watch.poll()
+                if lost is not None:
+                    named = str(lost)
+                    break
+                time.sleep(WATCH_PERIOD_S)
+        return f"a Ray actor died ({name}): {named or _first_line(e)}"
+    return f"{name}: {_first_line(e)}"
+
+
+def _teardown(wiring: Any) -> None:
+    import ray
+
+    refs = [h.close.remote() for h in wiring.handles["env_workers"]]
+    with contextlib.suppress(Exception):  # a dead actor has nothing to close
+        ray.wait(refs, num_returns=len(refs), timeout=15)
+    for hs in wiring.handles.values():
+        for h in hs:
+            with contextlib.suppress(Exception):
+                ray.kill(h)
+    with contextlib.suppress(Exception):
+        from ray.util.placement_group import remove_placement_group
+
+        remove_placement_group(wiring.placement_group)
+
+
+class RunFailed(Exception):
+    """A run that failed or was interrupted: its partial record and recorder."""
+
+    def __init__(self, message: str, record: dict[str, Any], rec: Recorder) -> None:
+        super().__init__(message)
+        self.record, self.rec = record, rec
+
+
+DEFAULT_ITERATIONS = 3
+DEFAULT_WARMUP = 1
+
+
+def execute(plan: Plan, *, iterations: int = DEFAULT_ITERATIONS, warmup: int = DEFAULT_WARMUP,
+            opts: Any = None, progress: bool = True, address: str | None = None, profile: Any = None,
+            stop: threading.Event | None = None, verbose: bool = True, ray_log: Path | None = None,
+            on_session: Callable[[str | None], None] | None = None,
+            after_iteration: Callable[[int], None] | None = None) -> tuple[dict[str, Any], Recorder]:
+    """Run ``plan`` and return (run record, recorder); a failure or interrupt raises RunFailed
+    holding the partial record."""
+    from executor.learner import LearnerConfig
+    from executor.runtime.modes import RunOptions
+    from executor.runtime.record import build_record
+
+    opts = opts or RunOptions()
+    if warmup >= iterations:
+        raise ConfigError("iterations", f"must exceed warmup iterations ({warmup}), got {iterations}")
+    learner = LearnerConfig.from_plan(plan, seed=opts.seed)
+    result = execute_session(plan, iterations=iterations, opts=opts, learner=learner, address=address,
+                             progress=progress, stop=stop, verbose=verbose, ray_log=ray_log,
+                             on_session=on_session, after_iteration=after_iteration)
+    record = build_record(result, iterations=iterations, warmup=warmup, opts=opts, profile=profile)
+    if result.status != "ok":
+        raise RunFailed(result.error or result.status, record, result.rec)
+    return record, result.rec

@@ -1,0 +1,107 @@
+"""executor run under faults, as a user's process (slow: real Ray, real LIBERO scenes): SIGTERM
+followed by a second Ctrl-C still writes the partial record and cleans up; kill -9 of the
+driver leaves a temporary directory and a Ray session that the next run removes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_executor_run import ROOT, tiny_plan, write_plan
+
+pytestmark = pytest.mark.slow
+
+
+def start_run(tmp_path: Path, out: Path, iterations: int = 3) -> subprocess.Popen:
+    pytest.importorskip("ray")
+    pytest.importorskip("libero")
+    plan = write_plan(tmp_path, tiny_plan("disaggregated"))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("RAY_ADDRESS", None)
+    return subprocess.Popen([sys.executable, "-m", "executor.cli", "run", plan, "--out", str(out),
+                             "--iterations", str(iterations), "--image-size", "64", "--soft-reset", "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+
+
+def wait_for_ray_session(proc: subprocess.Popen, parent: Path, name: str) -> str:
+    """The run's Ray session directory, from the marker its temporary run directory holds."""
+    deadline = time.time() + 300  # a bound on a hang, not a measurement
+    while time.time() < deadline:
+        for marker in parent.glob(f".{name}.run-*/.ray_session"):
+            text = marker.read_text().strip()
+            if text:
+                return text
+        if proc.poll() is not None:
+            pytest.fail(f"run ended early: {proc.communicate()}")
+        time.sleep(0.2)
+    proc.kill()
+    pytest.fail("Ray never started")
+
+
+def session_processes(session_dir: str) -> list[int]:
+    """Pids of processes whose command line names this run's Ray session (Ray's own processes)."""
+    name = Path(session_dir).name
+    pids = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if name.encode() in (p / "cmdline").read_bytes():
+                    pids.append(int(p.name))
+            except OSError:
+                pass
+    return pids
+
+
+def test_sigterm_then_second_ctrl_c_still_write_the_partial_record(tmp_path):
+    out = tmp_path / "run"
+    proc = start_run(tmp_path, out, iterations=20)
+    session = wait_for_ray_session(proc, tmp_path, "run")
+    time.sleep(20)  # let the actors start and the rollout begin (not asserted on)
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)  # the impatient second Ctrl-C, during teardown
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: run: interrupted"), err  # Ray kept off stderr
+    assert "partial record" in lines[0]
+    record = json.loads((out / "record.json").read_text())
+    assert record["status"] == "interrupted" and record["env_steps_match"] is False
+    assert (out / "trace.json").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp dir left
+    assert not Path(session).exists()  # this run's Ray session directory removed
+    assert session_processes(session) == []
+
+
+def test_kill_9_leaves_nothing_the_next_run_does_not_clean(tmp_path):
+    from executor.runtime.rundir import reserve
+
+    out = tmp_path / "run"
+    proc = start_run(tmp_path, out)
+    session = wait_for_ray_session(proc, tmp_path, "run")
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert [p.name for p in tmp_path.glob(".run.run-*")]  # the killed run's hidden directory
+    rd = reserve(tmp_path / "next", "disaggregated")  # what the next run does first
+    try:
+        assert list(tmp_path.glob(".run.run-*")) == []
+        assert not Path(session).exists()
+        # Ray's own processes of the killed run are gone too (ended by the next run's cleanup)
+        deadline = time.time() + 60
+        while session_processes(session) and time.time() < deadline:
+            time.sleep(0.5)
+        assert session_processes(session) == []
+    finally:
+        rd.discard()
+        for pid in session_processes(session):  # never leave a test's processes behind
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass

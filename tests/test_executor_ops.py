@@ -1,0 +1,236 @@
+"""executor run operations (issue 12): output paths, refusals before Ray starts, memory,
+signals, stderr, stale temporary directories. Fast: nothing here starts Ray or an env."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.plan import Plan
+from tests.test_executor_run import TINY, write_plan
+
+
+def cli(args, env=None):
+    from executor.cli import main
+
+    return CliRunner().invoke(main, args, env=env)
+
+
+def one_error_line(r, field: str) -> str:
+    lines = [x for x in r.output.splitlines() if x.strip()]
+    assert r.exit_code == 2, r.output
+    assert len(lines) == 1 and lines[0].startswith(f"error: {field}:"), r.output
+    return lines[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# --out never loses what a user had
+
+
+def test_bad_suite_with_existing_out_keeps_the_users_files(tmp_path):
+    # issue 12's reproduction: --suite bogus --out an existing folder deleted notes.txt
+    out = tmp_path / "p"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep\n")
+    r = cli(["run", write_plan(tmp_path, TINY), "--suite", "bogus", "--out", str(out), "--no-progress"])
+    line = one_error_line(r, "suite")
+    assert "libero_spatial" in line and "libero_10" in line
+    assert (out / "notes.txt").read_text() == "keep\n"
+
+
+def test_existing_out_is_refused_before_anything_starts(tmp_path):
+    out = tmp_path / "p"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep\n")
+    r = cli(["run", write_plan(tmp_path, TINY), "--out", str(out), "--no-progress"])
+    assert "--overwrite" in one_error_line(r, "out")
+    assert (out / "notes.txt").read_text() == "keep\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p", "plan.json"]  # no temp dir left
+    f = tmp_path / "file"
+    f.write_text("data")
+    for extra in ([], ["--overwrite"]):  # a file is never replaced
+        r = cli(["run", write_plan(tmp_path, TINY), "--out", str(f), "--no-progress", *extra])
+        one_error_line(r, "out")
+        assert f.read_text() == "data"
+
+
+def test_unwritable_out_is_refused_before_ray_starts(tmp_path):
+    r = cli(["run", write_plan(tmp_path, TINY), "--out", "/proc/x", "--no-progress"])
+    assert "/proc/x" in one_error_line(r, "out")
+
+
+def test_reserve_overwrite_empty_dir_and_unique_defaults(tmp_path):
+    from executor.runtime.rundir import default_out, reserve
+
+    (tmp_path / "empty").mkdir()
+    rd = reserve(tmp_path / "empty", "disaggregated")  # an empty directory is fine
+    assert rd.tmp.parent == tmp_path and rd.tmp.name.startswith(".empty.run-")
+    rd.discard()
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "a").write_text("x")
+    with pytest.raises(ConfigError):
+        reserve(full, "disaggregated")
+    reserve(full, "disaggregated", overwrite=True).discard()
+    # two runs started in the same second get different default directories
+    a = default_out("colocated", tmp_path / "runs")
+    a.mkdir(parents=True)
+    b = default_out("colocated", tmp_path / "runs")
+    assert a != b and not b.exists() and str(os.getpid()) in a.name
+
+
+def test_stale_temp_dirs_of_killed_runs_are_removed(tmp_path):
+    from executor.runtime.rundir import reserve
+
+    # a pid that is not running: the largest pid + 1 is free on Linux as long as nothing takes it
+    dead = int(Path("/proc/sys/kernel/pid_max").read_text()) - 1
+    while os.path.exists(f"/proc/{dead}"):
+        dead -= 1
+    stale = tmp_path / f".old.run-{dead}-abc123"
+    stale.mkdir()
+    (stale / "record.json").write_text("{}")
+    fake_session = tmp_path / "ray" / "session_2000-01-01_00-00-00_1_1"
+    fake_session.mkdir(parents=True)
+    (stale / ".ray_session").write_text(str(fake_session))
+    live = tmp_path / f".mine.run-{os.getpid()}-xyz"
+    live.mkdir()
+    rd = reserve(tmp_path / "new", "colocated")
+    assert not stale.exists() and not fake_session.exists()
+    assert live.exists()  # a running driver's directory is left alone
+    rd.discard()
+
+
+# ---------------------------------------------------------------------------------------------
+# Options and addresses refused in seconds, before Ray starts
+
+
+def test_image_size_zero_is_refused(tmp_path):
+    r = cli(["run", write_plan(tmp_path, TINY), "--image-size", "0", "--out", str(tmp_path / "o")])
+    one_error_line(r, "image-size")
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("address,env,field", [
+    ("127.0.0.1:1", None, "address"),  # nothing listens on port 1
+    ("not-an-address", None, "address"),
+    ("ray://127.0.0.1:10001", None, "address"),
+    (None, {"RAY_ADDRESS": "127.0.0.1:1"}, "RAY_ADDRESS"),  # as after ray start --head elsewhere
+])
+def test_bad_ray_address_is_one_line(tmp_path, address, env, field):
+    args = ["run", write_plan(tmp_path, TINY), "--out", str(tmp_path / "o"), "--no-progress"]
+    if address:
+        args += ["--address", address]
+    r = cli(args, env=env)
+    one_error_line(r, field)
+    assert not (tmp_path / "o").exists()
+
+
+def test_resolve_address_accepts_a_listening_port_and_local():
+    import socket
+
+    from executor.runtime.preflight import resolve_address
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        assert resolve_address(f"127.0.0.1:{port}")[0] == f"127.0.0.1:{port}"
+    assert resolve_address("local")[0] is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory: what a run really holds
+
+
+def test_memory_check_counts_env_processes_actors_and_ray():
+    from executor.runtime.preflight import ACTOR_GB, RAY_BASE_GB, check_plan_fits, memory_need
+
+    d = copy.deepcopy(TINY)
+    d["cluster"].update(gpus=1, gpus_per_node=1)
+    d["mode"], d["allocation_ratio"] = "colocated", None
+    d["workload"].update(total_num_envs=11, global_batch_size=22, micro_batch_size=2)
+    plan = Plan.from_dict(d)
+    need, actors = memory_need(plan, 1.92)
+    assert actors == 3  # env worker + generator + one trainer rank on the one slot
+    assert need.total_gb == pytest.approx(11 * 1.92 + (actors + 1) * ACTOR_GB + RAY_BASE_GB)
+    # this machine's 25.3 GB (24 GiB) all available still does not hold 11 rendered envs
+    with pytest.raises(ConfigError) as e:
+        check_plan_fits(plan, "pi05", "tiny", 1.92, local=True, ram_gb=25.28)
+    assert e.value.field == "plan.workload.total_num_envs" and "Ray" in e.value.message
+    d["workload"].update(total_num_envs=2, global_batch_size=4)
+    check_plan_fits(Plan.from_dict(d), "pi05", "tiny", 1.92, local=True, ram_gb=25.28)
+
+
+# ---------------------------------------------------------------------------------------------
+# Signals, stderr, faults in the measured window
+
+
+def test_signals_stop_the_run_instead_of_raising():
+    from executor.runtime.session import Signals
+
+    stop = threading.Event()
+    with Signals(stop) as sig:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.is_set() and sig.reason == "SIGTERM"
+        os.kill(os.getpid(), signal.SIGINT)  # a second one: still only the flag, never an exception
+        signal.signal(signal.SIGTERM, lambda *a: None)  # as ray.init replaces it
+        sig.install()
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert sig.count == 3 and sig.reason == "SIGTERM"
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_interrupted_start_up_is_waited_for_and_errors_come_back():
+    from executor.runtime.session import Signals, _interruptible
+
+    stop = threading.Event()
+    sig = Signals(stop)
+    go = threading.Event()
+
+    def slow_start():
+        go.wait(10)
+        return "wiring"
+    sig._handle(signal.SIGINT, None)  # Ctrl-C before start-up ends
+    threading.Timer(0.5, go.set).start()
+    assert _interruptible(slow_start, sig) == "wiring"  # waited for: it can be torn down
+    with pytest.raises(ValueError):
+        _interruptible(lambda: (_ for _ in ()).throw(ValueError("x")), Signals(threading.Event()))
+
+
+def test_quiet_stderr_sends_fd2_to_the_log(tmp_path, capfd):
+    from executor.runtime.session import quiet_stderr
+
+    log = tmp_path / "ray.log"
+    with quiet_stderr(log) as real:
+        os.write(2, b"Token authentication is enabled\n")
+        real.write("progress\n")
+    out = capfd.readouterr()
+    assert "Token" not in out.err and "progress" in out.err
+    assert "Token authentication" in log.read_text()
+
+
+def test_env_restart_inside_the_measured_window_is_flagged():
+    from executor.runtime.record import faults_in_window
+
+    faults = [{"time_s": 1.0}, {"time_s": 5.0}, {"time_s": 12.0}]
+    assert faults_in_window(faults, [4.0, 10.0]) == [{"time_s": 5.0}]
+    assert faults_in_window(faults, None) == []
+
+
+def test_actor_lost_names_actor_and_node():
+    from executor.runtime.session import ActorLost, _death_cause, _node_name
+
+    info = {"Address": {"IPAddress": "10.0.0.2", "NodeID": "abcdef0123456789"},
+            "DeathCause": 'actor_died_error_context {\n  error_message: "The actor died because its node has died."\n}'}
+    e = ActorLost("trainer_rank_0", _node_name(info), _death_cause(info))
+    assert str(e) == ("trainer_rank_0 on node 10.0.0.2 (node id abcdef012345) died: "
+                      "The actor died because its node has died.")
+    assert json.dumps(str(e)).count("\\n") == 0
