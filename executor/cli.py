@@ -6,6 +6,7 @@ option) prints one line ``error: <field>: <message>`` to stderr and exits with c
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -198,7 +199,21 @@ def comparison_table(record: dict) -> str:
         rows.append((f"{s} (s/iter/unit)", _fmt(v["predicted_s"], ".3f"), _fmt(v["measured_s"], ".3f"),
                      (_fmt(v["error_pct"], "+.1f") + " %") if v["error_pct"] is not None else "-"))
     width = max(len(r[0]) for r in rows)
-    return "\n".join(f"{r[0]:<{width}}  {r[1]:>10}  {r[2]:>10}  {r[3]:>9}" for r in rows)
+    lines = [f"{r[0]:<{width}}  {r[1]:>10}  {r[2]:>10}  {r[3]:>9}" for r in rows]
+    lines += [f"warning: {w}" for w in (record.get("prediction") or {}).get("warnings", [])]
+    d = record.get("diagnosis_at_measured_cpu_share")
+    if d:
+        lines.append(diagnosis_line(d))
+    return "\n".join(lines)
+
+
+def diagnosis_line(d: dict) -> str:
+    """--compare's diagnosis: the prediction at the CPU share the env processes got."""
+    s = d["cpu_share"]
+    return (f"diagnosis: at the CPU share the env processes got (reset {s['env_reset']:.2f}, step "
+            f"{s['env_step']:.2f} of their cores) the model predicts "
+            f"{_fmt(d['predicted_throughput_env_steps_per_s'])} env steps/s, error "
+            f"{_fmt(d['error_pct'], '+.1f')} % (near 0 while the prediction misses: a busy machine, not the model)")
 
 
 def _parse_fault(text):
@@ -287,6 +302,9 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
     opts = RunOptions(backbone=backbone, scale=scale, device=dev, image_size=size, suite=suite,
                       hard_reset=not soft_reset, inject_env_fault=fault, inject_actor_fault=inject_actor_fault)
     run_dir = rundir.reserve(out, plan.mode, overwrite=overwrite)
+    loaded = preflight.load_warning(os.getloadavg()[0])
+    if loaded:
+        click.echo(f"warning: {loaded}", err=True)
 
     try:
         try:

@@ -22,7 +22,7 @@ import numpy as np
 from perfmodel.backbones import get_backbone
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.plan import Workload
-from perfmodel.schema.profile import Profile
+from perfmodel.schema.profile import Costs, Curve, EnvDensityCurve, Profile, Variability
 
 PUBLISHED_WORKLOAD = dict(total_num_envs=384, max_episode_steps=480, rollout_epoch=4, update_epoch=2,
                           micro_batch_size=128, global_batch_size=1024, group_size=1, algorithm="ppo")
@@ -178,17 +178,34 @@ def ram_gb() -> float:
 # Env measurements
 
 
+def density_curve(samples: dict[int, list[float]], cores: int) -> dict[str, Any] | None:
+    """An ``EnvDensityCurve`` dict: per env count n >= cores (every core busy), the mean CPU
+    seconds at n / cores envs per core, with the raw samples; None when no count filled the cores."""
+    full = sorted(n for n in samples if n >= cores and samples[n])
+    if not full:
+        return None
+    return {"points": [[n / cores, statistics.fmean(samples[n])] for n in full],
+            "samples": [[n / cores, [float(y) for y in samples[n]]] for n in full]}
+
+
 def measure_envs(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any]:
     """Env chunk-step time vs envs per worker (rendered, each env process pinned to a core),
-    reset time, memory per env process, CPU cores used."""
+    reset time, memory per env process, CPU cores used; and at every env count that fills the
+    cores (n >= cores: n / cores envs per core), the CPU seconds of one env's step in a lock-step
+    group, of one env stepping by itself (no barrier, as under dynamic batching) and of one
+    env's reset with all n resetting at once: the curves over envs per core the model reads at a
+    plan's density (``Costs.env_density``)."""
     from executor.envs import ACTION_DIM, EnvConfig, EnvProcessGroup
 
     cores = tuple(sorted(os.sched_getaffinity(0)))
+    c = len(cores)
     n_max = max(cfg.env_counts)
     # one env alone is measured first and again last, so that drift over the episode (the scene
     # settling, the arm moving) does not bias the comparison with the busy counts
     order = list(cfg.env_counts) + ([1] if 1 in cfg.env_counts and len(cfg.env_counts) > 1 else [])
-    chunks_env0 = len(order) * (1 + cfg.env_repeats)
+    # chunks env 0 steps between resets: lock-step and free stepping at every count (resets at
+    # the counts that fill the cores restart the episode; the horizon only has to be long enough)
+    chunks_env0 = 2 * len(order) * (1 + cfg.env_repeats)
     env_cfg = EnvConfig(suite=cfg.suite, task_id=cfg.task_id, image_size=cfg.image_size,
                         max_episode_steps=chunk * chunks_env0, num_action_chunks=chunk, render=True)
     rng = np.random.default_rng(0)
@@ -204,6 +221,8 @@ def measure_envs(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any]:
         chunk_walls: dict[int, list[float]] = {}
         step_wall: dict[int, list[float]] = {}
         step_cpu: dict[int, list[float]] = {}
+        free_cpu: dict[int, list[float]] = {}
+        reset_cpu: dict[int, list[float]] = {}
         for n in order:
             bar.set_description(f"env chunk step x{n}")
             ids = list(range(n))
@@ -218,6 +237,14 @@ def measure_envs(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any]:
             chunk_walls.setdefault(n, []).extend(walls)
             step_wall.setdefault(n, []).extend(wall_steps)
             step_cpu.setdefault(n, []).extend(cpu_steps)
+            if n >= c and n not in free_cpu:
+                bar.set_description(f"env free stepping x{n}")
+                free = worker.free_run(lambda i: rng.uniform(-1, 1, (chunk, ACTION_DIM)), 1 + cfg.env_repeats, ids=ids)
+                free_cpu[n] = free["step_cpu_s"][:, chunk:].ravel().tolist()  # the first chunk warms up
+                bar.set_description(f"env reset x{n}")
+                reset_cpu[n] = []
+                for _ in range(cfg.reset_repeats):
+                    reset_cpu[n].extend(worker.reset(ids=ids)["reset_cpu_s"].tolist())
             bar.update(1)
         chunk_samples = [(float(n), chunk_walls[n]) for n in sorted(chunk_walls)]
         # CPU seconds of all envs per wall second
@@ -235,19 +262,22 @@ def measure_envs(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any]:
     # grows with contention for memory bandwidth / shared caches / SMT siblings when all cores are
     # busy (n >= cores); efficiency = CPU s per step alone / CPU s per step with all cores busy.
     # (Oversubscription, n > cores, is the simulator's business: it shares the cores itself.)
-    c = len(cores)
     busy = {n: v for n, v in step_cpu.items() if n >= c}
     eff_points = {str(n): round(step_core_s / statistics.fmean(v), 4) for n, v in busy.items()}
     efficiency = min(1.0, step_core_s / statistics.fmean([y for v in busy.values() for y in v])) if busy else 1.0
     # the same from wall time (includes any preemption by other processes on the machine)
     wall_eff = {str(int(n)): round(chunk * statistics.fmean(step_wall[1]) * n / (c * statistics.fmean(ws)), 4)
                 for n, ws in chunk_samples if n >= c}
+    density = {kind: curve for kind, curve in (("step_lockstep", density_curve(busy, c)),
+                                               ("step_free", density_curve(free_cpu, c)),
+                                               ("reset", density_curve(reset_cpu, c))) if curve is not None}
     return {
         "env_step_core_s": step_core_s,
         "env_step_cv": cv(alone),
         "env_core_efficiency": efficiency,
         "env_reset_s": statistics.fmean(resets),
         "env_memory_gb": statistics.fmean(rss) / 1e9,
+        "env_density": density,
         "extra": {
             "env_chunk_step_s_vs_envs_per_worker": fit_linear(chunk_samples),
             "env_core_efficiency_points_cpu_time": eff_points,
@@ -294,6 +324,7 @@ def load_env_costs(path: str) -> dict[str, Any]:
         "env_core_efficiency": c.env_core_efficiency,
         "env_reset_s": c.env_reset_s,
         "env_memory_gb": c.env_memory_gb,
+        "env_density": {k: v.to_dict() for k, v in c.env_density.items()},
         "extra": {**keep, "env_costs_from": {"path": str(path), "date": src.provenance.get("date"),
                                              "method": src.provenance.get("method"),
                                              "hardware": src.provenance.get("hardware")}},
@@ -524,27 +555,28 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
                   algorithm="ppo")
     Workload.from_dict(wl, "default_workload")
     bw = comm["bandwidth_GBps"]
-    costs = {
-        "env_step_core_s": envs["env_step_core_s"],
-        "env_core_efficiency": envs["env_core_efficiency"],
-        "env_reset_s": envs["env_reset_s"],
-        "env_memory_gb": envs["env_memory_gb"],
-        "infer_s": model["infer_s"],
-        "train_micro_batch_s": model["train_micro_batch_s"],
-        "optimizer_step_s": model["optimizer_step_s"],
-        "grad_allreduce_bytes": model["grad_allreduce_bytes"],
-        "weight_sync_bytes": model["weight_sync_bytes"],
-        "offload_s": model["offload_s"],
-        "reload_s": model["reload_s"],
-        "comm_latency_s": comm["latency_s"],
-    }
+    costs = Costs(
+        env_step_core_s=envs["env_step_core_s"],
+        env_core_efficiency=envs["env_core_efficiency"],
+        env_reset_s=envs["env_reset_s"],
+        env_memory_gb=envs["env_memory_gb"],
+        infer_s=Curve.from_dict(model["infer_s"], "costs.infer_s"),
+        train_micro_batch_s=Curve.from_dict(model["train_micro_batch_s"], "costs.train_micro_batch_s"),
+        optimizer_step_s=model["optimizer_step_s"],
+        grad_allreduce_bytes=model["grad_allreduce_bytes"],
+        weight_sync_bytes=model["weight_sync_bytes"],
+        offload_s=model["offload_s"],
+        reload_s=model["reload_s"],
+        comm_latency_s=comm["latency_s"],
+        env_density={k: EnvDensityCurve.from_dict(v, f"costs.env_density.{k}") for k, v in envs["env_density"].items()},
+        driver_chunk_step_s=dict(driver["driver_chunk_step_s"]) if driver else {},
+    )
     hw = hardware(cfg.device)
     name = os.path.splitext(os.path.basename(cfg.out))[0]
-    d = {
-        "schema_version": 1,
-        "name": name,
-        "backbone": cfg.backbone,
-        "provenance": {
+    profile = Profile(
+        name=name,
+        backbone=cfg.backbone,
+        provenance={
             "kind": "measured",
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "method": cfg.command or "executor profile",
@@ -557,7 +589,7 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
             "loadavg_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
             "warnings": busy_warnings(load_before[0], {"extra": {}} if cfg.env_profile else envs),
         },
-        "assumptions": {
+        assumptions={
             "device_slot": (f"one CUDA device ({hw.get('gpu', '')})" if on_gpu else
                             f"a 'GPU' of this CPU node is a slot of {max(1, cores // slots)} core(s): "
                             f"{slots} slots on {cores} cores; inference and training ran with "
@@ -591,26 +623,28 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
                              f"per env that is {48 * envs['env_memory_gb']:.0f} GB of env RAM per GPU" if on_gpu else
                              f"the largest env count measured on this node ({max(cfg.env_counts)}) over its "
                              f"{slots} slots, within 80 % of node RAM at {envs['env_memory_gb']:.2f} GB per env"),
+            "env_density": "costs.env_density: at each env count n that fills the worker's cores, n / cores "
+                           "envs per core, the mean CPU seconds of one env's step in a lock-step group "
+                           "(step_lockstep), of one env stepping by itself with no barrier (step_free) and of "
+                           "one env's reset with all n resetting at once (reset); raw samples kept",
+            **({"driver": driver["assumption"]} if driver else {}),
         },
-        "node": {
+        node={
             "gpus_per_node": slots,
             "cpu_cores_per_node": cores,
             "node_ram_gb": round(ram, 2),
             "intra_node_bw_GBps": bw,
             "inter_node_bw_GBps": bw,
         },
-        "envs_per_gpu": envs_per_gpu,
-        "default_workload": wl,
-        "costs": costs,
-        "variability": {
-            "env_step_cv": envs["env_step_cv"],
-            "infer_cv": model["infer_cv"],
-            "train_cv": model["train_cv"],
-        },
-        "extra": {**envs["extra"], **model["extra"], "weight_sync_broadcast_s_vs_bytes": comm["curve"],
-                  "weight_sync_bandwidth_GBps": bw},
-    }
-    profile = Profile.from_dict(d)  # validate against the schema before writing
+        envs_per_gpu=envs_per_gpu,
+        default_workload=wl,
+        costs=costs,
+        variability=Variability(env_step_cv=envs["env_step_cv"], infer_cv=model["infer_cv"],
+                                train_cv=model["train_cv"]),
+        extra={**envs["extra"], **model["extra"], "weight_sync_broadcast_s_vs_bytes": comm["curve"],
+               "weight_sync_bandwidth_GBps": bw, **({"driver_samples": driver["extra"]} if driver else {})},
+    )
+    Profile.from_dict(profile.to_dict())  # the schema's checks, as any reader applies them, before writing
     profile.save(cfg.out)
     return profile
 

@@ -199,9 +199,11 @@ def build_record(result: Any, *, iterations: int, warmup: int, opts: Any, profil
         "host": {**host_facts(), "loadavg_1min_before": result.load_before},
     }
     warnings = list(result.notes)
-    if result.load_before > 0.5:
-        warnings.append(f"machine not idle at start: 1-minute load average {result.load_before:.2f} "
-                        "(other processes share the cores the plan's costs assume)")
+    from executor.runtime.preflight import load_warning
+
+    loaded = load_warning(result.load_before)
+    if loaded:
+        warnings.append(loaded)
     if in_window:
         warnings.append(f"{len(in_window)} env restart(s) inside the measured window: the re-run episodes' time "
                         "is in the measured throughput, which understates a fault-free run")
@@ -213,9 +215,47 @@ def build_record(result: Any, *, iterations: int, warmup: int, opts: Any, profil
         pred = predict(plan, profile, iterations=iterations, warmup=warmup)
         record["prediction"] = {k: pred[k] for k in ("throughput_env_steps_per_s", "iteration_time_s",
                                                      "bound_env_steps_per_s", "bottleneck", "stage_time_s",
-                                                     "utilization", "staleness", "counts")}
+                                                     "utilization", "staleness", "counts", "warnings")}
         record.update(compare(record, pred))
+        diag = diagnosis_at_cpu_share(record, plan, profile, iterations, warmup)
+        if diag is not None:
+            record["diagnosis_at_measured_cpu_share"] = diag
     return record
+
+
+def measured_cpu_share(record: dict[str, Any]) -> dict[str, float] | None:
+    """The CPU share the env processes got per env stage (``env_cpu.<stage>.cpu_share``), at
+    most 1 (a share above 1 is tick rounding); None when a stage has none."""
+    out = {}
+    for stage in ("env_reset", "env_step"):
+        v = ((record.get("env_cpu") or {}).get(stage) or {}).get("cpu_share")
+        if not v or v <= 0:
+            return None
+        out[stage] = min(1.0, float(v))
+    return out
+
+
+def diagnosis_at_cpu_share(record: dict[str, Any], plan: Plan, profile: Any, iterations: int,
+                           warmup: int) -> dict[str, Any] | None:
+    """The prediction again with the env processes getting only the CPU share they got in this
+    run (every env step and reset cost / share): a diagnosis, not a prediction. If it is close
+    to the measurement while the prediction is not, the miss is a busy machine, not the model."""
+    from dataclasses import replace
+
+    from perfmodel.simulate import predict
+
+    share = measured_cpu_share(record)
+    if share is None:
+        return None
+    at_share = replace(profile, costs=profile.costs.env_scaled(1.0 / share["env_step"], 1.0 / share["env_reset"]))
+    pred = predict(plan, at_share, iterations=iterations, warmup=warmup, interval=False)
+    thr = pred["throughput_env_steps_per_s"]
+    meas = record["throughput_env_steps_per_s"]
+    return {"cpu_share": share, "predicted_throughput_env_steps_per_s": thr,
+            "predicted_iteration_time_s": pred["iteration_time_s"],
+            "error_pct": 100.0 * (thr / meas - 1.0) if meas else None,
+            "note": "diagnosis, not a prediction: the plan predicted with every env step and reset "
+                    "cost divided by the CPU share the env processes got in this run"}
 
 
 def env_cpu_diagnostics(plan: Plan, ctx: Any, rec: Recorder, profile: Any) -> dict[str, Any]:
