@@ -46,6 +46,7 @@ class ProfileConfig:
     sync_mb: tuple[float, ...] = (1, 4, 16, 64)
     gpus_per_node: int | None = None
     env_profile: str | None = None  # take env costs from this measured profile instead of measuring
+    driver_chunk_steps: int = 6  # chunk steps of the driver measurement per stepping kind; 0: none
     command: str = ""
 
     def check(self) -> None:
@@ -56,6 +57,8 @@ class ProfileConfig:
             raise ConfigError("suite", f"must be one of {', '.join(SUITES)}; got {self.suite!r}")
         if not 0 <= self.task_id < 10:
             raise ConfigError("task_id", f"must be in 0..9, got {self.task_id}")
+        if self.driver_chunk_steps < 0:
+            raise ConfigError("driver-chunk-steps", f"must be an integer >= 0, got {self.driver_chunk_steps}")
         for name in ("image_size", "env_repeats", "reset_repeats", "repeats"):
             v = getattr(self, name)
             if v < 1:
@@ -325,10 +328,76 @@ def load_env_costs(path: str) -> dict[str, Any]:
         "env_reset_s": c.env_reset_s,
         "env_memory_gb": c.env_memory_gb,
         "env_density": {k: v.to_dict() for k, v in c.env_density.items()},
+        # the driver's orchestration runs beside the envs: copied with them
+        "driver": ({"driver_chunk_step_s": dict(c.driver_chunk_step_s), "extra": src.extra.get("driver_samples", {}),
+                    "assumption": f"costs.driver_chunk_step_s copied from {path} with the env costs"}
+                   if c.driver_chunk_step_s else None),
         "extra": {**keep, "env_costs_from": {"path": str(path), "date": src.provenance.get("date"),
                                              "method": src.provenance.get("method"),
                                              "hardware": src.provenance.get("hardware")}},
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# The run's own orchestration per chunk step (executor run's driver, Ray calls, hand-offs)
+
+
+def driver_plan(mode: str, envs: int, chunk: int, chunk_steps: int) -> Any:
+    """A rollout-only-sized plan on two device slots of this machine for measuring the driver:
+    ``envs`` envs on one env worker, one episode of ``chunk_steps`` chunk steps."""
+    from perfmodel.schema.plan import Plan
+
+    cores = os.cpu_count() or 1
+    samples = envs * chunk_steps
+    return Plan.from_dict({
+        "mode": mode, "allocation_ratio": "1:1", "pipeline_stage_num": 1, "b_max": None, "t_max_s": 0.05,
+        "max_staleness": 1, "profile": "pi05_tiny_cpu",
+        "workload": {"total_num_envs": envs, "max_episode_steps": chunk * chunk_steps, "num_action_chunks": chunk,
+                     "rollout_epoch": 1, "update_epoch": 1, "micro_batch_size": samples,
+                     "global_batch_size": samples, "group_size": 1, "algorithm": "ppo"},
+        "cluster": {"gpus": 2, "gpus_per_node": 2, "cpu_cores_per_node": max(2, cores), "node_ram_gb": ram_gb(),
+                    "intra_node_bw_GBps": 1.0, "inter_node_bw_GBps": 1.0, "actor_cpu_cores_per_gpu": 0.0}},
+        "driver plan")
+
+
+def measure_driver(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any] | None:
+    """``driver_chunk_step_s``: a real ``executor run`` of one iteration (real LIBERO envs, the
+    policy, Ray actors, the driver's threads) per stepping kind, lock-step (disaggregated) and
+    dynamic batching (rollout_async), and the driver's own seconds per chunk step of an env group
+    (``Context.driver_s``: the cycle less inference, env step and the modelled queueing; the run
+    record's ``driver_s_per_chunk_step``): what the simulator adds per chunk step. None when
+    ``driver_chunk_steps`` is 0 or env costs come from another profile (the profile has none then,
+    or the other profile's, and the model charges nothing without one)."""
+    if cfg.driver_chunk_steps <= 0 or cfg.env_profile:
+        return None
+    from executor.learner import LearnerConfig
+    from executor.runtime.modes import RunOptions
+    from executor.runtime.record import driver_cost
+    from executor.runtime.session import execute_session
+
+    envs = len(os.sched_getaffinity(0))  # one env per core of the worker
+    out: dict[str, float] = {}
+    extra: dict[str, Any] = {}
+    for kind, mode in (("lockstep", "disaggregated"), ("dynamic", "rollout_async")):
+        bar.set_description(f"driver per chunk step ({kind})")
+        plan = driver_plan(mode, envs, chunk, cfg.driver_chunk_steps)
+        opts = RunOptions(backbone=cfg.backbone, scale=cfg.scale, device=cfg.device, image_size=cfg.image_size,
+                          suite=cfg.suite)
+        res = execute_session(plan, iterations=1, opts=opts, learner=LearnerConfig.from_plan(plan),
+                              progress=False, verbose=False)
+        if res.status != "ok":
+            raise RuntimeError(f"driver measurement ({mode}): {res.error}")
+        cost = driver_cost(list(res.ctx.driver_s))
+        out[kind] = cost["mean_s"]
+        extra[kind] = {"mode": mode, "envs": envs, "chunk_steps": cfg.driver_chunk_steps, **cost,
+                       "samples_s": [round(x, 6) for x in res.ctx.driver_s],
+                       "loadavg_1min": round(os.getloadavg()[0], 2)}
+        bar.update(1)
+    return {"driver_chunk_step_s": out, "extra": extra,
+            "assumption": f"costs.driver_chunk_step_s: one real executor run per stepping kind ({envs} envs, "
+                          f"{cfg.driver_chunk_steps} chunk steps of {chunk}, one iteration): the mean over chunk "
+                          "steps of each group's cycle on the driver less its inference, its env step and the "
+                          "queueing the simulator models (batch firing, the slot): Ray calls and hand-offs"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -530,13 +599,14 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
         slots = torch.cuda.device_count()
     else:
         slots = min(2, os.cpu_count() or 1)
-    steps = (0 if cfg.env_profile else 2 + len(cfg.env_counts) + (1 in cfg.env_counts and len(cfg.env_counts) > 1)) + len(cfg.batch_sizes) + len(cfg.train_sizes) + 2 + 1
+    steps = (0 if cfg.env_profile else 2 + len(cfg.env_counts) + (1 in cfg.env_counts and len(cfg.env_counts) > 1)) + len(cfg.batch_sizes) + len(cfg.train_sizes) + 2 + 1 + (2 if cfg.driver_chunk_steps > 0 and not cfg.env_profile else 0)
     started = time.perf_counter()
     load_before = os.getloadavg()
     with tqdm(total=steps, file=sys.stderr, disable=not progress, unit="stage") as bar:
         envs = load_env_costs(cfg.env_profile) if cfg.env_profile else measure_envs(cfg, chunk, bar)
         model = measure_model(cfg, slots, bar)
         comm = measure_comm(cfg, model["weight_sync_bytes"], bar)
+        driver = measure_driver(cfg, chunk, bar) if not cfg.env_profile else envs.get("driver")
         bar.set_description("done")
     ram = ram_gb()
     cores = os.cpu_count() or 1

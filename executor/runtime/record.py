@@ -190,6 +190,7 @@ def build_record(result: Any, *, iterations: int, warmup: int, opts: Any, profil
         "measured_iterations": m["measured_iterations"],
         "last_train_metrics": tl.last_metrics if tl else {},
         "env_cpu": env_cpu_diagnostics(plan, ctx, rec, profile),
+        "driver_s_per_chunk_step": driver_cost(list(ctx.driver_s)),
         "wall_clock": {"started_utc": datetime.fromtimestamp(result.wall0, timezone.utc).isoformat(timespec="seconds"),
                        "startup_s": result.startup_s, "total_s": time.time() - result.wall0},
         "options": {"scale": opts.scale, "device": opts.device, "image_size": opts.image_size, "suite": opts.suite,
@@ -275,6 +276,17 @@ def env_cpu_diagnostics(plan: Plan, ctx: Any, rec: Recorder, profile: Any) -> di
             d["profile_s"] = profile.costs.env_reset_s if stage == "env_reset" else profile.costs.env_step_core_s
         out[stage] = d
     return out
+
+
+def driver_cost(samples: list[float]) -> dict[str, Any] | None:
+    """The run's own orchestration per chunk step of an env group (``Context.driver_s``: each
+    chunk step's cycle on the driver less its inference, its env step and the queueing the
+    simulator models): mean (what the profile's ``driver_chunk_step_s`` prices), median, count.
+    Whole run, warm-up included."""
+    if not samples:
+        return None
+    return {"mean_s": float(np.mean(samples)), "median_s": float(np.median(samples)),
+            "p90_s": float(np.percentile(samples, 90)), "chunk_steps": len(samples)}
 
 
 def host_facts() -> dict[str, Any]:
