@@ -201,6 +201,11 @@ def comparison_table(record: dict) -> str:
     for s, v in record["stages"].items():
         rows.append((f"{s} (s/iter/unit)", _fmt(v["predicted_s"], ".3f"), _fmt(v["measured_s"], ".3f"),
                      (_fmt(v["error_pct"], "+.1f") + " %") if v["error_pct"] is not None else "-"))
+    d = record.get("driver_chunk_step")
+    if d and d["measured_s"] is not None:
+        err = 100 * (d["predicted_s"] / d["measured_s"] - 1) if d["measured_s"] > 0 else None
+        rows.append(("driver (s/chunk step)", _fmt(d["predicted_s"], ".3f"), _fmt(d["measured_s"], ".3f"),
+                     (_fmt(err, "+.1f") + " %") if err is not None else "-"))
     width = max(len(r[0]) for r in rows)
     lines = [f"{r[0]:<{width}}  {r[1]:>10}  {r[2]:>10}  {r[3]:>9}" for r in rows]
     lines += [f"warning: {w}" for w in (record.get("prediction") or {}).get("warnings", [])]

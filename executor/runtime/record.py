@@ -218,6 +218,11 @@ def build_record(result: Any, *, iterations: int, warmup: int, opts: Any, profil
                                                      "bound_env_steps_per_s", "bottleneck", "stage_time_s",
                                                      "utilization", "staleness", "counts", "warnings")}
         record.update(compare(record, pred))
+        from perfmodel.costs import StageCosts
+
+        measured_driver = record["driver_s_per_chunk_step"]
+        record["driver_chunk_step"] = {"predicted_s": StageCosts(plan, profile).driver_chunk_s(),
+                                       "measured_s": measured_driver["mean_s"] if measured_driver else None}
         diag = diagnosis_at_cpu_share(record, plan, profile, iterations, warmup)
         if diag is not None:
             record["diagnosis_at_measured_cpu_share"] = diag
