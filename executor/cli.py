@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from perfmodel.cliutil import run_click
+from perfmodel.cliutil import fmt_number, run_click
 from perfmodel.schema.errors import ConfigError
 
 
@@ -135,10 +135,6 @@ def _profile_comm(out, device, ranks, sizes, repeats, base_profile, address, ver
 # executor run: parse, check everything, run, print (executor/runtime/ does the work)
 
 
-def _fmt(v, spec: str = ".2f") -> str:
-    return "-" if v is None else format(v, spec)
-
-
 def summary(record: dict) -> str:
     c = record["counts"]
     lines = [
@@ -147,8 +143,8 @@ def summary(record: dict) -> str:
         f"gpus          {record['gpus']} slots, rollout {record['rollout_gpus']} : actor {record['actor_gpus']}"
         + (f" (ratio {record['allocation_ratio']})" if record["allocation_ratio"] else " (colocated)"),
         f"envs          {record['total_num_envs']} ({record['pipeline_stage_num']} pipeline stage(s))",
-        f"throughput    {_fmt(record['throughput_env_steps_per_s'])} env steps/s (measured)",
-        f"iteration     {_fmt(record['iteration_time_s'])} s",
+        f"throughput    {fmt_number(record['throughput_env_steps_per_s'])} env steps/s (measured)",
+        f"iteration     {fmt_number(record['iteration_time_s'])} s",
         f"counts        env_steps {c['env_steps']} (expected {record['expected_counts']['env_steps']}: "
         f"{'ok' if record['env_steps_match'] else 'MISMATCH'}), samples {c['samples']}, optimizer_steps "
         f"{c['optimizer_steps']}, weight_versions {c['weight_versions']}, inference_calls {c['inference_calls']}",
@@ -169,13 +165,13 @@ def summary(record: dict) -> str:
 
 def comparison_table(record: dict) -> str:
     rows = [("", "predicted", "measured", "error"),
-            ("throughput (env steps/s)", _fmt(record["predicted_throughput_env_steps_per_s"]),
-             _fmt(record["throughput_env_steps_per_s"]), _fmt(record["error_pct"], "+.1f") + " %"),
-            ("iteration time (s)", _fmt(record["predicted_iteration_time_s"]), _fmt(record["iteration_time_s"]),
-             _fmt(record["iteration_time_error_pct"], "+.1f") + " %")]
+            ("throughput (env steps/s)", fmt_number(record["predicted_throughput_env_steps_per_s"]),
+             fmt_number(record["throughput_env_steps_per_s"]), fmt_number(record["error_pct"], "+.1f", " %")),
+            ("iteration time (s)", fmt_number(record["predicted_iteration_time_s"]),
+             fmt_number(record["iteration_time_s"]), fmt_number(record["iteration_time_error_pct"], "+.1f", " %"))]
     for s, v in record["stages"].items():
-        rows.append((f"{s} (s/iter/unit)", _fmt(v["predicted_s"], ".3f"), _fmt(v["measured_s"], ".3f"),
-                     (_fmt(v["error_pct"], "+.1f") + " %") if v["error_pct"] is not None else "-"))
+        rows.append((f"{s} (s/iter/unit)", fmt_number(v["predicted_s"], ".3f"), fmt_number(v["measured_s"], ".3f"),
+                     fmt_number(v["error_pct"], "+.1f", " %")))
     width = max(len(r[0]) for r in rows)
     return "\n".join(f"{r[0]:<{width}}  {r[1]:>10}  {r[2]:>10}  {r[3]:>9}" for r in rows)
 
