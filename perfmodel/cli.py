@@ -491,20 +491,28 @@ def _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages):
     return im.plan.profile, im.plan.to_dict(), stages, im
 
 
+# The sweep's list options: (SweepSpec field, option, element type, what is allowed).
+_CP_LISTS = (("modes", "--modes", None, f"modes ({', '.join(MODES)})"),
+             ("ratios", "--ratios", None, "R:A ratios (e.g. 1:1,3:1)"),
+             ("pipeline_stages", "--pipeline-stages", int, "integers >= 1"),
+             ("b_max", "--b-max", int, "integers >= 1 or null"),
+             ("t_max_s", "--t-max", float, "seconds >= 0"))
+
+
+def _cp_lists(modes, ratios, pipeline_stages, b_max, t_max) -> dict[str, tuple | None]:
+    """The sweep's list options parsed, by SweepSpec field (None: not given)."""
+    texts = (modes, ratios, pipeline_stages, b_max, t_max)
+    return {field: _cp_list(option, text, kind, allowed)
+            for (field, option, kind, allowed), text in zip(_CP_LISTS, texts)}
+
+
 def _cp_spec(profile_ref, modes, gpus, ratios, pipeline_stages, b_max, t_max, price, replications, seed,
              staleness, base_plan=None, gpu=None):
     from perfmodel.planning.sweep import SweepSpec
 
     kw: dict[str, Any] = {"profile_ref": profile_ref, "gpu_hour_price": price, "replications": replications,
                           "seed": seed, "max_staleness": staleness, "base_plan": base_plan, "gpu": gpu}
-    lists = {
-        "modes": _cp_list("--modes", modes, None, f"modes ({', '.join(MODES)})"),
-        "gpus": gpus,
-        "ratios": _cp_list("--ratios", ratios, None, "R:A ratios (e.g. 1:1,3:1)"),
-        "pipeline_stages": _cp_list("--pipeline-stages", pipeline_stages, int, "integers >= 1"),
-        "b_max": _cp_list("--b-max", b_max, int, "integers >= 1 or null"),
-        "t_max_s": _cp_list("--t-max", t_max, float, "seconds >= 0"),
-    }
+    lists = {**_cp_lists(modes, ratios, pipeline_stages, b_max, t_max), "gpus": gpus}
     kw.update({k: v for k, v in lists.items() if v is not None})
     spec = SweepSpec(**kw)
     spec.check()
@@ -588,16 +596,8 @@ def _cp_sweep_rows(sweep_path, backbone, profile_path, modes, ratios, pipeline_s
         if given(name) and swept != value:
             _fail(option, f"{value} contradicts --sweep {sweep_path}, swept with {key} {swept}; "
                           "leave it out or sweep again")
-    selection = {
-        "modes": _cp_list("--modes", modes, None, f"modes ({', '.join(MODES)})"),
-        "ratios": _cp_list("--ratios", ratios, None, "R:A ratios (e.g. 1:1,3:1)"),
-        "pipeline_stages": _cp_list("--pipeline-stages", pipeline_stages, int, "integers >= 1"),
-        "b_max": _cp_list("--b-max", b_max, int, "integers >= 1 or null"),
-        "t_max_s": _cp_list("--t-max", t_max, float, "seconds >= 0"),
-    }
-    options = {"modes": "--modes", "ratios": "--ratios", "pipeline_stages": "--pipeline-stages",
-               "b_max": "--b-max", "t_max_s": "--t-max"}
-    return select_rows(doc, selection, options)
+    selection = _cp_lists(modes, ratios, pipeline_stages, b_max, t_max)
+    return select_rows(doc, selection, {field: option for field, option, *_ in _CP_LISTS})
 
 
 @cli.command("sweep")
