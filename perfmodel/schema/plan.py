@@ -128,6 +128,13 @@ class Workload:
             raise ConfigError(f"{path}.group_size", f"must be >= 2 for grpo, got {self.group_size}")
 
 
+# The published setup (RL-VLA3 fork of RLinf, LIBERO): its example config is Workload's defaults
+# (384 envs on 8 GPUs). Calibration scales it with the cluster; the profiler writes it into
+# GPU-measured profiles. Written here once.
+PUBLISHED_WORKLOAD = Workload()
+PUBLISHED_GPUS = 8
+
+
 @dataclass(frozen=True)
 class Cluster:
     """The machines. Bandwidths are per GPU (per link endpoint), in GB/s.
