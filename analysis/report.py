@@ -18,6 +18,7 @@ from analysis import decision as dec
 from analysis import figures, interactive
 from analysis.inputs import Inputs, load_inputs  # noqa: F401 - load_inputs re-exported for callers
 from analysis.styles import CHOSEN_COLOR, mode_order
+from perfmodel.cliutil import fmt_number
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.jsonio import write_atomic
 
@@ -213,14 +214,20 @@ def build(inp: Inputs) -> Built:
                                  + f"<br>MAPE {v['mape_pct']:.1f}%, best mode agrees {a['matches']}/{a['groups']}"
                                  + (f" ({tied} by a tie)" if tied else ""))
     if b.cv_points:
-        s = inp.cross_validation[1].get("summary") or {}
-        m = s.get("model_mape_pct", dec.mape(b.cv_points))
-        base = s.get("baseline_mape_pct") or {}
+        m, base = cv_mape(inp, b)
         folds = "; ".join(f"fit {f.get('fit_gpus')} -> predict {f.get('predict_gpus')}"
                           for f in inp.cross_validation[1]["folds"])
         b.titles["cv"] = (f"Cross-validated ({folds})<br>model MAPE {m:.1f}%"
-                          + ("".join(f", {k} {x:.1f}%" for k, x in base.items() if isinstance(x, (int, float)))))
+                          + "".join(f", {k} {x:.1f}%" for k, x in base.items()))
     return b
+
+
+def cv_mape(inp: Inputs, b: Built) -> tuple[float, dict[str, float]]:
+    """The cross-validation's model MAPE and its baselines' (those with a number), in percent."""
+    s = inp.cross_validation[1].get("summary") or {}
+    base = s.get("baseline_mape_pct") or {}
+    return (s.get("model_mape_pct", dec.mape(b.cv_points)),
+            {k: x for k, x in base.items() if isinstance(x, (int, float))})
 
 
 def available(inp: Inputs, b: Built) -> dict[str, bool]:
@@ -348,7 +355,7 @@ def tables(inp: Inputs, b: Built) -> list[tuple[str, list[str], list[list[str]],
         s = doc["summary"]
         rows = [[num(e["gpus"]), e["mode"], e["allocation_ratio"] or "-", num(e["throughput_env_steps_per_s"]),
                  f"{e['scaling_efficiency']:.2f}",
-                 "-" if e.get("gain_over_colocated_pct") is None else f"{e['gain_over_colocated_pct']:+.1f}%",
+                 fmt_number(e.get("gain_over_colocated_pct"), "+.1f", "%"),
                  num(e["env_steps_per_gpu_hour"]), num(e.get("env_steps_per_dollar")), e["bottleneck"],
                  "yes" if b.calibrated and not (min(b.calibrated) <= e["gpus"] <= max(b.calibrated)) else "no"]
                 for e in sorted(s["best_per_mode"], key=lambda e: (e["gpus"], mode_order(e["mode"])))]
@@ -364,7 +371,7 @@ def tables(inp: Inputs, b: Built) -> list[tuple[str, list[str], list[list[str]],
         out.append(("Run records: predicted vs measured",
                     ["run", "file", "measured env steps/s", "predicted", "error", "prediction from"],
                     [[p["label"], p["path"], num(p["measured"]), num(p["predicted"]),
-                      "-" if p["error_pct"] is None else f"{p['error_pct']:+.1f}%", p["prediction_source"]]
+                      fmt_number(p["error_pct"], "+.1f", "%"), p["prediction_source"]]
                      for p in b.comparison],
                     "error = prediction / measurement - 1 (the one definition used everywhere; computed here "
                     "from the two throughputs)."))
@@ -413,12 +420,10 @@ def validation_notes(inp: Inputs, b: Built) -> list[str]:
     elif b.validation_missing:
         notes.append(f"No in-sample comparison: {b.validation_missing}.")
     if b.cv_points:
-        s = inp.cross_validation[1].get("summary") or {}
-        m = s.get("model_mape_pct", dec.mape(b.cv_points))
-        base = s.get("baseline_mape_pct") or {}
+        m, base = cv_mape(inp, b)
         notes.append(f"Cross-validated: each fold's profile was fitted without the points it predicts; model MAPE "
-                     f"{m:.1f}%" + ("".join(f", baseline {k} {x:.1f}%" for k, x in base.items()
-                                            if isinstance(x, (int, float)))) + f" ({inp.cross_validation[0]}).")
+                     f"{m:.1f}%" + "".join(f", baseline {k} {x:.1f}%" for k, x in base.items())
+                     + f" ({inp.cross_validation[0]}).")
     else:
         notes.append("No cross-validation given (--cross-validation FILE from `perfmodel validate --cross-validate "
                      "--json`): nothing here measures how well the model predicts points it was not fitted to.")
