@@ -372,6 +372,11 @@ def measure_driver(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any] | None
     or the other profile's, and the model charges nothing without one)."""
     if cfg.driver_chunk_steps <= 0 or cfg.env_profile:
         return None
+    if cfg.device.startswith("cuda"):
+        import torch
+
+        if torch.cuda.device_count() < 2:  # the runs put the rollout and the actor on two slots
+            return None
     from executor.learner import LearnerConfig
     from executor.runtime.modes import RunOptions
     from executor.runtime.record import driver_cost
