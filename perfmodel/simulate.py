@@ -104,6 +104,8 @@ def simulate(plan: Plan, profile: Profile, *, iterations: int = DEFAULT_ITERATIO
         env.process(worker.run(iterations))
     done = env.process(wiring.trainer.run(iterations))
     env.run(until=done)
+    for worker in wiring.workers:
+        worker.settle(env.now)
 
     g_r = wiring.simulated_workers
     m = window_metrics(plan, rec, wiring.train_log.iteration_done, warmup, env_workers=g_r)
