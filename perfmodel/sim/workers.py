@@ -230,21 +230,23 @@ class EnvWorker:
         if (collapse and not self.epoch_block and (m.disaggregated or not m.async_training) and dur.rng is None
                 and not rec.keep_spans):
             self.replay = record_rollout(costs, dur, self.group_envs, groups, dynamic, server.b_max, server.t_max)
-        self._pending: list[tuple[str, float, float, float]] = []  # replayed spans not yet ended
+        self._replayed_from: float | None = None  # start of the replayed iteration not yet recorded
 
     def settle(self, now: float) -> None:
-        """Record the replayed spans that have ended by ``now`` (the event path records a span
-        when it ends; the simulation stops before the rest), with their inference calls."""
-        still = []
-        for span in self._pending:
-            stage, start, end, units = span
-            if end <= now:
-                self.rec.span(stage, self.name, "replayed", start, end, units)
-                if stage == "inference":
-                    self.server.calls += 1
-            else:
-                still.append(span)
-        self._pending = still
+        """Record the spans of the replayed iteration that have ended by ``now``, with their
+        inference calls: all of them once it is over, else (the simulation has stopped) those
+        that ended, as the event path records a span when it ends."""
+        start, r = self._replayed_from, self.replay
+        if start is None or r is None:
+            return
+        self._replayed_from = None
+        busy = self.rec.busy
+        for stage, spans in r.spans.items():
+            shifted = [(start + s, start + e, u) for s, e, u in spans]
+            ended = [sp for sp in shifted if sp[1] <= now]
+            busy[stage].extend(ended)
+            if stage == "inference":
+                self.server.calls += len(ended)
 
     def run(self, iterations: int) -> Gen:
         env = self.env
@@ -311,8 +313,7 @@ class EnvWorker:
     def _replay(self) -> Gen:
         """One iteration from the recording, shifted to now (see module doc)."""
         r, start = self.replay, self.env.now
-        self.settle(start)
-        self._pending.extend((stage, start + s, start + e, units) for stage, s, e, units in r.spans)
+        self._replayed_from = start
         for t in r.epoch_ends:
             yield timeout_at(self.env, start + t)
             yield self._epoch_end(self.group_envs)
@@ -372,10 +373,10 @@ class EnvWorker:
 
 @dataclass(frozen=True)
 class RolloutRecording:
-    """One rollout iteration of one worker, alone, from time 0: its spans (stage, start, end,
-    units; per stage in the order they ended) and its epoch ends in the order they happened."""
+    """One rollout iteration of one worker, alone, from time 0: its spans per stage (start,
+    end, units; in the order they ended) and its epoch ends in the order they happened."""
 
-    spans: tuple[tuple[str, float, float, float], ...]
+    spans: dict[str, tuple[tuple[float, float, float], ...]]
     epoch_ends: tuple[float, ...]
 
 
@@ -399,7 +400,7 @@ class _Tabulated:
 
 
 _RECORDINGS: OrderedDict[tuple, RolloutRecording] = OrderedDict()
-MAX_RECORDINGS = 256
+MAX_RECORDINGS = 64  # a sweep runs each configuration's GPU counts one after another
 
 
 def record_rollout(costs: StageCosts, dur: Durations, n: int, groups: int, dynamic: bool,
@@ -424,8 +425,7 @@ def record_rollout(costs: StageCosts, dur: Durations, n: int, groups: int, dynam
     if dynamic:
         env.process(server.run())
     env.run(until=env.all_of([env.process(worker._group(0, g)) for g in range(groups)]))
-    spans = tuple((stage, s, e, u) for stage, spans in rec.busy.items() for s, e, u in spans)
-    out = RolloutRecording(spans, tuple(worker.epoch_end_times))
+    out = RolloutRecording({stage: tuple(spans) for stage, spans in rec.busy.items()}, tuple(worker.epoch_end_times))
     _RECORDINGS[key] = out
     if len(_RECORDINGS) > MAX_RECORDINGS:
         _RECORDINGS.popitem(last=False)
