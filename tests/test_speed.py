@@ -68,16 +68,22 @@ def test_sweep_bar_off_when_stdout_is_not_a_terminal(tmp_path):
     assert "it/s" not in res.stderr and "plan/s" not in res.stderr and "%|" not in res.stderr
 
 
-@pytest.mark.slow
-def test_sweep_on_a_local_ray_cluster_matches_the_pool(scenario_profile):
-    """``--address local``: the same rows as the process pool (run under the heavy lock)."""
+def test_sweep_on_a_local_ray_cluster_matches_the_pool():
+    """``--address local`` (a new local Ray cluster, ray.init()): the same rows as the process
+    pool, intervals included, with progress up to every plan (about 20 s here, mostly Ray's
+    start-up, so not marked slow)."""
     from perfmodel.planning.sweep import SweepSpec, run_sweep
+    from perfmodel.schema.profile import load_profile
 
-    spec = SweepSpec(profile_ref="x", gpus=(8,), ratios=("1:1", "3:1"))
-    pool = run_sweep(spec, scenario_profile, jobs=2)
-    ray_doc = run_sweep(spec, scenario_profile, address="local")
-    assert [r.get("throughput_env_steps_per_s") for r in ray_doc["rows"]] == \
-        [r.get("throughput_env_steps_per_s") for r in pool["rows"]]
+    prof = load_profile("pi05")
+    spec = SweepSpec(profile_ref="pi05", gpus=(8, 16), ratios=("1:1", "3:1"), b_max=(None, 64))
+    pool = run_sweep(spec, prof, jobs=2)
+    seen: list[tuple[int, int]] = []
+    ray_doc = run_sweep(spec, prof, address="local", progress=lambda done, total: seen.append((done, total)))
+    assert ray_doc["rows"] == pool["rows"] and ray_doc["summary"] == pool["summary"]
+    assert sum(r["status"] == "ok" for r in pool["rows"]) >= 8
+    assert any(r.get("throughput_low") is not None for r in pool["rows"])
+    assert seen[-1] == (len(pool["rows"]), len(pool["rows"]))
 
 
 def test_bad_ray_address_is_one_line():
