@@ -16,7 +16,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from perfmodel.schema.metrics import measured_window, run_counts, staleness, window_metrics
+from perfmodel.schema.metrics import measured_window, plan_fields, run_counts, staleness, window_metrics
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.timeline import STAGES, Recorder
 
@@ -122,12 +122,7 @@ def build_record(result: Any, *, iterations: int, warmup: int, opts: Any, profil
         "mode": plan.mode,
         "backbone": opts.backbone,
         "profile": profile.name if profile is not None else plan.profile,
-        "gpus": plan.cluster.gpus,
-        "allocation_ratio": plan.allocation_ratio,
-        "rollout_gpus": plan.rollout_gpus,
-        "actor_gpus": plan.actor_gpus,
-        "pipeline_stage_num": plan.pipeline_stage_num,
-        "total_num_envs": w.total_num_envs,
+        **plan_fields(plan),
         "throughput_env_steps_per_s": m["throughput_env_steps_per_s"],
         "iteration_time_s": m["iteration_time_s"],
         "utilization": m["utilization"],
