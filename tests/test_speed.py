@@ -34,7 +34,33 @@ def test_interval_loads_scipy_only_when_asked(scenario_dict):
         "from perfmodel.calibration.reference import published_plan\nfrom perfmodel.simulate import predict\n"
         f"d = json.loads({json.dumps(json.dumps({**scenario_dict, 'variability': {'infer_cv': 0.1}}))})\n"
         "p = Profile.from_dict(d)\npredict(published_plan(p, 'rollout_async', 8, '1:1'), p, replications=3)")
-    assert "scipy.stats" in mods
+    assert "scipy.special" in mods and "scipy.stats" not in mods
+
+
+def test_replication_interval_is_students_t(scenario_dict):
+    """The replications' 95 % interval uses scipy.special.stdtrit, which is scipy.stats.t.ppf
+    bit for bit (checked here for every replication count the CLI allows), and deterministic
+    costs run one simulation for all replications (a zero-width interval, up to rounding)."""
+    from scipy import special, stats
+
+    from perfmodel.calibration.reference import published_plan
+    from perfmodel.schema.profile import Profile
+    from perfmodel.simulate import predict
+
+    assert all(float(special.stdtrit(n - 1, 0.975)) == float(stats.t.ppf(0.975, n - 1)) for n in range(2, 1001))
+    scenario_dict["variability"] = {"env_step_cv": 0.2, "infer_cv": 0.1, "train_cv": 0.2}
+    prof = Profile.from_dict(scenario_dict)
+    plan = published_plan(prof, "rollout_async", 8, "1:1")
+    p = predict(plan, prof, replications=4, seed=3, interval=False)
+    thr = [predict(plan, prof, seed=3 + r, interval=False)["throughput_env_steps_per_s"] for r in range(4)]
+    mean = sum(thr) / 4
+    sd = (sum((t - mean) ** 2 for t in thr) / 3) ** 0.5
+    half = float(stats.t.ppf(0.975, 3)) * sd / 2
+    assert p["throughput_ci95"] == pytest.approx([mean - half, mean + half], rel=1e-12)
+    assert len(set(thr)) == 4
+    fixed = Profile.from_dict({**scenario_dict, "variability": {}})
+    q = predict(published_plan(fixed, "rollout_async", 8, "1:1"), fixed, replications=3, interval=False)
+    assert q["throughput_ci95"] == pytest.approx([q["throughput_env_steps_per_s"]] * 2, rel=1e-12)
 
 
 def test_sweep_without_address_never_imports_ray(scenario_dict):
