@@ -153,7 +153,8 @@ def predict(plan: Plan, profile: Profile, *, replications: int = 1, seed: int = 
         runs = [simulate(plan, profile, iterations=iterations, warmup=warmup, seed=None,
                          trace=trace_path is not None)] * replications
     first = runs[0]
-    b = bound(StageCosts(plan, profile))
+    costs = StageCosts(plan, profile)
+    b = bound(costs)
     thr = [r.throughput_env_steps_per_s for r in runs]
     its = [r.iteration_time_s for r in runs]
     mean, lo, hi = _interval(thr)
@@ -172,6 +173,8 @@ def predict(plan: Plan, profile: Profile, *, replications: int = 1, seed: int = 
         "staleness": first.staleness,
         "counts": first.counts,
         "replications": replications,
+        # what the costs are not measured for (env costs at another envs per core): never silent
+        "warnings": costs.warnings,
     }
     if interval:
         out.update(_prediction_interval(plan, profile, first.throughput_env_steps_per_s, mean,
