@@ -384,3 +384,17 @@ def test_cheapest_per_sample_is_exact_for_any_b_max(scenario_dict, curve):
         assert cheapest_per_sample_s(costs, b_hi) == pytest.approx(brute, rel=1e-12)
     big = published_plan(prof, "rollout_async", 2, "1:1", b_max=10**9)
     assert bound(StageCosts(big, prof)).throughput_env_steps_per_s > 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_collapsed_with_driver_cost_equals_event_by_event(scenario_dict, mode):
+    """The run's per-chunk-step orchestration (a measured profile's ``driver_chunk_step_s``) in the
+    epoch blocks and the replayed recordings: the event-by-event timeline, up to float rounding."""
+    scenario_dict["costs"]["driver_chunk_step_s"] = {"lockstep": 0.25, "dynamic": 0.5}
+    prof = Profile.from_dict(scenario_dict)
+    for stages in (1, 2):
+        plan = published_plan(prof, mode, 8, None if mode == "colocated" else "1:1", pipeline_stage_num=stages)
+        fast, ref = simulate(plan, prof), simulate(plan, prof, collapse=False)
+        assert fast.throughput_env_steps_per_s == pytest.approx(ref.throughput_env_steps_per_s, rel=1e-12)
+        assert fast.counts == ref.counts
+        assert fast.stage_time_s == pytest.approx(ref.stage_time_s, rel=1e-12)

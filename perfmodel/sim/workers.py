@@ -328,6 +328,7 @@ class EnvWorker:
         same additions in the same order (so the same floats), without the span arguments."""
         busy, cores = self.rec.busy, self.group_cores
         reset, infer, step = self.dur.env_reset(n), self.dur.infer(n), self.dur.env_chunk(n, True)
+        driver = self.costs.driver_chunk_s()
         if reset > 0:
             end = t + reset
             busy["env_reset"].append((t, end, cores))
@@ -341,6 +342,7 @@ class EnvWorker:
                 end = t + step
                 add_step((t, end, cores))
                 t = end
+            t += driver
         return t
 
     def _epoch_as_block(self, n: int, lane: str) -> Gen:
@@ -416,7 +418,8 @@ def record_rollout(costs: StageCosts, dur: Durations, n: int, groups: int, dynam
     w = costs.plan.workload
     infer = {j * n: dur.infer(j * n) for j in range(1, groups + 1)}
     key = (n, groups, dynamic, b_max, t_max, w.rollout_epoch, w.chunk_steps_per_epoch, costs.cores_per_worker,
-           costs.env_cores_used(n), dur.env_reset(n), dur.env_chunk(n, not dynamic), tuple(sorted(infer.items())))
+           costs.env_cores_used(n), dur.env_reset(n), dur.env_chunk(n, not dynamic), tuple(sorted(infer.items())),
+           costs.driver_chunk_s())
     hit = _RECORDINGS.get(key)
     if hit is not None:
         _RECORDINGS.move_to_end(key)
