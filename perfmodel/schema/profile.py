@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.schema.errors import ConfigError
-from perfmodel.schema.jsonio import Fields, check_float, load_json, write_json_atomic
+from perfmodel.schema.jsonio import Fields, check_float, check_list, load_json, write_json_atomic
 
 SCHEMA_VERSION = 1
 CURVE_MODELS = ("linear", "table")
@@ -97,12 +97,12 @@ class Curve:
         err = f.any("fit_error_pct", None)
         f.done()
         points: list[tuple[float, float]] = []
-        for i, p in enumerate(_list(raw_points, f.sub("points"))):
+        for i, p in enumerate(check_list(f.sub("points"), raw_points)):
             if not isinstance(p, (list, tuple)) or len(p) != 2:
                 raise ConfigError(f"{path}.points[{i}]", "must be a pair [x, seconds]")
             points.append((check_float(f"{path}.points[{i}][0]", p[0]), check_float(f"{path}.points[{i}][1]", p[1])))
         samples: list[tuple[float, tuple[float, ...]]] = []
-        for i, s in enumerate(_list(raw_samples, f.sub("samples"))):
+        for i, s in enumerate(check_list(f.sub("samples"), raw_samples)):
             if not isinstance(s, (list, tuple)) or len(s) != 2 or not isinstance(s[1], list):
                 raise ConfigError(f"{path}.samples[{i}]", "must be [x, [seconds, ...]]")
             ys = tuple(check_float(f"{path}.samples[{i}][1][{j}]", y) for j, y in enumerate(s[1]))
@@ -135,12 +135,6 @@ class Curve:
         if self.fit_error_pct is not None:
             d["fit_error_pct"] = self.fit_error_pct
         return d
-
-
-def _list(v: Any, path: str) -> list:
-    if not isinstance(v, list):
-        raise ConfigError(path, f"must be a list, got {type(v).__name__}")
-    return v
 
 
 @dataclass(frozen=True)
