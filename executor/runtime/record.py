@@ -247,8 +247,12 @@ def env_cpu_diagnostics(plan: Plan, ctx: Any, rec: Recorder, profile: Any) -> di
         d = {"cpu_s": cpu, "core_wall_s": core_wall, f"cpu_s_per_{unit}": cpu / work if work else None,
              f"core_wall_s_per_{unit}": core_wall / work if work else None,
              "cpu_share": cpu / core_wall if core_wall else None}
-        if profile is not None:
-            d["profile_s"] = profile.costs.env_reset_s if stage == "env_reset" else profile.costs.env_step_core_s
+        if profile is not None:  # the profile's CPU seconds at the plan's envs per core
+            from perfmodel.costs import StageCosts
+
+            kind = "reset" if stage == "env_reset" else ("step_free" if plan.mechanisms.dynamic_batching
+                                                         else "step_lockstep")
+            d["profile_s"] = StageCosts(plan, profile).env_cost(kind)[0]
         out[stage] = d
     return out
 
