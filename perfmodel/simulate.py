@@ -12,7 +12,7 @@ import simpy
 from perfmodel.bound import bound
 from perfmodel.costs import StageCosts
 from perfmodel.schema.errors import ConfigError
-from perfmodel.schema.metrics import run_counts, staleness, window_metrics
+from perfmodel.schema.metrics import plan_fields, run_counts, staleness, window_metrics
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Profile
 from perfmodel.schema.timeline import Recorder
@@ -148,7 +148,8 @@ def predict(plan: Plan, profile: Profile, *, replications: int = 1, seed: int = 
         for r in range(replications)
     ]
     first = runs[0]
-    b = bound(StageCosts(plan, profile))
+    costs = StageCosts(plan, profile)
+    b = bound(costs)
     thr = [r.throughput_env_steps_per_s for r in runs]
     its = [r.iteration_time_s for r in runs]
     mean, lo, hi = _interval(thr)
@@ -157,12 +158,7 @@ def predict(plan: Plan, profile: Profile, *, replications: int = 1, seed: int = 
         "mode": plan.mode,
         "backbone": profile.backbone,
         "profile": profile.name,
-        "gpus": plan.cluster.gpus,
-        "allocation_ratio": plan.allocation_ratio,
-        "rollout_gpus": plan.rollout_gpus,
-        "actor_gpus": plan.actor_gpus,
-        "pipeline_stage_num": plan.pipeline_stage_num,
-        "total_num_envs": plan.workload.total_num_envs,
+        **plan_fields(plan),
         "throughput_env_steps_per_s": mean,
         "iteration_time_s": it_mean,
         "bound_env_steps_per_s": b.throughput_env_steps_per_s,
@@ -172,6 +168,8 @@ def predict(plan: Plan, profile: Profile, *, replications: int = 1, seed: int = 
         "staleness": first.staleness,
         "counts": first.counts,
         "replications": replications,
+        # what the costs are not measured for (env costs at another envs per core): never silent
+        "warnings": costs.warnings,
     }
     if interval:
         out.update(_prediction_interval(plan, profile, first.throughput_env_steps_per_s, mean,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from perfmodel.schema.metrics import measured_window, run_counts, staleness, window_metrics
+from perfmodel.schema.metrics import measured_window, plan_fields, run_counts, staleness, window_metrics
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.timeline import Recorder
 
@@ -79,3 +79,9 @@ def test_run_counts_names_every_count():
     assert list(c) == ["iterations", "warmup_iterations", "env_steps", "samples", "optimizer_steps",
                        "micro_batches", "weight_versions", "inference_calls"]
     assert c["warmup_iterations"] == 1 and c["env_steps"] == 60
+
+
+def test_plan_fields_state_the_split():
+    assert plan_fields(plan("disaggregated")) == {"gpus": 2, "allocation_ratio": "1:1", "rollout_gpus": 1,
+                                                  "actor_gpus": 1, "pipeline_stage_num": 1, "total_num_envs": 2}
+    assert plan_fields(plan("colocated"))["rollout_gpus"] == plan_fields(plan("colocated"))["actor_gpus"] == 2

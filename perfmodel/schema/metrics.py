@@ -30,6 +30,13 @@ class WindowMetrics:
     utilization: dict[str, dict[str, float]]
 
 
+def plan_fields(plan: Plan) -> dict[str, Any]:
+    """The plan's size and split, as every prediction and run record states them."""
+    return {"gpus": plan.cluster.gpus, "allocation_ratio": plan.allocation_ratio, "rollout_gpus": plan.rollout_gpus,
+            "actor_gpus": plan.actor_gpus, "pipeline_stage_num": plan.pipeline_stage_num,
+            "total_num_envs": plan.workload.total_num_envs}
+
+
 def measured_window(iteration_done: list[float], warmup: int) -> tuple[float, float] | None:
     """[t0, t1]: from the end of the last warm-up iteration's training (0 without warm-up) to
     the end of the last iteration's; None when fewer than warmup + 1 iterations completed."""
