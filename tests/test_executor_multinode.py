@@ -12,7 +12,7 @@ import json
 import pytest
 
 from perfmodel.schema.plan import Plan
-from tests.test_executor_run import check_record, cli, tiny_plan, write_plan
+from tests.test_executor_run import check_record, cli, output_lines, tiny_plan, write_plan
 
 pytestmark = pytest.mark.slow
 
@@ -74,7 +74,7 @@ def test_a_plan_node_no_ray_node_holds_is_refused_in_one_line(cluster, tmp_path)
     r = cli(["run", write_plan(tmp_path, tiny_plan("disaggregated")), "--out", str(out), "--no-progress",
              "--address", c.address])
     assert r.exit_code == 2, r.output
-    lines = [x for x in r.output.splitlines() if x.strip()]
+    lines = output_lines(r.output)
     assert len(lines) == 1 and lines[0].startswith("error: plan.cluster.gpus_per_node: 1 node(s) of 2 device "
                                                    "slots do not fit"), r.output
     assert "nodes have 1, 1, 0 CPU" in lines[0], r.output
@@ -115,7 +115,7 @@ def test_killing_a_node_mid_run_names_it_in_one_line(cluster, tmp_path):
         session.execute_session = real
     assert killed, r.output
     assert r.exit_code == 1, r.output
-    lines = [x for x in r.output.splitlines() if x.strip()]
+    lines = output_lines(r.output)
     assert len(lines) == 1 and lines[0].startswith("error: run: a Ray actor died"), r.output
     assert "trainer_rank_0" in lines[0] and killed["id"][:12] in lines[0], r.output
     record = json.loads((out / "record.json").read_text())
