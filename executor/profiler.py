@@ -216,7 +216,11 @@ def measure_envs(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any]:
         bar.update(1)
         bar.set_description("env reset")
         worker.reset()  # warm-up: every env, in parallel
-        resets = [float(worker.reset(ids=[0])["reset_s"][0]) for _ in range(cfg.reset_repeats)]  # env 0 alone
+        # env 0 alone; CPU seconds as for steps (a reset is as CPU-bound: not counting preemption),
+        # the wall seconds kept beside them
+        alone_resets = [worker.reset(ids=[0]) for _ in range(cfg.reset_repeats)]
+        resets = [float(r["reset_cpu_s"][0]) for r in alone_resets]
+        reset_walls = [float(r["reset_s"][0]) for r in alone_resets]
         bar.update(1)
         chunk_walls: dict[int, list[float]] = {}
         step_wall: dict[int, list[float]] = {}
@@ -286,6 +290,7 @@ def measure_envs(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any]:
             "env_step_wall_s_per_count": {str(n): [statistics.fmean(v), cv(v)] for n, v in step_wall.items()},
             "env_step_cpu_s_per_count": {str(n): [statistics.fmean(v), cv(v)] for n, v in step_cpu.items()},
             "env_reset_samples_s": resets,
+            "env_reset_wall_samples_s": reset_walls,
             "env_create_s": create_s,
             "env_create_wall_s_all_parallel": create_wall,
             "env_rss_gb": [r / 1e9 for r in rss],
@@ -367,6 +372,11 @@ def measure_driver(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any] | None
     or the other profile's, and the model charges nothing without one)."""
     if cfg.driver_chunk_steps <= 0 or cfg.env_profile:
         return None
+    if cfg.device.startswith("cuda"):
+        import torch
+
+        if torch.cuda.device_count() < 2:  # the runs put the rollout and the actor on two slots
+            return None
     from executor.learner import LearnerConfig
     from executor.runtime.modes import RunOptions
     from executor.runtime.record import driver_cost
@@ -668,7 +678,8 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
                         "process: equals wall time on an idle core); efficiency = that / CPU seconds per "
                         "step with every core busy",
             "env_reset": "reset() with hard reset (scene rebuild) + init state of the suite + 15 zero-action "
-                         "settle steps, one env alone",
+                         "settle steps, one env alone; CPU seconds of the env process (wall seconds in "
+                         "extra.env_reset_wall_samples_s)",
             "env_memory": "RSS of one env process after stepping (renderer included)",
             **({"env_costs": f"envs run on CPU workers: env costs copied from {cfg.env_profile} "
                              f"(measured on its own machine), not measured in this run"} if cfg.env_profile else {}),

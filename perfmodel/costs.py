@@ -41,7 +41,7 @@ class StageCosts:
         pipeline stages share them), at least one (an env never has more than a core)."""
         return max(1.0, self.plan.envs_per_worker / self.cores_per_worker)
 
-    def _env_cost(self, kind: str) -> tuple[float, float]:
+    def env_cost(self, kind: str) -> tuple[float, float]:
         """(CPU seconds of one env's step or reset, multi-core efficiency) at the plan's envs per
         core: the profile's measured curve at that density (contention is in it: efficiency 1),
         else its scalar (one env alone on a core) with ``env_core_efficiency``."""
@@ -90,11 +90,11 @@ class StageCosts:
             # step-time spread (perfmodel.variability; 1.0 without variability).
             barrier *= lockstep_barrier_factor(n_envs, self.cores_per_worker, k,
                                                self.profile.variability.env_step_cv)
-        step, eff = self._env_cost("step_lockstep" if lockstep else "step_free")
+        step, eff = self.env_cost("step_lockstep" if lockstep else "step_free")
         return self._cpu_time(n_envs, k * step, eff) * barrier
 
     def env_reset_s(self, n_envs: int) -> float:
-        reset, eff = self._env_cost("reset")
+        reset, eff = self.env_cost("reset")
         return self._cpu_time(n_envs, reset, eff)
 
     def driver_chunk_s(self) -> float:

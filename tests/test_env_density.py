@@ -170,3 +170,17 @@ def test_load_warning_rule():
     w = load_warning(3.2, 2)
     assert "3.20 on 2 cores" in w
     assert load_warning(3.2, 16) is None
+
+
+def test_record_compares_env_cpu_with_the_curve_at_the_plans_density(scenario_dict):
+    from types import SimpleNamespace
+
+    from executor.runtime.record import env_cpu_diagnostics
+    from perfmodel.schema.timeline import Recorder
+
+    prof = _measured(scenario_dict)
+    plan = published_plan(prof, "disaggregated", 2, "1:1")  # 8 envs per core
+    ctx = SimpleNamespace(env_cpu={"env_reset": [16.0, 0.0, 16], "env_step": [2.4, 0.0, 16]})
+    d = env_cpu_diagnostics(plan, ctx, Recorder(keep_spans=True), prof)
+    assert d["env_reset"]["profile_s"] == 1.0 and d["env_step"]["profile_s"] == 0.15
+    assert d["env_step"]["cpu_s_per_env_step"] == pytest.approx(0.15)
