@@ -21,6 +21,7 @@ from analysis.styles import CHOSEN_COLOR, mode_order
 from perfmodel.cliutil import fmt_number
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.jsonio import write_atomic
+from perfmodel.schema.metrics import error_pct
 
 # The report's figures, in order: (id, caption). The browser test checks each one it expects.
 FIGURES = (
@@ -107,7 +108,7 @@ def comparison_points(inp: Inputs) -> list[dict[str, Any]]:
         pts.append({"label": _label(path, rec), "path": path, "mode": rec.get("mode"), "measured": measured,
                     "measured_ci95": rec.get("throughput_ci95"), "predicted": pred, "predicted_ci95": ci,
                     "prediction_source": source,
-                    "error_pct": (100 * (pred / measured - 1) if pred and measured else None)})
+                    "error_pct": error_pct(pred, measured)})
     return pts
 
 

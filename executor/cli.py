@@ -14,6 +14,7 @@ import click
 
 from perfmodel.cliutil import fmt_number, run_click
 from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.metrics import error_pct
 
 
 def _sizes(field: str, text: str, kind=int) -> tuple:
@@ -178,9 +179,8 @@ def comparison_table(record: dict) -> str:
                      fmt_number(v["error_pct"], "+.1f", " %")))
     d = record.get("driver_chunk_step")
     if d and d["measured_s"] is not None:
-        err = 100 * (d["predicted_s"] / d["measured_s"] - 1) if d["measured_s"] > 0 else None
         rows.append(("driver (s/chunk step)", fmt_number(d["predicted_s"], ".3f"), fmt_number(d["measured_s"], ".3f"),
-                     fmt_number(err, "+.1f", " %")))
+                     fmt_number(error_pct(d["predicted_s"], d["measured_s"]), "+.1f", " %")))
     width = max(len(r[0]) for r in rows)
     lines = [f"{r[0]:<{width}}  {r[1]:>10}  {r[2]:>10}  {r[3]:>9}" for r in rows]
     lines += [f"warning: {w}" for w in (record.get("prediction") or {}).get("warnings", [])]

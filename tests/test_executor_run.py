@@ -47,6 +47,12 @@ def cli(args):
     return run_main(*args, module="executor.cli", limit_s=3600)  # a Ray run under load takes minutes
 
 
+def output_lines(text: str) -> list[str]:
+    """What a run printed, less the busy-machine warning (``preflight.load_warning``, printed
+    before a run when the load average is high: CI's load decides whether it comes)."""
+    return [x for x in text.splitlines() if x.strip() and not x.startswith("warning: machine already loaded")]
+
+
 # ---------------------------------------------------------------------------------------------
 # Bad plans: refused with one line before anything starts
 

@@ -16,7 +16,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from perfmodel.schema.metrics import measured_window, plan_fields, run_counts, staleness, window_metrics
+from perfmodel.schema.metrics import error_pct, measured_window, plan_fields, run_counts, staleness, window_metrics
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.timeline import STAGES, Recorder
 
@@ -71,22 +71,17 @@ def measured_fields(plan: Plan, rec: Recorder, iteration_done: list[float], warm
 def compare(record: dict[str, Any], prediction: dict[str, Any]) -> dict[str, Any]:
     """Predicted vs measured: throughput error and per-stage times, error = prediction /
     measurement - 1 in percent (docs/metrics.md; positive: the model predicted more)."""
-    def err(meas, pred):
-        if meas is None or pred is None or meas == 0:
-            return None
-        return 100.0 * (pred / meas - 1.0)
-
     thr_m, thr_p = record["throughput_env_steps_per_s"], prediction["throughput_env_steps_per_s"]
     stages = {}
     for s in STAGES:
         p = (prediction.get("stage_time_s") or {}).get(s, 0.0)
         m = (record.get("stage_time_s") or {}).get(s)
         if p or m:
-            stages[s] = {"predicted_s": p, "measured_s": m, "error_pct": err(m, p)}
+            stages[s] = {"predicted_s": p, "measured_s": m, "error_pct": error_pct(p, m)}
     return {"predicted_throughput_env_steps_per_s": thr_p,
             "predicted_iteration_time_s": prediction["iteration_time_s"],
-            "error_pct": err(thr_m, thr_p),
-            "iteration_time_error_pct": err(record["iteration_time_s"], prediction["iteration_time_s"]),
+            "error_pct": error_pct(thr_p, thr_m),
+            "iteration_time_error_pct": error_pct(prediction["iteration_time_s"], record["iteration_time_s"]),
             "stages": stages}
 
 
@@ -229,7 +224,7 @@ def diagnosis_at_cpu_share(record: dict[str, Any], plan: Plan, profile: Any, ite
     meas = record["throughput_env_steps_per_s"]
     return {"cpu_share": share, "predicted_throughput_env_steps_per_s": thr,
             "predicted_iteration_time_s": pred["iteration_time_s"],
-            "error_pct": 100.0 * (thr / meas - 1.0) if meas else None,
+            "error_pct": error_pct(thr, meas),
             "note": "diagnosis, not a prediction: the plan predicted with every env step and reset "
                     "cost divided by the CPU share the env processes got in this run"}
 

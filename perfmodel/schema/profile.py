@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.schema.errors import ConfigError
-from perfmodel.schema.jsonio import Fields, check_float, load_json, write_json_atomic
+from perfmodel.schema.jsonio import Fields, check_float, check_list, load_json, write_json_atomic
 
 SCHEMA_VERSION = 1
 CURVE_MODELS = ("linear", "table")
@@ -100,17 +100,8 @@ class Curve:
         raw_samples = f.any("samples", [])
         err = f.any("fit_error_pct", None)
         f.done()
-        points: list[tuple[float, float]] = []
-        for i, p in enumerate(_list(raw_points, f.sub("points"))):
-            if not isinstance(p, (list, tuple)) or len(p) != 2:
-                raise ConfigError(f"{path}.points[{i}]", "must be a pair [x, seconds]")
-            points.append((check_float(f"{path}.points[{i}][0]", p[0]), check_float(f"{path}.points[{i}][1]", p[1])))
-        samples: list[tuple[float, tuple[float, ...]]] = []
-        for i, s in enumerate(_list(raw_samples, f.sub("samples"))):
-            if not isinstance(s, (list, tuple)) or len(s) != 2 or not isinstance(s[1], list):
-                raise ConfigError(f"{path}.samples[{i}]", "must be [x, [seconds, ...]]")
-            ys = tuple(check_float(f"{path}.samples[{i}][1][{j}]", y) for j, y in enumerate(s[1]))
-            samples.append((check_float(f"{path}.samples[{i}][0]", s[0]), ys))
+        points = _points(raw_points, f.sub("points"), "x")
+        samples = _samples(raw_samples, f.sub("samples"), "x")
         if model == "table":
             if not points:
                 raise ConfigError(f"{path}.points", "a table curve needs at least one [x, seconds] point")
@@ -139,6 +130,28 @@ class Curve:
         if self.fit_error_pct is not None:
             d["fit_error_pct"] = self.fit_error_pct
         return d
+
+
+def _points(raw: Any, path: str, x: str, positive: bool = False) -> list[tuple[float, float]]:
+    """A curve's measured points: ``[[x, seconds], ...]`` (both > 0 when ``positive``, else >= 0)."""
+    points = []
+    for i, p in enumerate(check_list(path, raw)):
+        if not isinstance(p, (list, tuple)) or len(p) != 2:
+            raise ConfigError(f"{path}[{i}]", f"must be a pair [{x}, seconds]")
+        points.append((check_float(f"{path}[{i}][0]", p[0], strict_min=positive),
+                       check_float(f"{path}[{i}][1]", p[1], strict_min=positive)))
+    return points
+
+
+def _samples(raw: Any, path: str, x: str) -> list[tuple[float, tuple[float, ...]]]:
+    """A curve's raw measurements: ``[[x, [seconds, ...]], ...]``."""
+    samples = []
+    for i, s in enumerate(check_list(path, raw)):
+        if not isinstance(s, (list, tuple)) or len(s) != 2 or not isinstance(s[1], list):
+            raise ConfigError(f"{path}[{i}]", f"must be [{x}, [seconds, ...]]")
+        ys = tuple(check_float(f"{path}[{i}][1][{j}]", y) for j, y in enumerate(s[1]))
+        samples.append((check_float(f"{path}[{i}][0]", s[0]), ys))
+    return samples
 
 
 @dataclass(frozen=True)
@@ -183,23 +196,12 @@ class EnvDensityCurve:
         raw_points = f.any("points")
         raw_samples = f.any("samples", [])
         f.done()
-        points: list[tuple[float, float]] = []
-        for i, p in enumerate(_list(raw_points, f.sub("points"))):
-            if not isinstance(p, (list, tuple)) or len(p) != 2:
-                raise ConfigError(f"{path}.points[{i}]", "must be a pair [envs per core, seconds]")
-            points.append((check_float(f"{path}.points[{i}][0]", p[0], min=0.0, strict_min=True),
-                           check_float(f"{path}.points[{i}][1]", p[1], min=0.0, strict_min=True)))
+        points = _points(raw_points, f.sub("points"), "envs per core", positive=True)
         if not points:
             raise ConfigError(f"{path}.points", "needs at least one [envs per core, seconds] point")
         if sorted(points) != points or len({p[0] for p in points}) != len(points):
             raise ConfigError(f"{path}.points", "envs per core must be strictly increasing")
-        samples: list[tuple[float, tuple[float, ...]]] = []
-        for i, s in enumerate(_list(raw_samples, f.sub("samples"))):
-            if not isinstance(s, (list, tuple)) or len(s) != 2 or not isinstance(s[1], list):
-                raise ConfigError(f"{path}.samples[{i}]", "must be [envs per core, [seconds, ...]]")
-            ys = tuple(check_float(f"{path}.samples[{i}][1][{j}]", y) for j, y in enumerate(s[1]))
-            samples.append((check_float(f"{path}.samples[{i}][0]", s[0]), ys))
-        return cls(tuple(points), tuple(samples))
+        return cls(tuple(points), tuple(_samples(raw_samples, f.sub("samples"), "envs per core")))
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"points": [list(p) for p in self.points]}
@@ -216,12 +218,6 @@ def _env_density(obj: Any, path: str) -> dict[str, EnvDensityCurve]:
             raise ConfigError(f"{path}.{kind}", f"unknown env cost curve; allowed: {', '.join(ENV_DENSITY_KINDS)}")
         out[kind] = EnvDensityCurve.from_dict(raw, f"{path}.{kind}")
     return out
-
-
-def _list(v: Any, path: str) -> list:
-    if not isinstance(v, list):
-        raise ConfigError(path, f"must be a list, got {type(v).__name__}")
-    return v
 
 
 @dataclass(frozen=True)
