@@ -4,7 +4,7 @@ of starting Ray and failing later.
 Memory: a run holds its env processes, one Ray worker per actor (env worker, generator, trainer
 rank), Ray's own processes and the driver. Numbers measured on this project's 2-core CPU box
 (ray 2.60, torch 2.13 CPU, tiny policies), RSS:
-- a rendered LIBERO env process: 1.92 GB (``profiles/pi05_tiny_cpu.json`` ``env_memory_gb``,
+- a rendered LIBERO env process: 1.92 to 2.02 GB (``profiles/pi05_tiny_cpu.json`` ``env_memory_gb``,
   measured by ``executor profile``); 2.0 GB when no profile says;
 - Ray's head processes (gcs_server, raylet, dashboard, agents, log monitor, two idle workers):
   0.61 GB; counted as ``RAY_BASE_GB``;
