@@ -18,6 +18,7 @@ from analysis import decision as dec
 from analysis import figures, interactive
 from analysis.inputs import Inputs, load_inputs  # noqa: F401 - load_inputs re-exported for callers
 from analysis.styles import CHOSEN_COLOR, mode_order
+from perfmodel.cliutil import fmt_number
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.jsonio import write_atomic
 
@@ -348,7 +349,7 @@ def tables(inp: Inputs, b: Built) -> list[tuple[str, list[str], list[list[str]],
         s = doc["summary"]
         rows = [[num(e["gpus"]), e["mode"], e["allocation_ratio"] or "-", num(e["throughput_env_steps_per_s"]),
                  f"{e['scaling_efficiency']:.2f}",
-                 "-" if e.get("gain_over_colocated_pct") is None else f"{e['gain_over_colocated_pct']:+.1f}%",
+                 fmt_number(e.get("gain_over_colocated_pct"), "+.1f", "%"),
                  num(e["env_steps_per_gpu_hour"]), num(e.get("env_steps_per_dollar")), e["bottleneck"],
                  "yes" if b.calibrated and not (min(b.calibrated) <= e["gpus"] <= max(b.calibrated)) else "no"]
                 for e in sorted(s["best_per_mode"], key=lambda e: (e["gpus"], mode_order(e["mode"])))]
@@ -364,7 +365,7 @@ def tables(inp: Inputs, b: Built) -> list[tuple[str, list[str], list[list[str]],
         out.append(("Run records: predicted vs measured",
                     ["run", "file", "measured env steps/s", "predicted", "error", "prediction from"],
                     [[p["label"], p["path"], num(p["measured"]), num(p["predicted"]),
-                      "-" if p["error_pct"] is None else f"{p['error_pct']:+.1f}%", p["prediction_source"]]
+                      fmt_number(p["error_pct"], "+.1f", "%"), p["prediction_source"]]
                      for p in b.comparison],
                     "error = prediction / measurement - 1 (the one definition used everywhere; computed here "
                     "from the two throughputs)."))

@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from perfmodel.cliutil import fmt_number
+
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ("colocated", "disaggregated", "train_async", "rollout_async", "streamer")
 
@@ -46,7 +48,7 @@ def share(r: dict) -> str:
     below 1, other processes on the machine took the env cores."""
     e = r.get("env_cpu") or {}
     vals = [(e.get(s) or {}).get("cpu_share") for s in ("env_reset", "env_step")]
-    return "/".join("-" if v is None else f"{v:.2f}" for v in vals)
+    return "/".join(fmt_number(v) for v in vals)
 
 
 def find_plans(specs: list[str]) -> list[str]:

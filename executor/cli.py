@@ -1,7 +1,8 @@
 """``executor``: run the real components. ``executor profile`` measures a profile.
 
 Bad input (unknown suite or backbone, non-positive sizes, a device that is not there, a missing
-option) prints one line ``error: <field>: <message>`` to stderr and exits with code 2.
+option) prints one line ``error: <field>: <message>`` to stderr and exits with code 2; every
+vlaperf CLI ends through ``perfmodel.cliutil.run_click`` (exit codes there).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import sys
 
 import click
 
+from perfmodel.cliutil import fmt_number, run_click
 from perfmodel.schema.errors import ConfigError
 
 
@@ -29,35 +31,12 @@ def _positive(field: str, v: int) -> int:
     return v
 
 
-class _Group(click.Group):
-    """Turn every usage error and ConfigError into one line and exit code 2."""
-
-    def main(self, args=None, prog_name=None, **kw):  # type: ignore[override]
-        try:
-            rv = super().main(args=args, prog_name=prog_name or "executor", standalone_mode=False, **kw)
-        except ConfigError as e:
-            click.echo(f"error: {e.field}: {e.message}", err=True)
-            sys.exit(2)
-        except click.UsageError as e:
-            if type(e).__name__ == "NoArgsIsHelpError" and e.ctx is not None:
-                click.echo(e.ctx.get_help(), err=True)
-                sys.exit(2)
-            param = getattr(e, "param", None)
-            field = (param.opts[0].lstrip("-") if param is not None and getattr(param, "opts", None) else "usage")
-            click.echo(f"error: {field}: {e.format_message().splitlines()[0]}", err=True)
-            sys.exit(2)
-        except click.exceptions.Abort:
-            click.echo("error: aborted", err=True)
-            sys.exit(130)
-        sys.exit(rv if isinstance(rv, int) else 0)
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-def main() -> None:
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
     """Real LIBERO env workers, pi0.5 / GR00T N1.5 stand-in policies, PPO/GRPO learner."""
 
 
-@main.command()
+@cli.command()
 @click.option("--backbone", default=None, help="pi05 or gr00t_n15 (not with --comm)")
 @click.option("--scale", default="tiny", show_default=True, help="tiny, small or full")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda[:N] or auto")
@@ -156,10 +135,6 @@ def _profile_comm(out, device, ranks, sizes, repeats, base_profile, address, ver
 # executor run: parse, check everything, run, print (executor/runtime/ does the work)
 
 
-def _fmt(v, spec: str = ".2f") -> str:
-    return "-" if v is None else format(v, spec)
-
-
 def summary(record: dict) -> str:
     c = record["counts"]
     lines = [
@@ -168,8 +143,8 @@ def summary(record: dict) -> str:
         f"gpus          {record['gpus']} slots, rollout {record['rollout_gpus']} : actor {record['actor_gpus']}"
         + (f" (ratio {record['allocation_ratio']})" if record["allocation_ratio"] else " (colocated)"),
         f"envs          {record['total_num_envs']} ({record['pipeline_stage_num']} pipeline stage(s))",
-        f"throughput    {_fmt(record['throughput_env_steps_per_s'])} env steps/s (measured)",
-        f"iteration     {_fmt(record['iteration_time_s'])} s",
+        f"throughput    {fmt_number(record['throughput_env_steps_per_s'])} env steps/s (measured)",
+        f"iteration     {fmt_number(record['iteration_time_s'])} s",
         f"counts        env_steps {c['env_steps']} (expected {record['expected_counts']['env_steps']}: "
         f"{'ok' if record['env_steps_match'] else 'MISMATCH'}), samples {c['samples']}, optimizer_steps "
         f"{c['optimizer_steps']}, weight_versions {c['weight_versions']}, inference_calls {c['inference_calls']}",
@@ -190,13 +165,13 @@ def summary(record: dict) -> str:
 
 def comparison_table(record: dict) -> str:
     rows = [("", "predicted", "measured", "error"),
-            ("throughput (env steps/s)", _fmt(record["predicted_throughput_env_steps_per_s"]),
-             _fmt(record["throughput_env_steps_per_s"]), _fmt(record["error_pct"], "+.1f") + " %"),
-            ("iteration time (s)", _fmt(record["predicted_iteration_time_s"]), _fmt(record["iteration_time_s"]),
-             _fmt(record["iteration_time_error_pct"], "+.1f") + " %")]
+            ("throughput (env steps/s)", fmt_number(record["predicted_throughput_env_steps_per_s"]),
+             fmt_number(record["throughput_env_steps_per_s"]), fmt_number(record["error_pct"], "+.1f", " %")),
+            ("iteration time (s)", fmt_number(record["predicted_iteration_time_s"]),
+             fmt_number(record["iteration_time_s"]), fmt_number(record["iteration_time_error_pct"], "+.1f", " %"))]
     for s, v in record["stages"].items():
-        rows.append((f"{s} (s/iter/unit)", _fmt(v["predicted_s"], ".3f"), _fmt(v["measured_s"], ".3f"),
-                     (_fmt(v["error_pct"], "+.1f") + " %") if v["error_pct"] is not None else "-"))
+        rows.append((f"{s} (s/iter/unit)", fmt_number(v["predicted_s"], ".3f"), fmt_number(v["measured_s"], ".3f"),
+                     fmt_number(v["error_pct"], "+.1f", " %")))
     width = max(len(r[0]) for r in rows)
     return "\n".join(f"{r[0]:<{width}}  {r[1]:>10}  {r[2]:>10}  {r[3]:>9}" for r in rows)
 
@@ -213,7 +188,7 @@ def _parse_fault(text):
         raise ConfigError("inject-env-fault", f"must look like ITERATION:ENV_WORKER (e.g. 1:0), got {text!r}") from None
 
 
-@main.command("run")
+@cli.command("run")
 @click.argument("plan_arg", metavar="PLAN", required=False)
 @click.option("--plan", "plan_opt", default=None, help="plan JSON (or give it as the argument)")
 @click.option("--out", default=None,
@@ -318,7 +293,11 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
 # --rlinf-config on executor run: perfmodel's RLinf import hands the command its plan (issue 10).
 from perfmodel.rlinf.hook import add_rlinf_config_option  # noqa: E402
 
-add_rlinf_config_option(main.commands["run"])
+add_rlinf_config_option(cli.commands["run"])
+
+
+def main(argv: list[str] | None = None) -> None:
+    run_click(cli, "executor", argv)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import shlex
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -21,11 +21,8 @@ import numpy as np
 
 from perfmodel.backbones import get_backbone
 from perfmodel.schema.errors import ConfigError
-from perfmodel.schema.plan import Workload
+from perfmodel.schema.plan import PUBLISHED_GPUS, PUBLISHED_WORKLOAD, Workload
 from perfmodel.schema.profile import Profile
-
-PUBLISHED_WORKLOAD = dict(total_num_envs=384, max_episode_steps=480, rollout_epoch=4, update_epoch=2,
-                          micro_batch_size=128, global_batch_size=1024, group_size=1, algorithm="ppo")
 
 
 @dataclass(frozen=True)
@@ -513,11 +510,11 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
     # capped by the largest env count measured per worker
     ram_cap = int(0.8 * ram / envs["env_memory_gb"]) // slots
     if on_gpu:  # the published setup; envs run on the CPU side of the node, RAM permitting
-        envs_per_gpu = PUBLISHED_WORKLOAD["total_num_envs"] // 8
+        envs_per_gpu = PUBLISHED_WORKLOAD.total_num_envs // PUBLISHED_GPUS
     else:
         envs_per_gpu = max(1, min(ram_cap, max(cfg.env_counts) // slots))
     if on_gpu:
-        wl = dict(PUBLISHED_WORKLOAD, num_action_chunks=chunk, total_num_envs=envs_per_gpu * 8)
+        wl = dict(asdict(PUBLISHED_WORKLOAD), num_action_chunks=chunk, total_num_envs=envs_per_gpu * PUBLISHED_GPUS)
     else:
         wl = dict(total_num_envs=envs_per_gpu * slots, max_episode_steps=4 * chunk, num_action_chunks=chunk,
                   rollout_epoch=1, update_epoch=1, micro_batch_size=4, global_batch_size=8, group_size=1,

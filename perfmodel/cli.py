@@ -9,7 +9,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import click
 
@@ -43,6 +43,21 @@ def _fail(field: str, message: str) -> None:
     raise ConfigError(field, message)
 
 
+def _one_of(field: str, value: str | None, allowed: Iterable[str]) -> None:
+    """``value``, when given, must be one of ``allowed``."""
+    allowed = tuple(allowed)
+    if value is not None and value not in allowed:
+        _fail(field, f"must be one of {', '.join(allowed)}; got {value!r}")
+
+
+def _backbone_or_profile(backbone: str | None, profile_path: str | None) -> str | None:
+    """``--backbone`` (a bundled one) or ``--profile``, not both: the one given."""
+    if backbone is not None and profile_path is not None:
+        _fail("--profile", "give either --backbone or --profile, not both")
+    _one_of("--backbone", backbone, BACKBONE_NAMES)
+    return profile_path or backbone
+
+
 def _check_backbone(backbone: str | None, profile, source: str) -> None:
     """``--backbone X`` with a profile of another backbone is a contradiction, not an override."""
     if backbone is not None and profile.backbone != backbone:
@@ -55,11 +70,9 @@ def load_rlinf_config(path: str, backbone: str | None, profile_path: str | None,
     """An RLinf config (``--rlinf-config``) as a plan; its warnings go to stderr, one a line."""
     from perfmodel.rlinf.importer import load_rlinf
 
-    if backbone is not None and profile_path is not None:
-        _fail("--profile", "give either --backbone or --profile, not both")
-    if mode is not None and mode not in MODES:
-        _fail("--mode", f"must be one of {', '.join(MODES)}; got {mode!r}")
-    im = load_rlinf(path, profile_ref=profile_path or backbone, gpu=gpu, mode=mode)
+    ref = _backbone_or_profile(backbone, profile_path)
+    _one_of("--mode", mode, MODES)
+    im = load_rlinf(path, profile_ref=ref, gpu=gpu, mode=mode)
     for w in im.warnings:
         click.echo(f"warning: {w}", err=True)
     return im
@@ -68,8 +81,7 @@ def load_rlinf_config(path: str, backbone: str | None, profile_path: str | None,
 def _check_gpu(gpu: str | None) -> None:
     from perfmodel.schema.hardware import GPU_NAMES
 
-    if gpu is not None and gpu not in GPU_NAMES:
-        _fail("--gpu", f"must be one of {', '.join(GPU_NAMES)}; got {gpu!r}")
+    _one_of("--gpu", gpu, GPU_NAMES)
 
 
 def resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, ratio: str | None,
@@ -110,10 +122,8 @@ def resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, ratio
         plan.check()
         return plan, profile
 
-    if backbone is not None and backbone not in BACKBONE_NAMES:
-        _fail("--backbone", f"must be one of {', '.join(BACKBONE_NAMES)}; got {backbone!r}")
-    if mode is not None and mode not in MODES:
-        _fail("--mode", f"must be one of {', '.join(MODES)}; got {mode!r}")
+    _one_of("--backbone", backbone, BACKBONE_NAMES)
+    _one_of("--mode", mode, MODES)
     if gpus is not None and not 1 <= gpus <= MAX_GPUS:
         _fail("--gpus", f"must be an integer in 1..{MAX_GPUS}, got {gpus}")
     base = Plan.load(plan_path) if plan_path else None
@@ -282,8 +292,7 @@ def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | No
     points = load_reference(reference)
     profiles = {}
     for b in sorted({p.backbone for p in points}):
-        if b not in BACKBONE_NAMES:
-            _fail("reference.backbone", f"must be one of {', '.join(BACKBONE_NAMES)}; got {b!r}")
+        _one_of("reference.backbone", b, BACKBONE_NAMES)
         if not cross:
             profiles[b] = load_profile(b)
     if max_evals is not None and (not cross or max_evals < 1):
@@ -348,8 +357,7 @@ def calibrate(reference: str, out_dir: str | None, max_evals: int, as_json: bool
         _fail("--max-evals", f"must be an integer in 1..100000, got {max_evals}")
     points = load_reference(reference)
     for b in {p.backbone for p in points}:
-        if b not in BACKBONE_NAMES:
-            _fail("reference.backbone", f"must be one of {', '.join(BACKBONE_NAMES)}; got {b!r}")
+        _one_of("reference.backbone", b, BACKBONE_NAMES)
     out = Path(out_dir) if out_dir else user_profile_dir()
     if out.exists() and not out.is_dir():
         _fail("--out-dir", f"must be a directory, {out} is a file")
@@ -439,13 +447,10 @@ def _cp_list(option: str, text: str | None, kind, allowed: str) -> tuple | None:
 def _cp_ref(backbone: str | None, profile_path: str | None) -> str:
     """What plans record as their profile: a bundled name, or the profile file as an absolute
     path (a relative one would later be read against the plan file's directory)."""
-    if backbone is not None and profile_path is not None:
-        _fail("--profile", "give either --backbone or --profile, not both")
-    if backbone is not None and backbone not in BACKBONE_NAMES:
-        _fail("--backbone", f"must be one of {', '.join(BACKBONE_NAMES)}; got {backbone!r}")
+    ref = _backbone_or_profile(backbone, profile_path) or "pi05"
     if profile_path is not None and Path(profile_path).exists():
         return str(Path(profile_path).resolve())
-    return profile_path or backbone or "pi05"
+    return ref
 
 
 def _portable_plan(plan_dict: dict[str, Any], out: str) -> dict[str, Any]:
@@ -462,11 +467,7 @@ def _portable_plan(plan_dict: dict[str, Any], out: str) -> dict[str, Any]:
 def _cp_profile(backbone: str | None, profile_path: str | None):
     from perfmodel.schema.profile import load_profile
 
-    if backbone is not None and profile_path is not None:
-        _fail("--profile", "give either --backbone or --profile, not both")
-    if backbone is not None and backbone not in BACKBONE_NAMES:
-        _fail("--backbone", f"must be one of {', '.join(BACKBONE_NAMES)}; got {backbone!r}")
-    ref = profile_path or backbone or "pi05"
+    ref = _backbone_or_profile(backbone, profile_path) or "pi05"
     return ref, load_profile(ref)
 
 
@@ -499,20 +500,28 @@ def _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages):
     return im.plan.profile, im.plan.to_dict(), stages, im
 
 
+# The sweep's list options: (SweepSpec field, option, element type, what is allowed).
+_CP_LISTS = (("modes", "--modes", None, f"modes ({', '.join(MODES)})"),
+             ("ratios", "--ratios", None, "R:A ratios (e.g. 1:1,3:1)"),
+             ("pipeline_stages", "--pipeline-stages", int, "integers >= 1"),
+             ("b_max", "--b-max", int, "integers >= 1 or null"),
+             ("t_max_s", "--t-max", float, "seconds >= 0"))
+
+
+def _cp_lists(modes, ratios, pipeline_stages, b_max, t_max) -> dict[str, tuple | None]:
+    """The sweep's list options parsed, by SweepSpec field (None: not given)."""
+    texts = (modes, ratios, pipeline_stages, b_max, t_max)
+    return {field: _cp_list(option, text, kind, allowed)
+            for (field, option, kind, allowed), text in zip(_CP_LISTS, texts)}
+
+
 def _cp_spec(profile_ref, modes, gpus, ratios, pipeline_stages, b_max, t_max, price, replications, seed,
              staleness, base_plan=None, gpu=None):
     from perfmodel.planning.sweep import SweepSpec
 
     kw: dict[str, Any] = {"profile_ref": profile_ref, "gpu_hour_price": price, "replications": replications,
                           "seed": seed, "max_staleness": staleness, "base_plan": base_plan, "gpu": gpu}
-    lists = {
-        "modes": _cp_list("--modes", modes, None, f"modes ({', '.join(MODES)})"),
-        "gpus": gpus,
-        "ratios": _cp_list("--ratios", ratios, None, "R:A ratios (e.g. 1:1,3:1)"),
-        "pipeline_stages": _cp_list("--pipeline-stages", pipeline_stages, int, "integers >= 1"),
-        "b_max": _cp_list("--b-max", b_max, int, "integers >= 1 or null"),
-        "t_max_s": _cp_list("--t-max", t_max, float, "seconds >= 0"),
-    }
+    lists = {**_cp_lists(modes, ratios, pipeline_stages, b_max, t_max), "gpus": gpus}
     kw.update({k: v for k, v in lists.items() if v is not None})
     spec = SweepSpec(**kw)
     spec.check()
@@ -596,16 +605,8 @@ def _cp_sweep_rows(sweep_path, backbone, profile_path, modes, ratios, pipeline_s
         if given(name) and swept != value:
             _fail(option, f"{value} contradicts --sweep {sweep_path}, swept with {key} {swept}; "
                           "leave it out or sweep again")
-    selection = {
-        "modes": _cp_list("--modes", modes, None, f"modes ({', '.join(MODES)})"),
-        "ratios": _cp_list("--ratios", ratios, None, "R:A ratios (e.g. 1:1,3:1)"),
-        "pipeline_stages": _cp_list("--pipeline-stages", pipeline_stages, int, "integers >= 1"),
-        "b_max": _cp_list("--b-max", b_max, int, "integers >= 1 or null"),
-        "t_max_s": _cp_list("--t-max", t_max, float, "seconds >= 0"),
-    }
-    options = {"modes": "--modes", "ratios": "--ratios", "pipeline_stages": "--pipeline-stages",
-               "b_max": "--b-max", "t_max_s": "--t-max"}
-    return select_rows(doc, selection, options)
+    selection = _cp_lists(modes, ratios, pipeline_stages, b_max, t_max)
+    return select_rows(doc, selection, {field: option for field, option, *_ in _CP_LISTS})
 
 
 @cli.command("sweep")

@@ -6,8 +6,8 @@ unexpected failure (still one line; the traceback only with ``--verbose`` anywhe
 command line or ``VLAPERF_TRACEBACK=1``), 130 interrupted. Bare ``perfmodel`` prints its help
 with exit 0.
 
-Also here: the progress-bar convention (``--no-progress``; bars only when stderr is a terminal)
-and ``version_option``.
+Also here: the progress-bar convention (``--no-progress``; bars only when stderr is a terminal),
+``version_option`` and ``fmt_number`` (``-`` for a missing number in every table).
 """
 
 from __future__ import annotations
@@ -149,6 +149,11 @@ class Choice(click.Choice):
     def convert(self, value: Any, param: Any, ctx: Any) -> Any:
         self._value = value
         return super().convert(value, param, ctx)
+
+
+def fmt_number(v: float | None, spec: str = ".2f", suffix: str = "") -> str:
+    """A number in a table or summary line: ``format(v, spec) + suffix``, or ``-`` when missing."""
+    return "-" if v is None else format(v, spec) + suffix
 
 
 def version_option() -> Callable:

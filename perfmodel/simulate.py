@@ -12,9 +12,10 @@ import simpy
 from perfmodel.bound import bound
 from perfmodel.costs import StageCosts
 from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.metrics import plan_fields, run_counts, staleness, window_metrics
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Profile
-from perfmodel.schema.timeline import STAGES, Recorder
+from perfmodel.schema.timeline import Recorder
 from perfmodel.sim.durations import Durations
 from perfmodel.sim.modes import DEFAULT_MAX_SIMULATED_WORKERS, wire
 
@@ -104,48 +105,19 @@ def simulate(plan: Plan, profile: Profile, *, iterations: int = DEFAULT_ITERATIO
     done = env.process(wiring.trainer.run(iterations))
     env.run(until=done)
 
-    ends = wiring.train_log.iteration_done
-    t0 = ends[warmup - 1] if warmup > 0 else 0.0
-    t1 = ends[-1]
-    measured = iterations - warmup
-    iteration_s = (t1 - t0) / measured
-    w = plan.workload
-    throughput = w.env_steps_per_iteration / iteration_s
-
-    span = t1 - t0
-    g_r, g_a = wiring.simulated_workers, plan.actor_gpus
-    env_cores = g_r * costs.cores_per_worker
-    units = {"env_reset": env_cores, "env_step": env_cores, "inference": g_r, "train": g_a,
-             "optimizer_step": g_a, "weight_sync": g_r,
-             "phase_switch": plan.cluster.gpus if plan.mechanisms.disaggregated else g_r}
-    busy = {s: rec.busy_time(s, t0, t1) for s in STAGES}
-    stage_util = {s: busy[s] / (span * units[s]) for s in STAGES}
-    # Per-unit busy seconds per iteration: what one GPU / one worker's cores spend on the stage.
-    stage_time = {s: busy[s] / units[s] / measured for s in STAGES}
-    if not plan.mechanisms.disaggregated:
-        resources = {"gpu": sum(stage_util[s] for s in ("inference", "train", "optimizer_step", "phase_switch"))}
-    else:
-        resources = {
-            "rollout_gpu": busy["inference"] / (span * g_r),
-            "actor_gpu": (busy["train"] + busy["optimizer_step"]) / (span * g_a),
-        }
-    resources["env_cpu"] = (busy["env_reset"] + busy["env_step"]) / (span * env_cores)
-
-    lags = [k - v for k, vs in wiring.rollout_log.behaviour_version.items() if k >= warmup for v in vs]
+    g_r = wiring.simulated_workers
+    m = window_metrics(plan, rec, wiring.train_log.iteration_done, warmup, env_workers=g_r)
+    assert m is not None  # the trainer ran every iteration
     counts = {
-        "iterations": iterations,
-        "warmup_iterations": warmup,
-        "env_steps": wiring.rollout_log.env_steps,
-        "samples": wiring.train_log.samples,
-        "optimizer_steps": wiring.train_log.optimizer_steps,
-        "micro_batches": wiring.train_log.micro_batches,
-        "weight_versions": wiring.weights.version,
-        "inference_calls": sum(s.calls for s in wiring.servers) * (plan.rollout_gpus // g_r),
+        **run_counts(iterations=iterations, warmup=warmup, env_steps=wiring.rollout_log.env_steps,
+                     samples=wiring.train_log.samples, optimizer_steps=wiring.train_log.optimizer_steps,
+                     micro_batches=wiring.train_log.micro_batches, weight_versions=wiring.weights.version,
+                     inference_calls=sum(s.calls for s in wiring.servers) * (plan.rollout_gpus // g_r)),
         "simulated_env_workers": g_r,
     }
-    staleness = {"mean": math.fsum(lags) / len(lags) if lags else 0.0, "max": float(max(lags)) if lags else 0.0}
-    return SimResult(plan, iteration_s, throughput, (t0, t1), measured, stage_time,
-                     {"stages": stage_util, "resources": resources}, counts, staleness, rec,
+    return SimResult(plan, m.iteration_time_s, m.throughput_env_steps_per_s, m.window, m.measured_iterations,
+                     m.stage_time_s, m.utilization, counts,
+                     staleness(wiring.rollout_log.behaviour_version, warmup), rec,
                      next(env._eid))  # SimPy's event id counter: events scheduled so far
 
 
@@ -185,12 +157,7 @@ def predict(plan: Plan, profile: Profile, *, replications: int = 1, seed: int = 
         "mode": plan.mode,
         "backbone": profile.backbone,
         "profile": profile.name,
-        "gpus": plan.cluster.gpus,
-        "allocation_ratio": plan.allocation_ratio,
-        "rollout_gpus": plan.rollout_gpus,
-        "actor_gpus": plan.actor_gpus,
-        "pipeline_stage_num": plan.pipeline_stage_num,
-        "total_num_envs": plan.workload.total_num_envs,
+        **plan_fields(plan),
         "throughput_env_steps_per_s": mean,
         "iteration_time_s": it_mean,
         "bound_env_steps_per_s": b.throughput_env_steps_per_s,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+import os
 import signal
 from dataclasses import dataclass
 
@@ -15,17 +16,39 @@ class Result:
     returncode: int
     stdout: str
     stderr: str
+    output: str = ""  # stdout and stderr interleaved, as a terminal shows them
+
+    @property
+    def exit_code(self) -> int:  # click.testing.Result's name for it
+        return self.returncode
+
+
+class _Tee(io.StringIO):
+    """A stream that also writes into ``both`` (the interleaved output)."""
+
+    def __init__(self, both: io.StringIO) -> None:
+        super().__init__()
+        self.both = both
+
+    def write(self, s: str) -> int:
+        self.both.write(s)
+        return super().write(s)
 
 
 class Hang(Exception):
     pass
 
 
-def run_main(*args: str, module: str = "perfmodel.cli", limit_s: int = 300) -> Result:
-    """``python -m <module> *args`` in-process. ``limit_s`` is a watchdog against hangs (a
-    command that has not ended by then raises ``Hang``), not a speed requirement."""
+def run_main(*args: str, module: str = "perfmodel.cli", limit_s: int = 300,
+             env: dict[str, str] | None = None) -> Result:
+    """``python -m <module> *args`` in-process, with ``env`` added to the environment meanwhile.
+    ``limit_s`` is a watchdog against hangs (a command that has not ended by then raises
+    ``Hang``), not a speed requirement."""
     main = importlib.import_module(module).main
-    out, err = io.StringIO(), io.StringIO()
+    both = io.StringIO()
+    out, err = _Tee(both), _Tee(both)
+    saved = {k: os.environ.get(k) for k in env or {}}
+    os.environ.update(env or {})
 
     def alarm(signum, frame):  # noqa: ARG001
         raise Hang(f"{module} {' '.join(args)} did not end within {limit_s} s")
@@ -42,7 +65,12 @@ def run_main(*args: str, module: str = "perfmodel.cli", limit_s: int = 300) -> R
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
-    return Result(code, out.getvalue(), err.getvalue())
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return Result(code, out.getvalue(), err.getvalue(), both.getvalue())
 
 
 def assert_one_line_error(r: Result, field: str | None = None) -> str:

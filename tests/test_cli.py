@@ -210,3 +210,10 @@ def test_perfmodel_does_not_import_heavy_packages():
             "print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_one_number_formatter_marks_missing_numbers():
+    from perfmodel.cliutil import fmt_number
+
+    assert fmt_number(1234.5678) == "1234.57" and fmt_number(None) == "-"
+    assert fmt_number(-3.21, "+.1f", " %") == "-3.2 %" and fmt_number(None, "+.1f", " %") == "-"

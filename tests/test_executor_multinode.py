@@ -7,19 +7,21 @@ line naming the node."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from perfmodel.schema.plan import Plan
 from tests.test_executor_run import check_record, cli, tiny_plan, write_plan
 
-# Written for issue 12 but not yet seen passing: its first runs failed and the shared heavy-run
-# lock did not come free again before the deadline to find out why. Skipped, not deleted, so the
-# next session starts from it (VLAPERF_MULTINODE=1 runs it).
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(os.environ.get("VLAPERF_MULTINODE") != "1",
-                                 reason="multi-node executor test not yet passing (issue 12); VLAPERF_MULTINODE=1 runs it")]
+pytestmark = pytest.mark.slow
+
+
+def two_node_plan() -> dict:
+    """The tiny disaggregated plan on two nodes of one slot each, as the cluster below is: the
+    rollout slot (env worker 0, generator 0) on node 0, the actor slot (trainer rank 0) on node 1."""
+    d = tiny_plan("disaggregated")
+    d["cluster"].update(gpus_per_node=1, cpu_cores_per_node=1)
+    return d
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +48,7 @@ def run_on(cluster_address: str, tmp_path, out_name: str, after_iteration=None):
     from executor.runtime.modes import RunOptions
     from executor.runtime.session import execute
 
-    plan = Plan.from_dict(tiny_plan("disaggregated"))
+    plan = Plan.from_dict(two_node_plan())
     return plan, execute(plan, iterations=2, warmup=1, progress=False, address=cluster_address, verbose=False,
                          ray_log=tmp_path / f"{out_name}.log", after_iteration=after_iteration,
                          opts=RunOptions(image_size=64, hard_reset=False))
@@ -66,7 +68,7 @@ def test_rollout_and_actor_on_different_nodes_count_exactly(cluster, tmp_path):
 def test_killing_a_node_mid_run_names_it_in_one_line(cluster, tmp_path):
     c, nodes = cluster
     out = tmp_path / "killed"
-    p = write_plan(tmp_path, tiny_plan("disaggregated"))
+    p = write_plan(tmp_path, two_node_plan())
     # the CLI joins the cluster by address; the node holding the actor slot is killed once the
     # first iteration is done. The CLI runs in this process, so the hook goes in through execute.
     from executor.runtime import session
@@ -81,7 +83,7 @@ def test_killing_a_node_mid_run_names_it_in_one_line(cluster, tmp_path):
                 from ray._private import state
 
                 trainer = next(a for a in state.actors().values()
-                               if a["ActorClassName"].endswith("TrainerActor") and a["State"] == "ALIVE")
+                               if a["ActorClassName"] == "TrainerRankActor" and a["State"] == "ALIVE")
                 node = next(n for n in nodes if n.node_id == trainer["Address"]["NodeID"])
                 killed["id"] = node.node_id
                 c.remove_node(node, allow_graceful=False)

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from inproc import run_main
 
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.plan import Plan
@@ -19,9 +19,7 @@ from tests.test_executor_run import TINY, write_plan
 
 
 def cli(args, env=None):
-    from executor.cli import main
-
-    return CliRunner().invoke(main, args, env=env)
+    return run_main(*args, module="executor.cli", env=env)
 
 
 def one_error_line(r, field: str) -> str:

@@ -55,7 +55,7 @@ def test_bad_input_is_one_line_exit_2(args, field, tmp_path):
 
 def test_missing_option_is_one_line_exit_2():
     r = _run("profile", "--backbone", "pi05")
-    assert r.returncode == 2 and r.stderr.strip().splitlines() == ["error: out: Missing option '--out'."]
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == ["error: --out: is required"]
 
 
 def test_committed_cpu_profiles_are_measured_and_accepted():

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from inproc import run_main
 
 from perfmodel.schema.modes import MODES
 from perfmodel.schema.plan import Plan
@@ -44,9 +44,7 @@ def write_plan(tmp_path: Path, d: dict, name: str = "plan.json") -> str:
 
 
 def cli(args):
-    from executor.cli import main
-
-    return CliRunner().invoke(main, args)
+    return run_main(*args, module="executor.cli", limit_s=3600)  # a Ray run under load takes minutes
 
 
 # ---------------------------------------------------------------------------------------------

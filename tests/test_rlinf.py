@@ -259,16 +259,14 @@ def tiny_config(d: Path) -> Path:
 
 
 def test_executor_run_takes_an_rlinf_config_in_place_of_a_plan(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from executor.cli import main
+    from inproc import run_main
 
     cfg = tiny_config(tmp_path)
     plan = load_rlinf(cfg).plan
     assert (plan.cluster.gpus, plan.workload.total_num_envs, plan.profile) == (2, 4, "pi05_tiny_cpu")
-    r = CliRunner().invoke(main, ["run", "--rlinf-config", str(cfg), "--plan", "x.json"])
+    r = run_main("run", "--rlinf-config", str(cfg), "--plan", "x.json", module="executor.cli")
     assert r.exit_code == 2 and "not both" in r.output
     # The imported plan reaches the command's own checks (here: a bad option after the import).
-    r = CliRunner().invoke(main, ["run", "--rlinf-config", str(cfg), "--iterations", "0"])
+    r = run_main("run", "--rlinf-config", str(cfg), "--iterations", "0", module="executor.cli")
     assert r.exit_code == 2 and "iterations" in r.output
 

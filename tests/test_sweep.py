@@ -13,6 +13,8 @@ from perfmodel.schema.profile import Profile
 from perfmodel.calibration.reference import published_plan
 from perfmodel.simulate import predict
 from perfmodel.planning.sweep import DEFAULT_RATIOS, SweepSpec, combinations, run_sweep
+from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.plan import parse_ratio
 
 MODES2 = ("colocated", "streamer")
 
@@ -104,6 +106,17 @@ def test_dynamic_batching_knobs_only_for_dynamic_modes(scenario_profile):
     assert [(c.mode, c.b_max, c.t_max_s) for c in combos] == [
         ("disaggregated", None, 0.05), ("rollout_async", None, 0.05), ("rollout_async", None, 0.2),
         ("rollout_async", 4, 0.05), ("rollout_async", 4, 0.2)]
+
+
+@pytest.mark.parametrize("text", ["3", "0:1", "1:-2", "a:b", "1:2:3", ""])
+def test_sweep_and_plan_read_a_ratio_alike(text):
+    # one parser: --ratios and a plan's allocation_ratio refuse the same text with the same words
+    with pytest.raises(ConfigError) as from_sweep:
+        SweepSpec(profile_ref="x", modes=("streamer",), gpus=(8,), ratios=(text,)).check()
+    with pytest.raises(ConfigError) as from_plan:
+        parse_ratio(text, 8, "plan.allocation_ratio")
+    assert (from_sweep.value.field, from_plan.value.field) == ("--ratios", "plan.allocation_ratio")
+    assert from_sweep.value.message == from_plan.value.message and repr(text) in from_plan.value.message
 
 
 def test_replicated_rows_carry_intervals(scenario_dict):

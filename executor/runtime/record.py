@@ -1,10 +1,10 @@
 """The run record: ``perfmodel.simulate.predict``'s fields, measured (docs/metrics.md), and the
 executor's own (counts against the plan, faults, host facts): ``build_record``.
 
-Busy time, stage times and utilization are computed exactly as ``perfmodel.simulate.simulate``
-does from its recorder, over the same window (the actor's last optimizer step of the last
-warm-up iteration to that of the last iteration), so prediction and measurement compare field
-by field.
+Throughput, stage times, utilization and staleness come from ``perfmodel.schema.metrics``, the
+functions ``perfmodel.simulate.simulate`` calls on its recorder, over the same window (the
+actor's last optimizer step of the last warm-up iteration to that of the last iteration), so
+prediction and measurement compare field by field.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-import numpy as np
-
+from perfmodel.schema.metrics import measured_window, plan_fields, run_counts, staleness, window_metrics
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.timeline import STAGES, Recorder
 
@@ -55,37 +54,18 @@ def env_busy_capped(plan: Plan, rec: Recorder, t0: float, t1: float) -> dict[str
 def measured_fields(plan: Plan, rec: Recorder, iteration_done: list[float], warmup: int,
                     behaviour_version: dict[int, list[int]]) -> dict[str, Any]:
     """throughput, iteration time, stage_time_s, utilization, staleness over the measured
-    window; None figures when fewer than warmup + 1 iterations completed."""
-    done = len(iteration_done)
-    lags = [k - v for k, vs in behaviour_version.items() if k >= warmup for v in vs]
-    staleness = {"mean": float(np.mean(lags)) if lags else 0.0, "max": float(max(lags)) if lags else 0.0}
-    if done <= warmup:
-        return {"throughput_env_steps_per_s": None, "iteration_time_s": None, "window_s": None,
-                "measured_iterations": 0, "utilization": None, "stage_time_s": None, "staleness": staleness}
-    t0 = iteration_done[warmup - 1] if warmup > 0 else 0.0
-    t1 = iteration_done[-1]
-    measured = done - warmup
-    iteration_s = (t1 - t0) / measured
-    span = t1 - t0
-    g_r, g_a = plan.rollout_gpus, plan.actor_gpus
-    env_cores = g_r * max(1.0, plan.env_cores_per_worker)
-    units = {"env_reset": env_cores, "env_step": env_cores, "inference": g_r, "train": g_a,
-             "optimizer_step": g_a, "weight_sync": g_r,
-             "phase_switch": g_r if plan.mode == "colocated" else plan.cluster.gpus}
-    busy = {s: rec.busy_time(s, t0, t1) for s in STAGES}
-    busy.update(env_busy_capped(plan, rec, t0, t1))
-    stage_util = {s: busy[s] / (span * units[s]) for s in STAGES}
-    stage_time = {s: busy[s] / units[s] / measured for s in STAGES}
-    if plan.mode == "colocated":
-        resources = {"gpu": sum(stage_util[s] for s in ("inference", "train", "optimizer_step", "phase_switch"))}
-    else:
-        resources = {"rollout_gpu": busy["inference"] / (span * g_r),
-                     "actor_gpu": (busy["train"] + busy["optimizer_step"]) / (span * g_a)}
-    resources["env_cpu"] = (busy["env_reset"] + busy["env_step"]) / (span * env_cores)
-    return {"throughput_env_steps_per_s": plan.workload.env_steps_per_iteration / iteration_s,
-            "iteration_time_s": iteration_s, "window_s": [t0, t1], "measured_iterations": measured,
-            "utilization": {"stages": stage_util, "resources": resources}, "stage_time_s": stage_time,
-            "staleness": staleness}
+    window (``perfmodel.schema.metrics``, env stages capped at the workers' cores); None
+    figures when fewer than warmup + 1 iterations completed."""
+    window = measured_window(iteration_done, warmup)
+    busy = env_busy_capped(plan, rec, *window) if window else None
+    m = window_metrics(plan, rec, iteration_done, warmup, busy=busy)
+    return {"throughput_env_steps_per_s": m.throughput_env_steps_per_s if m else None,
+            "iteration_time_s": m.iteration_time_s if m else None,
+            "window_s": list(m.window) if m else None,
+            "measured_iterations": m.measured_iterations if m else 0,
+            "utilization": m.utilization if m else None,
+            "stage_time_s": m.stage_time_s if m else None,
+            "staleness": staleness(behaviour_version, warmup)}
 
 
 def compare(record: dict[str, Any], prediction: dict[str, Any]) -> dict[str, Any]:
@@ -142,27 +122,17 @@ def build_record(result: Any, *, iterations: int, warmup: int, opts: Any, profil
         "mode": plan.mode,
         "backbone": opts.backbone,
         "profile": profile.name if profile is not None else plan.profile,
-        "gpus": plan.cluster.gpus,
-        "allocation_ratio": plan.allocation_ratio,
-        "rollout_gpus": plan.rollout_gpus,
-        "actor_gpus": plan.actor_gpus,
-        "pipeline_stage_num": plan.pipeline_stage_num,
-        "total_num_envs": w.total_num_envs,
+        **plan_fields(plan),
         "throughput_env_steps_per_s": m["throughput_env_steps_per_s"],
         "iteration_time_s": m["iteration_time_s"],
         "utilization": m["utilization"],
         "stage_time_s": m["stage_time_s"],
         "staleness": m["staleness"],
-        "counts": {
-            "iterations": len(tl.iteration_done) if tl else 0,
-            "warmup_iterations": warmup,
-            "env_steps": env_steps,
-            "samples": tl.samples if tl else 0,
-            "optimizer_steps": tl.optimizer_steps if tl else 0,
-            "micro_batches": tl.micro_batches if tl else 0,
-            "weight_versions": wiring.weights.version if wiring else 0,
-            "inference_calls": sum(g.calls for g in wiring.generators) if wiring else 0,
-        },
+        "counts": run_counts(
+            iterations=len(tl.iteration_done) if tl else 0, warmup=warmup, env_steps=env_steps,
+            samples=tl.samples if tl else 0, optimizer_steps=tl.optimizer_steps if tl else 0,
+            micro_batches=tl.micro_batches if tl else 0, weight_versions=wiring.weights.version if wiring else 0,
+            inference_calls=sum(g.calls for g in wiring.generators) if wiring else 0),
         "expected_counts": {
             "iterations": iterations,
             "env_steps": expected,

@@ -79,19 +79,33 @@ class Signals:
 
 @contextlib.contextmanager
 def quiet_stderr(log: Path | None) -> Iterator[Any]:
-    """Send fd 2 (Ray's banners and worker-death warnings, from Python and C++) to ``log`` for
-    the duration; yields a file on the real stderr for the progress bar."""
+    """Send Ray's output to ``log`` for the duration: fd 2 (banners and worker-death warnings,
+    from Python and C++) and Python's ``sys.stdout`` / ``sys.stderr`` (Ray's driver prints the
+    cluster's error messages, e.g. a node marked dead followed by its raylet's last 20 log lines,
+    to ``sys.stdout`` from a background thread whatever ``log_to_driver`` says: a dead node would
+    otherwise bury the one error line, and corrupt ``--json``). Yields a file on the real stderr
+    for the progress bar."""
     if log is None:
         yield sys.stderr
         return
+    sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(2)
     real = os.fdopen(os.dup(saved), "w", buffering=1)
+    py = open(log, "a", buffering=1)
+    streams = sys.stdout, sys.stderr
     try:
         with open(log, "ab") as fh:
             os.dup2(fh.fileno(), 2)
+        sys.stdout = sys.stderr = py
         yield real
     finally:
+        sys.stdout, sys.stderr = streams
+        with contextlib.suppress(Exception):
+            py.flush()
+        # ``py`` is not closed here: Ray's listener thread may be writing to it right now; it
+        # closes when the last reference goes
+        del py
         with contextlib.suppress(Exception):
             sys.stderr.flush()
         os.dup2(saved, 2)

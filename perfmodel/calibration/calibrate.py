@@ -18,13 +18,14 @@ import math
 import platform
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import date
 from typing import Any, Callable
 
 import numpy as np
 
 from perfmodel.backbones import Backbone, get_backbone
+from perfmodel.schema.plan import PUBLISHED_GPUS, PUBLISHED_WORKLOAD
 from perfmodel.schema.profile import BUNDLED_DIR, Costs, Curve, Profile, load_profile
 from perfmodel.calibration.reference import ReferencePoint, published_plan
 from perfmodel.bound import closed_form_iteration_s
@@ -50,17 +51,10 @@ NODE = {
 SETTLE_STEPS = 15  # LIBERO reset: scene rebuild + about 15 zero-action settle steps
 ADAM_BYTES_PER_PARAM = 32  # read+write of fp32 master weight, gradient and two moments
 PUBLISHED_STALENESS = 1  # max_staleness of the published asynchronous runs (not published)
-ENVS_PER_GPU = 48  # published example: 384 envs on 8 GPUs; assumed to grow with the GPUs
-DEFAULT_WORKLOAD = {
-    "max_episode_steps": 480,
-    "num_action_chunks": 10,
-    "rollout_epoch": 4,
-    "update_epoch": 2,
-    "micro_batch_size": 128,
-    "global_batch_size": 1024,
-    "group_size": 1,
-    "algorithm": "ppo",
-}
+# published example: 384 envs on 8 GPUs; assumed to grow with the GPUs
+ENVS_PER_GPU = PUBLISHED_WORKLOAD.total_num_envs // PUBLISHED_GPUS
+# the published workload but its env count, which grows with the cluster (ENVS_PER_GPU)
+DEFAULT_WORKLOAD = {k: v for k, v in asdict(PUBLISHED_WORKLOAD).items() if k != "total_num_envs"}
 
 
 IDENT_STEP = 0.3  # log-space probe of a parameter's effect (x1.35)
@@ -192,7 +186,8 @@ def assumptions(backbone: Backbone) -> dict[str, Any]:
     return {
         "gpu": "H100 SXM class: 989 TFLOP/s dense bf16, 3.35 TB/s HBM (published setup: H100-class likely)",
         "nodes": "8 GPUs per node; 128 CPU cores per node (only env_step_core_s / cores is identifiable)",
-        "env_count": f"total_num_envs grows with the cluster: {ENVS_PER_GPU} per GPU (published example: 384 on 8)",
+        "env_count": f"total_num_envs grows with the cluster: {ENVS_PER_GPU} per GPU "
+                     f"(published example: {PUBLISHED_WORKLOAD.total_num_envs} on {PUBLISHED_GPUS})",
         "env_placement": "one env worker per rollout GPU, with that GPU's share of the node's cores",
         "env_reset": f"reset = {SETTLE_STEPS} settle steps of env_step_core_s (scene rebuild folded in)",
         "env_core_efficiency": "1.0: env_step_core_s is the effective per-core time at full load",

@@ -29,9 +29,10 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable
 
+from perfmodel.cliutil import fmt_number
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.modes import MODE_TABLE, MODES
-from perfmodel.schema.plan import Plan
+from perfmodel.schema.plan import Plan, ratio_parts
 from perfmodel.schema.profile import Profile
 
 DEFAULT_GPUS = (8, 16, 24, 32, 64, 128, 256)
@@ -80,7 +81,7 @@ class SweepSpec:
         if any(m != "colocated" for m in self.modes) and not self.ratios:
             raise ConfigError("--ratios", "needs at least one R:A ratio for the disaggregated modes")
         for r in self.ratios:
-            check_ratio_text(r, "--ratios")
+            ratio_parts(r, "--ratios")
         if not self.pipeline_stages or any(p < 1 for p in self.pipeline_stages):
             raise ConfigError("--pipeline-stages", f"must be integers >= 1, got {list(self.pipeline_stages)}")
         if not self.b_max or any(b is not None and b < 1 for b in self.b_max):
@@ -97,20 +98,6 @@ class SweepSpec:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
-
-
-def check_ratio_text(text: str, field: str) -> tuple[int, int]:
-    """A ratio's syntax (``R:A``, both >= 1), independent of any GPU count."""
-    parts = str(text).split(":")
-    try:
-        if len(parts) != 2:
-            raise ValueError
-        r, a = (int(p) for p in parts)
-    except ValueError:
-        raise ConfigError(field, f"must be R:A ratios with two positive integers (e.g. 1:1,3:1), got {text!r}") from None
-    if r < 1 or a < 1:
-        raise ConfigError(field, f"both sides of a ratio must be >= 1 (e.g. 1:1,3:1), got {text!r}")
-    return r, a
 
 
 @dataclass(frozen=True)
@@ -443,10 +430,6 @@ def write_csv_atomic(path: str, doc: dict[str, Any]) -> None:
     write_atomic(path, buf.getvalue())
 
 
-def _fmt(v: Any, spec: str) -> str:
-    return "-" if v is None else format(v, spec)
-
-
 def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
     """The terminal table: one line per feasible row (infeasible ones counted at the end)."""
     price = doc["spec"]["gpu_hour_price"]
@@ -466,9 +449,9 @@ def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
         gain = r["gain_over_colocated_pct"]
         lines.append(
             f"{r['gpus']:>5} {r['mode']:<14} {r['allocation_ratio'] or '-':>5} {r['pipeline_stage_num']:>3} "
-            f"{_fmt(r['b_max'], 'd'):>5} {r['t_max_s']:>5.3g} {r['throughput_env_steps_per_s']:>12.2f} "
+            f"{fmt_number(r['b_max'], 'd'):>5} {r['t_max_s']:>5.3g} {r['throughput_env_steps_per_s']:>12.2f} "
             f"{ci_s:>17} {r['scaling_efficiency']:>8.3f} {('-' if gain is None else f'{gain:+.1f}%'):>9} "
-            f"{r['env_steps_per_gpu_hour']:>12.0f} {_fmt(r['env_steps_per_dollar'], '.0f'):>10} {r['bottleneck']:<11}")
+            f"{r['env_steps_per_gpu_hour']:>12.0f} {fmt_number(r['env_steps_per_dollar'], '.0f'):>10} {r['bottleneck']:<11}")
     s = doc["summary"]
     lines.append("")
     lines.append(f"{s['feasible']} of {s['combinations']} combinations predicted; {s['infeasible']} infeasible"

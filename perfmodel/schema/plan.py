@@ -128,6 +128,13 @@ class Workload:
             raise ConfigError(f"{path}.group_size", f"must be >= 2 for grpo, got {self.group_size}")
 
 
+# The published setup (RL-VLA3 fork of RLinf, LIBERO): its example config is Workload's defaults
+# (384 envs on 8 GPUs). Calibration scales it with the cluster; the profiler writes it into
+# GPU-measured profiles. Written here once.
+PUBLISHED_WORKLOAD = Workload()
+PUBLISHED_GPUS = 8
+
+
 @dataclass(frozen=True)
 class Cluster:
     """The machines. Bandwidths are per GPU (per link endpoint), in GB/s.
@@ -203,17 +210,23 @@ def resolve_profile_ref(ref: str, base_dir: str | Path) -> str:
     return str(Path(base_dir) / ref)
 
 
-def parse_ratio(text: str, gpus: int, field: str = "allocation_ratio") -> tuple[int, int]:
-    """``"R:A"`` -> (rollout GPUs, actor GPUs) that split ``gpus`` in that proportion."""
+def ratio_parts(text: str, field: str = "allocation_ratio") -> tuple[int, int]:
+    """``"R:A"`` -> (R, A), both >= 1: a ratio's syntax, independent of any GPU count."""
     parts = str(text).split(":")
     try:
-        r, a = (int(p) for p in parts)
         if len(parts) != 2:
             raise ValueError
+        r, a = (int(p) for p in parts)
     except ValueError:
         raise ConfigError(field, f"must look like R:A with two positive integers (e.g. 1:1, 3:1), got {text!r}") from None
     if r <= 0 or a <= 0:
         raise ConfigError(field, f"both sides must be >= 1 (e.g. 1:1, 3:1), got {text!r}")
+    return r, a
+
+
+def parse_ratio(text: str, gpus: int, field: str = "allocation_ratio") -> tuple[int, int]:
+    """``"R:A"`` -> (rollout GPUs, actor GPUs) that split ``gpus`` in that proportion."""
+    r, a = ratio_parts(text, field)
     if gpus % (r + a):
         raise ConfigError(field, f"{text} does not split {gpus} GPUs: gpus must be a multiple of {r + a}")
     unit = gpus // (r + a)
@@ -277,8 +290,7 @@ class Plan:
         m = self.mechanisms
         ratio = None
         if m.disaggregated:
-            r, a = (int(x) for x in (self.allocation_ratio or "1:1").split(":"))
-            ratio = (r, a)
+            ratio = ratio_parts(self.allocation_ratio or "1:1")
         c = self.cluster
         return placement_of(c.gpus, c.gpus_per_node, c.cpu_cores_per_node, c.actor_cpu_cores_per_gpu,
                             self.rollout_gpus, self.actor_gpus, not m.disaggregated, ratio,
