@@ -300,8 +300,7 @@ def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | No
     if cross:
         from perfmodel.calibration.crossval import DEFAULT_FOLD_EVALS, DESIGNS, cross_validate, format_report
 
-        if design not in (*DESIGNS, "both"):
-            _fail("--design", f"must be one of {', '.join(DESIGNS)}, both; got {design!r}")
+        _one_of("--design", design, (*DESIGNS, "both"))
 
         def progress(label: str, n: int, rms: float) -> None:
             if n % 10 == 0:
