@@ -83,7 +83,7 @@ def test_cross_validation_shape_and_baselines():
     and leave-one-(backbone, GPU count)-group-out, whose baselines read only the fold's
     training points (equal information), while the scale design's growth baseline reads the
     held-out scale of the other backbone (the leak it is labelled with)."""
-    from perfmodel.calibration.crossval import baselines, cross_validate, format_report
+    from perfmodel.calibration.crossval import baselines, cross_validate, format_report, provenance_record
 
     pts = [p for p in load_reference(REFERENCE) if p.mode in ("colocated", "train_async")]
     doc = cross_validate(pts, max_evals=14)
@@ -122,6 +122,12 @@ def test_cross_validation_shape_and_baselines():
     assert set(g["summary"]["per_backbone"]) == {"pi05", "gr00t_n15"} and g["summary"]["points"] == 8
     text = format_report(doc)
     assert "group_out (headline)" in text and "growth with the leak" in text
+    # What a profile keeps: its backbone's MAPE per design, the headline named.
+    rec = provenance_record(doc, "pi05")
+    assert rec["headline"] == "group_out" and rec["overall"]["points"] == 4
+    assert rec["group_out"]["overall"]["model_mape_pct"] == pytest.approx(
+        g["summary"]["per_backbone"]["pi05"]["model_mape_pct"], abs=1e-3)
+    assert [f["label"] for f in rec["group_out"]["folds"]] == ["hold out pi05 at 8 GPUs", "hold out pi05 at 16 GPUs"]
     # Without a second backbone the growth baseline does not exist; with equal information a
     # held-out point's growth comes from the training points only, never from the held-out group.
     solo = [p for p in pts if p.backbone == "pi05"]
