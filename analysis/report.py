@@ -21,6 +21,7 @@ from analysis.styles import CHOSEN_COLOR, mode_order
 from perfmodel.cliutil import fmt_number
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.jsonio import write_atomic
+from perfmodel.schema.metrics import error_pct
 
 # The report's figures, in order: (id, caption). The browser test checks each one it expects.
 FIGURES = (
@@ -107,7 +108,7 @@ def comparison_points(inp: Inputs) -> list[dict[str, Any]]:
         pts.append({"label": _label(path, rec), "path": path, "mode": rec.get("mode"), "measured": measured,
                     "measured_ci95": rec.get("throughput_ci95"), "predicted": pred, "predicted_ci95": ci,
                     "prediction_source": source,
-                    "error_pct": (100 * (pred / measured - 1) if pred and measured else None)})
+                    "error_pct": error_pct(pred, measured)})
     return pts
 
 
@@ -214,14 +215,20 @@ def build(inp: Inputs) -> Built:
                                  + f"<br>MAPE {v['mape_pct']:.1f}%, best mode agrees {a['matches']}/{a['groups']}"
                                  + (f" ({tied} by a tie)" if tied else ""))
     if b.cv_points:
-        s = inp.cross_validation[1].get("summary") or {}
-        m = s.get("model_mape_pct", dec.mape(b.cv_points))
-        base = s.get("baseline_mape_pct") or {}
+        m, base = cv_mape(inp, b)
         folds = "; ".join(f"fit {f.get('fit_gpus')} -> predict {f.get('predict_gpus')}"
                           for f in inp.cross_validation[1]["folds"])
         b.titles["cv"] = (f"Cross-validated ({folds})<br>model MAPE {m:.1f}%"
-                          + ("".join(f", {k} {x:.1f}%" for k, x in base.items() if isinstance(x, (int, float)))))
+                          + "".join(f", {k} {x:.1f}%" for k, x in base.items()))
     return b
+
+
+def cv_mape(inp: Inputs, b: Built) -> tuple[float, dict[str, float]]:
+    """The cross-validation's model MAPE and its baselines' (those with a number), in percent."""
+    s = inp.cross_validation[1].get("summary") or {}
+    base = s.get("baseline_mape_pct") or {}
+    return (s.get("model_mape_pct", dec.mape(b.cv_points)),
+            {k: x for k, x in base.items() if isinstance(x, (int, float))})
 
 
 def available(inp: Inputs, b: Built) -> dict[str, bool]:
@@ -414,12 +421,10 @@ def validation_notes(inp: Inputs, b: Built) -> list[str]:
     elif b.validation_missing:
         notes.append(f"No in-sample comparison: {b.validation_missing}.")
     if b.cv_points:
-        s = inp.cross_validation[1].get("summary") or {}
-        m = s.get("model_mape_pct", dec.mape(b.cv_points))
-        base = s.get("baseline_mape_pct") or {}
+        m, base = cv_mape(inp, b)
         notes.append(f"Cross-validated: each fold's profile was fitted without the points it predicts; model MAPE "
-                     f"{m:.1f}%" + ("".join(f", baseline {k} {x:.1f}%" for k, x in base.items()
-                                            if isinstance(x, (int, float)))) + f" ({inp.cross_validation[0]}).")
+                     f"{m:.1f}%" + "".join(f", baseline {k} {x:.1f}%" for k, x in base.items())
+                     + f" ({inp.cross_validation[0]}).")
     else:
         notes.append("No cross-validation given (--cross-validation FILE from `perfmodel validate --cross-validate "
                      "--json`): nothing here measures how well the model predicts points it was not fitted to.")

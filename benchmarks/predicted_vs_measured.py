@@ -93,8 +93,9 @@ def main() -> int:
               f"{rec['wall_s']:.0f} s)", flush=True)
     print()
     hdr = f"{'plan':<30} {'mode':<14} {'pred':>7} {'meas':>7} {'err %':>7} {'it pred':>8} {'it meas':>8} " \
-          f"{'reset p/m':>11} {'step p/m':>11} {'cpu share':>9} {'load b/a':>10}"
-    print("(reset, step: predicted/measured s per iteration per worker's cores; cpu share: reset/step)")
+          f"{'reset p/m':>11} {'step p/m':>11} {'drv ms p/m':>11} {'cpu share':>9} {'diag %':>7} {'load b/a':>10}"
+    print("(reset, step: predicted/measured s per iteration per worker's cores; drv: the driver's own ms per "
+          "chunk step; cpu share: reset/step; diag: error of the prediction at that CPU share, a diagnosis)")
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
@@ -107,14 +108,22 @@ def main() -> int:
             v = st.get(s)
             return f"{v['predicted_s']:.1f}/{v['measured_s']:.1f}" if v else "-"
         load = f"{r['host']['loadavg_1min_before']:.2f}/{r['loadavg_1min_after']:.2f}"
+        drv = r.get("driver_chunk_step") or {}
+        drv_s = (f"{1e3 * drv['predicted_s']:.0f}/{1e3 * drv['measured_s']:.0f}"
+                 if drv.get("measured_s") is not None else "-")
+        diag = (r.get("diagnosis_at_measured_cpu_share") or {}).get("error_pct")
         print(f"{r['name']:<30} {r['mode']:<14} {r['predicted_throughput_env_steps_per_s']:>7.3f} {r['throughput_env_steps_per_s']:>7.3f} "
               f"{r['error_pct']:>+7.1f} {r['predicted_iteration_time_s']:>8.2f} {r['iteration_time_s']:>8.2f} "
-              f"{pm('env_reset'):>11} {pm('env_step'):>11} {share(r):>9} {load:>10}")
+              f"{pm('env_reset'):>11} {pm('env_step'):>11} {drv_s:>11} {share(r):>9} "
+              f"{'-' if diag is None else format(diag, '+.1f'):>7} {load:>10}")
+        for w in (r.get("prediction") or {}).get("warnings", []):
+            print(f"{'':<30} warning: {w}")
     ok = [r for r in rows if r.get("status") == "ok"]
     if ok:
         worst = max(abs(r["error_pct"]) for r in ok)
-        print(f"\nmax |error| {worst:.1f} % over {len(ok)} plan(s); target 10 %; error = prediction / "
-              "measurement - 1; load b/a: 1-min load average before/after each run")
+        print(f"\nmax |error| {worst:.1f} % over {len(ok)} plan(s); target 10 % on a quiet machine; error = "
+              "prediction / measurement - 1; load b/a: 1-min load average before/after each run "
+              f"({os.cpu_count()} CPUs)")
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=2) + "\n")
     return 0 if len(ok) == len(rows) else 1

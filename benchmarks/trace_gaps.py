@@ -9,6 +9,13 @@ env spans, its inference actor's spans and the trainer's spans (every mode but t
 ones waits for training), subtracted from the window; per iteration and per chunk step. A gap
 that grows with the horizon is a per-chunk-step cost the profile does not measure.
 
+The window's gap also holds the wait at the end of each iteration for the worker's other env
+groups (and, in the synchronous modes, for training), which the simulator has as well; under
+dynamic batching on a shared machine it dominates (groups pinned to a busier core finish later).
+So the time inside episodes is printed too: from each env span to the group's next chunk step,
+less its generator's spans. It still holds the batch's wait to fire (``t_max``, modelled); the
+run record's ``driver_s_per_chunk_step`` is the orchestration alone, measured by the driver.
+
     python benchmarks/trace_gaps.py RUN_DIR [RUN_DIR ...]
 """
 
@@ -43,10 +50,12 @@ def gaps(run_dir: Path) -> dict:
     chunk_steps = w["max_episode_steps"] // w["num_action_chunks"] * w["rollout_epoch"]
     asynchronous = plan["mode"] in ("train_async", "rollout_async", "streamer")
     spans: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    named: dict[tuple[str, str], list[tuple[float, float, str]]] = {}
     for e in events:
         if e.get("ph") == "X":
             key = (pname[e["pid"]], tname[(e["pid"], e["tid"])])
             spans.setdefault(key, []).append((e["ts"] / 1e6, (e["ts"] + e["dur"]) / 1e6))
+            named.setdefault(key, []).append((e["ts"] / 1e6, (e["ts"] + e["dur"]) / 1e6, e["name"]))
     trainer = [s for (res, _), v in spans.items() if res in ("actor", "all_gpus") for s in v]
     out = {"mode": plan["mode"], "iteration_time_s": record["iteration_time_s"], "chunk_steps": chunk_steps,
            "groups": {}}
@@ -57,8 +66,18 @@ def gaps(run_dir: Path) -> dict:
         gen = [s for (r, _), v in spans.items() if r == f"rollout_gpu_{i}" for s in v]
         covered = env_spans + gen + ([] if asynchronous else trainer)
         gap = (t1 - t0) - union_length(covered, t0, t1)
+        # inside episodes only: from each env span to the group's next chunk step, less its
+        # generator's spans; leaves out the wait at the end of an iteration for the worker's other
+        # groups (and, synchronous, for training), which the simulator has too
+        mine = sorted(named[(res, lane)])
+        inside = 0.0
+        for (a0, a1, _), (b0, b1, stage) in zip(mine, mine[1:]):
+            if stage != "env_step" or b0 < t0 or a1 > t1:
+                continue
+            inside += (b0 - a1) - union_length(gen, a1, b0)
         out["groups"][f"{res}/{lane}"] = {"gap_s_per_iteration": gap / iters,
-                                          "gap_s_per_chunk_step": gap / iters / chunk_steps}
+                                          "gap_s_per_chunk_step": gap / iters / chunk_steps,
+                                          "in_episode_gap_s_per_chunk_step": inside / iters / chunk_steps}
     return out
 
 
@@ -72,7 +91,8 @@ def main() -> int:
               f"{g['chunk_steps']} chunk steps per iteration")
         for name, v in g["groups"].items():
             print(f"  {name:<28} uncovered {v['gap_s_per_iteration']:.3f} s/iteration = "
-                  f"{1e3 * v['gap_s_per_chunk_step']:.1f} ms per chunk step")
+                  f"{1e3 * v['gap_s_per_chunk_step']:.1f} ms per chunk step; inside episodes "
+                  f"{1e3 * v['in_episode_gap_s_per_chunk_step']:.1f} ms per chunk step")
     return 0
 
 

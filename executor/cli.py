@@ -7,12 +7,14 @@ vlaperf CLI ends through ``perfmodel.cliutil.run_click`` (exit codes there).
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
 from perfmodel.cliutil import fmt_number, run_click
 from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.metrics import error_pct
 
 
 def _sizes(field: str, text: str, kind=int) -> tuple:
@@ -56,6 +58,8 @@ def cli() -> None:
               help="device slots of this node (default: CUDA devices, or 2 on a CPU box)")
 @click.option("--env-profile", default=None,
               help="take env costs from this measured (CPU) profile instead of measuring envs here")
+@click.option("--driver-chunk-steps", default=6, type=int, show_default=True,
+              help="chunk steps of the real runs that measure the driver's cost per chunk step (0: skip)")
 @click.option("--comm", is_flag=True,
               help="measure collectives (all-reduce, all-gather, broadcast) over torch.distributed instead")
 @click.option("--comm-ranks", default="2,4", show_default=True, help="--comm: rank counts")
@@ -66,7 +70,7 @@ def cli() -> None:
 @click.option("--verbose", is_flag=True, help="let Ray's own messages through to stderr")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 def profile(backbone, scale, device, suite, task_id, out, image_size, env_counts, env_repeats, reset_repeats,
-            batch_sizes, train_sizes, repeats, sync_mb, gpus_per_node, env_profile, comm, comm_ranks, comm_mb,
+            batch_sizes, train_sizes, repeats, sync_mb, gpus_per_node, env_profile, driver_chunk_steps, comm, comm_ranks, comm_mb,
             base_profile, address, verbose, no_progress) -> None:
     """Measure env, inference, training and sync costs into a perfmodel profile (or, with
     --comm, the cost of collectives at increasing rank counts)."""
@@ -90,6 +94,7 @@ def profile(backbone, scale, device, suite, task_id, out, image_size, env_counts
         sync_mb=_sizes("sync-mb", sync_mb, float),
         gpus_per_node=None if gpus_per_node is None else _positive("gpus-per-node", gpus_per_node),
         env_profile=env_profile,
+        driver_chunk_steps=driver_chunk_steps,
         command=command_line(sys.argv[1:]),
     )
     cfg.check()  # all input errors before any measurement starts
@@ -172,8 +177,26 @@ def comparison_table(record: dict) -> str:
     for s, v in record["stages"].items():
         rows.append((f"{s} (s/iter/unit)", fmt_number(v["predicted_s"], ".3f"), fmt_number(v["measured_s"], ".3f"),
                      fmt_number(v["error_pct"], "+.1f", " %")))
+    d = record.get("driver_chunk_step")
+    if d and d["measured_s"] is not None:
+        rows.append(("driver (s/chunk step)", fmt_number(d["predicted_s"], ".3f"), fmt_number(d["measured_s"], ".3f"),
+                     fmt_number(error_pct(d["predicted_s"], d["measured_s"]), "+.1f", " %")))
     width = max(len(r[0]) for r in rows)
-    return "\n".join(f"{r[0]:<{width}}  {r[1]:>10}  {r[2]:>10}  {r[3]:>9}" for r in rows)
+    lines = [f"{r[0]:<{width}}  {r[1]:>10}  {r[2]:>10}  {r[3]:>9}" for r in rows]
+    lines += [f"warning: {w}" for w in (record.get("prediction") or {}).get("warnings", [])]
+    d = record.get("diagnosis_at_measured_cpu_share")
+    if d:
+        lines.append(diagnosis_line(d))
+    return "\n".join(lines)
+
+
+def diagnosis_line(d: dict) -> str:
+    """--compare's diagnosis: the prediction at the CPU share the env processes got."""
+    s = d["cpu_share"]
+    return (f"diagnosis: at the CPU share the env processes got (reset {s['env_reset']:.2f}, step "
+            f"{s['env_step']:.2f} of their cores) the model predicts "
+            f"{fmt_number(d['predicted_throughput_env_steps_per_s'])} env steps/s, error "
+            f"{fmt_number(d['error_pct'], '+.1f', ' %')} (near 0 while the prediction misses: a busy machine, not the model)")
 
 
 def _parse_fault(text):
@@ -262,6 +285,9 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
     opts = RunOptions(backbone=backbone, scale=scale, device=dev, image_size=size, suite=suite,
                       hard_reset=not soft_reset, inject_env_fault=fault, inject_actor_fault=inject_actor_fault)
     run_dir = rundir.reserve(out, plan.mode, overwrite=overwrite)
+    loaded = preflight.load_warning(os.getloadavg()[0])
+    if loaded:
+        click.echo(f"warning: {loaded}", err=True)
 
     try:
         try:

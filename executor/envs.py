@@ -17,7 +17,7 @@ import multiprocessing as mp
 import os
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -209,9 +209,10 @@ def _env_main(conn, cfg: EnvConfig, core: int | None, render_threads: int | None
         while True:
             cmd, arg = conn.recv()
             if cmd == "reset":
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 obs = env.reset(arg)
-                conn.send(("ok", {"obs": obs, "reset_s": time.perf_counter() - t0}))
+                conn.send(("ok", {"obs": obs, "reset_s": time.perf_counter() - t0,
+                                  "reset_cpu_s": time.process_time() - c0}))
             elif cmd == "chunk":
                 conn.send(("ok", env.chunk_step(arg)))
             elif cmd == "rss":
@@ -293,7 +294,8 @@ class EnvProcessGroup:
         states = init_state_ids or [None] * len(ids)
         res = self._call("reset", states, ids)
         obs = _stack([r["obs"] for r in res])
-        return {"obs": obs, "reset_s": np.array([r["reset_s"] for r in res])}
+        return {"obs": obs, "reset_s": np.array([r["reset_s"] for r in res]),
+                "reset_cpu_s": np.array([r["reset_cpu_s"] for r in res])}
 
     def chunk_step(self, actions: np.ndarray, ids: list[int] | None = None) -> dict[str, Any]:
         """actions: (n, num_action_chunks, 7) for envs ``ids`` (default all). Returns stacked
@@ -312,6 +314,39 @@ class EnvProcessGroup:
             "step_wall_s": np.stack([r["step_wall_s"] for r in res]),
             "step_cpu_s": np.stack([r["step_cpu_s"] for r in res]),
         }
+
+    def free_run(self, actions: Callable[[int], np.ndarray], chunks: int,
+                 ids: list[int] | None = None) -> dict[str, Any]:
+        """Each env of ``ids`` steps ``chunks`` chunks by itself: its next chunk is sent as soon
+        as its last one returns, without waiting for the others (dynamic batching's stepping,
+        no lock-step barrier). ``actions(i)``: env i's next chunk. Returns step_wall_s /
+        step_cpu_s (n, chunks x num_action_chunks) and each env's wall seconds (n,)."""
+        from multiprocessing.connection import wait
+
+        ids = list(range(self.num_envs)) if ids is None else list(ids)
+        owner = {self._conns[i]: i for i in ids}
+        left = {i: chunks for i in ids}
+        got: dict[int, list[dict[str, Any]]] = {i: [] for i in ids}
+        t0 = time.perf_counter()
+        took = {}
+        for i in ids:
+            self._conns[i].send(("chunk", actions(i)))
+            left[i] -= 1
+        pending = set(owner)
+        while pending:
+            for c in wait(list(pending)):
+                i = owner[c]
+                (payload,) = self._gather([i])
+                got[i].append(payload)
+                if left[i] > 0:
+                    c.send(("chunk", actions(i)))
+                    left[i] -= 1
+                else:
+                    took[i] = time.perf_counter() - t0
+                    pending.discard(c)
+        return {"step_wall_s": np.stack([np.concatenate([r["step_wall_s"] for r in got[i]]) for i in ids]),
+                "step_cpu_s": np.stack([np.concatenate([r["step_cpu_s"] for r in got[i]]) for i in ids]),
+                "env_wall_s": np.array([took[i] for i in ids])}
 
     def rss_bytes(self) -> list[int]:
         return self._call("rss", [None] * self.num_envs, list(range(self.num_envs)))

@@ -22,7 +22,7 @@ import numpy as np
 from perfmodel.backbones import get_backbone
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.plan import PUBLISHED_GPUS, PUBLISHED_WORKLOAD, Workload
-from perfmodel.schema.profile import Profile
+from perfmodel.schema.profile import Costs, Curve, EnvDensityCurve, Profile, Variability
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ class ProfileConfig:
     sync_mb: tuple[float, ...] = (1, 4, 16, 64)
     gpus_per_node: int | None = None
     env_profile: str | None = None  # take env costs from this measured profile instead of measuring
+    driver_chunk_steps: int = 6  # chunk steps of the driver measurement per stepping kind; 0: none
     command: str = ""
 
     def check(self) -> None:
@@ -53,6 +54,8 @@ class ProfileConfig:
             raise ConfigError("suite", f"must be one of {', '.join(SUITES)}; got {self.suite!r}")
         if not 0 <= self.task_id < 10:
             raise ConfigError("task_id", f"must be in 0..9, got {self.task_id}")
+        if self.driver_chunk_steps < 0:
+            raise ConfigError("driver-chunk-steps", f"must be an integer >= 0, got {self.driver_chunk_steps}")
         for name in ("image_size", "env_repeats", "reset_repeats", "repeats"):
             v = getattr(self, name)
             if v < 1:
@@ -175,17 +178,34 @@ def ram_gb() -> float:
 # Env measurements
 
 
+def density_curve(samples: dict[int, list[float]], cores: int) -> dict[str, Any] | None:
+    """An ``EnvDensityCurve`` dict: per env count n >= cores (every core busy), the mean CPU
+    seconds at n / cores envs per core, with the raw samples; None when no count filled the cores."""
+    full = sorted(n for n in samples if n >= cores and samples[n])
+    if not full:
+        return None
+    return {"points": [[n / cores, statistics.fmean(samples[n])] for n in full],
+            "samples": [[n / cores, [float(y) for y in samples[n]]] for n in full]}
+
+
 def measure_envs(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any]:
     """Env chunk-step time vs envs per worker (rendered, each env process pinned to a core),
-    reset time, memory per env process, CPU cores used."""
+    reset time, memory per env process, CPU cores used; and at every env count that fills the
+    cores (n >= cores: n / cores envs per core), the CPU seconds of one env's step in a lock-step
+    group, of one env stepping by itself (no barrier, as under dynamic batching) and of one
+    env's reset with all n resetting at once: the curves over envs per core the model reads at a
+    plan's density (``Costs.env_density``)."""
     from executor.envs import ACTION_DIM, EnvConfig, EnvProcessGroup
 
     cores = tuple(sorted(os.sched_getaffinity(0)))
+    c = len(cores)
     n_max = max(cfg.env_counts)
     # one env alone is measured first and again last, so that drift over the episode (the scene
     # settling, the arm moving) does not bias the comparison with the busy counts
     order = list(cfg.env_counts) + ([1] if 1 in cfg.env_counts and len(cfg.env_counts) > 1 else [])
-    chunks_env0 = len(order) * (1 + cfg.env_repeats)
+    # chunks env 0 steps between resets: lock-step and free stepping at every count (resets at
+    # the counts that fill the cores restart the episode; the horizon only has to be long enough)
+    chunks_env0 = 2 * len(order) * (1 + cfg.env_repeats)
     env_cfg = EnvConfig(suite=cfg.suite, task_id=cfg.task_id, image_size=cfg.image_size,
                         max_episode_steps=chunk * chunks_env0, num_action_chunks=chunk, render=True)
     rng = np.random.default_rng(0)
@@ -196,11 +216,17 @@ def measure_envs(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any]:
         bar.update(1)
         bar.set_description("env reset")
         worker.reset()  # warm-up: every env, in parallel
-        resets = [float(worker.reset(ids=[0])["reset_s"][0]) for _ in range(cfg.reset_repeats)]  # env 0 alone
+        # env 0 alone; CPU seconds as for steps (a reset is as CPU-bound: not counting preemption),
+        # the wall seconds kept beside them
+        alone_resets = [worker.reset(ids=[0]) for _ in range(cfg.reset_repeats)]
+        resets = [float(r["reset_cpu_s"][0]) for r in alone_resets]
+        reset_walls = [float(r["reset_s"][0]) for r in alone_resets]
         bar.update(1)
         chunk_walls: dict[int, list[float]] = {}
         step_wall: dict[int, list[float]] = {}
         step_cpu: dict[int, list[float]] = {}
+        free_cpu: dict[int, list[float]] = {}
+        reset_cpu: dict[int, list[float]] = {}
         for n in order:
             bar.set_description(f"env chunk step x{n}")
             ids = list(range(n))
@@ -215,6 +241,14 @@ def measure_envs(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any]:
             chunk_walls.setdefault(n, []).extend(walls)
             step_wall.setdefault(n, []).extend(wall_steps)
             step_cpu.setdefault(n, []).extend(cpu_steps)
+            if n >= c and n not in free_cpu:
+                bar.set_description(f"env free stepping x{n}")
+                free = worker.free_run(lambda i: rng.uniform(-1, 1, (chunk, ACTION_DIM)), 1 + cfg.env_repeats, ids=ids)
+                free_cpu[n] = free["step_cpu_s"][:, chunk:].ravel().tolist()  # the first chunk warms up
+                bar.set_description(f"env reset x{n}")
+                reset_cpu[n] = []
+                for _ in range(cfg.reset_repeats):
+                    reset_cpu[n].extend(worker.reset(ids=ids)["reset_cpu_s"].tolist())
             bar.update(1)
         chunk_samples = [(float(n), chunk_walls[n]) for n in sorted(chunk_walls)]
         # CPU seconds of all envs per wall second
@@ -232,19 +266,22 @@ def measure_envs(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any]:
     # grows with contention for memory bandwidth / shared caches / SMT siblings when all cores are
     # busy (n >= cores); efficiency = CPU s per step alone / CPU s per step with all cores busy.
     # (Oversubscription, n > cores, is the simulator's business: it shares the cores itself.)
-    c = len(cores)
     busy = {n: v for n, v in step_cpu.items() if n >= c}
     eff_points = {str(n): round(step_core_s / statistics.fmean(v), 4) for n, v in busy.items()}
     efficiency = min(1.0, step_core_s / statistics.fmean([y for v in busy.values() for y in v])) if busy else 1.0
     # the same from wall time (includes any preemption by other processes on the machine)
     wall_eff = {str(int(n)): round(chunk * statistics.fmean(step_wall[1]) * n / (c * statistics.fmean(ws)), 4)
                 for n, ws in chunk_samples if n >= c}
+    density = {kind: curve for kind, curve in (("step_lockstep", density_curve(busy, c)),
+                                               ("step_free", density_curve(free_cpu, c)),
+                                               ("reset", density_curve(reset_cpu, c))) if curve is not None}
     return {
         "env_step_core_s": step_core_s,
         "env_step_cv": cv(alone),
         "env_core_efficiency": efficiency,
         "env_reset_s": statistics.fmean(resets),
         "env_memory_gb": statistics.fmean(rss) / 1e9,
+        "env_density": density,
         "extra": {
             "env_chunk_step_s_vs_envs_per_worker": fit_linear(chunk_samples),
             "env_core_efficiency_points_cpu_time": eff_points,
@@ -253,6 +290,7 @@ def measure_envs(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any]:
             "env_step_wall_s_per_count": {str(n): [statistics.fmean(v), cv(v)] for n, v in step_wall.items()},
             "env_step_cpu_s_per_count": {str(n): [statistics.fmean(v), cv(v)] for n, v in step_cpu.items()},
             "env_reset_samples_s": resets,
+            "env_reset_wall_samples_s": reset_walls,
             "env_create_s": create_s,
             "env_create_wall_s_all_parallel": create_wall,
             "env_rss_gb": [r / 1e9 for r in rss],
@@ -291,10 +329,82 @@ def load_env_costs(path: str) -> dict[str, Any]:
         "env_core_efficiency": c.env_core_efficiency,
         "env_reset_s": c.env_reset_s,
         "env_memory_gb": c.env_memory_gb,
+        "env_density": {k: v.to_dict() for k, v in c.env_density.items()},
+        # the driver's orchestration runs beside the envs: copied with them
+        "driver": ({"driver_chunk_step_s": dict(c.driver_chunk_step_s), "extra": src.extra.get("driver_samples", {}),
+                    "assumption": f"costs.driver_chunk_step_s copied from {path} with the env costs"}
+                   if c.driver_chunk_step_s else None),
         "extra": {**keep, "env_costs_from": {"path": str(path), "date": src.provenance.get("date"),
                                              "method": src.provenance.get("method"),
                                              "hardware": src.provenance.get("hardware")}},
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# The run's own orchestration per chunk step (executor run's driver, Ray calls, hand-offs)
+
+
+def driver_plan(mode: str, envs: int, chunk: int, chunk_steps: int) -> Any:
+    """A rollout-only-sized plan on two device slots of this machine for measuring the driver:
+    ``envs`` envs on one env worker, one episode of ``chunk_steps`` chunk steps."""
+    from perfmodel.schema.plan import Plan
+
+    cores = os.cpu_count() or 1
+    samples = envs * chunk_steps
+    return Plan.from_dict({
+        "mode": mode, "allocation_ratio": "1:1", "pipeline_stage_num": 1, "b_max": None, "t_max_s": 0.05,
+        "max_staleness": 1, "profile": "pi05_tiny_cpu",
+        "workload": {"total_num_envs": envs, "max_episode_steps": chunk * chunk_steps, "num_action_chunks": chunk,
+                     "rollout_epoch": 1, "update_epoch": 1, "micro_batch_size": samples,
+                     "global_batch_size": samples, "group_size": 1, "algorithm": "ppo"},
+        "cluster": {"gpus": 2, "gpus_per_node": 2, "cpu_cores_per_node": max(2, cores), "node_ram_gb": ram_gb(),
+                    "intra_node_bw_GBps": 1.0, "inter_node_bw_GBps": 1.0, "actor_cpu_cores_per_gpu": 0.0}},
+        "driver plan")
+
+
+def measure_driver(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any] | None:
+    """``driver_chunk_step_s``: a real ``executor run`` of one iteration (real LIBERO envs, the
+    policy, Ray actors, the driver's threads) per stepping kind, lock-step (disaggregated) and
+    dynamic batching (rollout_async), and the driver's own seconds per chunk step of an env group
+    (``Context.driver_s``: the cycle less inference, env step and the modelled queueing; the run
+    record's ``driver_s_per_chunk_step``): what the simulator adds per chunk step. None when
+    ``driver_chunk_steps`` is 0 or env costs come from another profile (the profile has none then,
+    or the other profile's, and the model charges nothing without one)."""
+    if cfg.driver_chunk_steps <= 0 or cfg.env_profile:
+        return None
+    if cfg.device.startswith("cuda"):
+        import torch
+
+        if torch.cuda.device_count() < 2:  # the runs put the rollout and the actor on two slots
+            return None
+    from executor.learner import LearnerConfig
+    from executor.runtime.modes import RunOptions
+    from executor.runtime.record import driver_cost
+    from executor.runtime.session import execute_session
+
+    envs = len(os.sched_getaffinity(0))  # one env per core of the worker
+    out: dict[str, float] = {}
+    extra: dict[str, Any] = {}
+    for kind, mode in (("lockstep", "disaggregated"), ("dynamic", "rollout_async")):
+        bar.set_description(f"driver per chunk step ({kind})")
+        plan = driver_plan(mode, envs, chunk, cfg.driver_chunk_steps)
+        opts = RunOptions(backbone=cfg.backbone, scale=cfg.scale, device=cfg.device, image_size=cfg.image_size,
+                          suite=cfg.suite)
+        res = execute_session(plan, iterations=1, opts=opts, learner=LearnerConfig.from_plan(plan),
+                              progress=False, verbose=False)
+        if res.status != "ok":
+            raise RuntimeError(f"driver measurement ({mode}): {res.error}")
+        cost = driver_cost(list(res.ctx.driver_s))
+        out[kind] = cost["mean_s"]
+        extra[kind] = {"mode": mode, "envs": envs, "chunk_steps": cfg.driver_chunk_steps, **cost,
+                       "samples_s": [round(x, 6) for x in res.ctx.driver_s],
+                       "loadavg_1min": round(os.getloadavg()[0], 2)}
+        bar.update(1)
+    return {"driver_chunk_step_s": out, "extra": extra,
+            "assumption": f"costs.driver_chunk_step_s: one real executor run per stepping kind ({envs} envs, "
+                          f"{cfg.driver_chunk_steps} chunk steps of {chunk}, one iteration): the mean over chunk "
+                          "steps of each group's cycle on the driver less its inference, its env step and the "
+                          "queueing the simulator models (batch firing, the slot): Ray calls and hand-offs"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -496,13 +606,14 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
         slots = torch.cuda.device_count()
     else:
         slots = min(2, os.cpu_count() or 1)
-    steps = (0 if cfg.env_profile else 2 + len(cfg.env_counts) + (1 in cfg.env_counts and len(cfg.env_counts) > 1)) + len(cfg.batch_sizes) + len(cfg.train_sizes) + 2 + 1
+    steps = (0 if cfg.env_profile else 2 + len(cfg.env_counts) + (1 in cfg.env_counts and len(cfg.env_counts) > 1)) + len(cfg.batch_sizes) + len(cfg.train_sizes) + 2 + 1 + (2 if cfg.driver_chunk_steps > 0 and not cfg.env_profile else 0)
     started = time.perf_counter()
     load_before = os.getloadavg()
     with tqdm(total=steps, file=sys.stderr, disable=not progress, unit="stage") as bar:
         envs = load_env_costs(cfg.env_profile) if cfg.env_profile else measure_envs(cfg, chunk, bar)
         model = measure_model(cfg, slots, bar)
         comm = measure_comm(cfg, model["weight_sync_bytes"], bar)
+        driver = measure_driver(cfg, chunk, bar) if not cfg.env_profile else envs.get("driver")
         bar.set_description("done")
     ram = ram_gb()
     cores = os.cpu_count() or 1
@@ -521,27 +632,28 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
                   algorithm="ppo")
     Workload.from_dict(wl, "default_workload")
     bw = comm["bandwidth_GBps"]
-    costs = {
-        "env_step_core_s": envs["env_step_core_s"],
-        "env_core_efficiency": envs["env_core_efficiency"],
-        "env_reset_s": envs["env_reset_s"],
-        "env_memory_gb": envs["env_memory_gb"],
-        "infer_s": model["infer_s"],
-        "train_micro_batch_s": model["train_micro_batch_s"],
-        "optimizer_step_s": model["optimizer_step_s"],
-        "grad_allreduce_bytes": model["grad_allreduce_bytes"],
-        "weight_sync_bytes": model["weight_sync_bytes"],
-        "offload_s": model["offload_s"],
-        "reload_s": model["reload_s"],
-        "comm_latency_s": comm["latency_s"],
-    }
+    costs = Costs(
+        env_step_core_s=envs["env_step_core_s"],
+        env_core_efficiency=envs["env_core_efficiency"],
+        env_reset_s=envs["env_reset_s"],
+        env_memory_gb=envs["env_memory_gb"],
+        infer_s=Curve.from_dict(model["infer_s"], "costs.infer_s"),
+        train_micro_batch_s=Curve.from_dict(model["train_micro_batch_s"], "costs.train_micro_batch_s"),
+        optimizer_step_s=model["optimizer_step_s"],
+        grad_allreduce_bytes=model["grad_allreduce_bytes"],
+        weight_sync_bytes=model["weight_sync_bytes"],
+        offload_s=model["offload_s"],
+        reload_s=model["reload_s"],
+        comm_latency_s=comm["latency_s"],
+        env_density={k: EnvDensityCurve.from_dict(v, f"costs.env_density.{k}") for k, v in envs["env_density"].items()},
+        driver_chunk_step_s=dict(driver["driver_chunk_step_s"]) if driver else {},
+    )
     hw = hardware(cfg.device)
     name = os.path.splitext(os.path.basename(cfg.out))[0]
-    d = {
-        "schema_version": 1,
-        "name": name,
-        "backbone": cfg.backbone,
-        "provenance": {
+    profile = Profile(
+        name=name,
+        backbone=cfg.backbone,
+        provenance={
             "kind": "measured",
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "method": cfg.command or "executor profile",
@@ -554,7 +666,7 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
             "loadavg_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
             "warnings": busy_warnings(load_before[0], {"extra": {}} if cfg.env_profile else envs),
         },
-        "assumptions": {
+        assumptions={
             "device_slot": (f"one CUDA device ({hw.get('gpu', '')})" if on_gpu else
                             f"a 'GPU' of this CPU node is a slot of {max(1, cores // slots)} core(s): "
                             f"{slots} slots on {cores} cores; inference and training ran with "
@@ -566,7 +678,8 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
                         "process: equals wall time on an idle core); efficiency = that / CPU seconds per "
                         "step with every core busy",
             "env_reset": "reset() with hard reset (scene rebuild) + init state of the suite + 15 zero-action "
-                         "settle steps, one env alone",
+                         "settle steps, one env alone; CPU seconds of the env process (wall seconds in "
+                         "extra.env_reset_wall_samples_s)",
             "env_memory": "RSS of one env process after stepping (renderer included)",
             **({"env_costs": f"envs run on CPU workers: env costs copied from {cfg.env_profile} "
                              f"(measured on its own machine), not measured in this run"} if cfg.env_profile else {}),
@@ -588,26 +701,28 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
                              f"per env that is {48 * envs['env_memory_gb']:.0f} GB of env RAM per GPU" if on_gpu else
                              f"the largest env count measured on this node ({max(cfg.env_counts)}) over its "
                              f"{slots} slots, within 80 % of node RAM at {envs['env_memory_gb']:.2f} GB per env"),
+            "env_density": "costs.env_density: at each env count n that fills the worker's cores, n / cores "
+                           "envs per core, the mean CPU seconds of one env's step in a lock-step group "
+                           "(step_lockstep), of one env stepping by itself with no barrier (step_free) and of "
+                           "one env's reset with all n resetting at once (reset); raw samples kept",
+            **({"driver": driver["assumption"]} if driver else {}),
         },
-        "node": {
+        node={
             "gpus_per_node": slots,
             "cpu_cores_per_node": cores,
             "node_ram_gb": round(ram, 2),
             "intra_node_bw_GBps": bw,
             "inter_node_bw_GBps": bw,
         },
-        "envs_per_gpu": envs_per_gpu,
-        "default_workload": wl,
-        "costs": costs,
-        "variability": {
-            "env_step_cv": envs["env_step_cv"],
-            "infer_cv": model["infer_cv"],
-            "train_cv": model["train_cv"],
-        },
-        "extra": {**envs["extra"], **model["extra"], "weight_sync_broadcast_s_vs_bytes": comm["curve"],
-                  "weight_sync_bandwidth_GBps": bw},
-    }
-    profile = Profile.from_dict(d)  # validate against the schema before writing
+        envs_per_gpu=envs_per_gpu,
+        default_workload=wl,
+        costs=costs,
+        variability=Variability(env_step_cv=envs["env_step_cv"], infer_cv=model["infer_cv"],
+                                train_cv=model["train_cv"]),
+        extra={**envs["extra"], **model["extra"], "weight_sync_broadcast_s_vs_bytes": comm["curve"],
+               "weight_sync_bandwidth_GBps": bw, **({"driver_samples": driver["extra"]} if driver else {})},
+    )
+    Profile.from_dict(profile.to_dict())  # the schema's checks, as any reader applies them, before writing
     profile.save(cfg.out)
     return profile
 

@@ -98,8 +98,9 @@ def bound(costs: StageCosts) -> Bound:
 def closed_form_iteration_s(costs: StageCosts) -> float:
     """Steady-state iteration time of a synchronous mode with deterministic costs.
 
-    Rollout, lock-step (one stage): every chunk step is inference then env step, in sequence:
-        rollout_epoch * (reset + chunks * (infer(n) + env_chunk(n))).
+    Rollout, lock-step (one stage): every chunk step is inference, env step and the run's
+    orchestration (``driver_chunk_s``, 0 unless measured), in sequence:
+        rollout_epoch * (reset + chunks * (infer(n) + env_chunk(n) + driver)).
     Pipelined (``pipeline_stage_num`` = p > 1, resets free): the p stages of a worker alternate
     between its GPU and its CPU cores, a two-machine flow shop over n = chunks * p * epochs items:
         warm-up (infer + env_chunk of one stage) + (n - 1) * max(infer, env_chunk).
@@ -113,8 +114,11 @@ def closed_form_iteration_s(costs: StageCosts) -> float:
     n_g = plan.envs_per_stage
     infer, env = costs.infer_s(n_g), costs.env_chunk_s(n_g)
     if p == 1:
-        rollout = w.rollout_epoch * (costs.env_reset_s(n_g) + w.chunk_steps_per_epoch * (infer + env))
+        rollout = w.rollout_epoch * (costs.env_reset_s(n_g)
+                                     + w.chunk_steps_per_epoch * (infer + env + costs.driver_chunk_s()))
     else:
+        if costs.driver_chunk_s() != 0:
+            raise ValueError("the pipelined closed form assumes no driver cost per chunk step")
         if costs.profile.costs.env_reset_s != 0:
             raise ValueError("the pipelined closed form assumes env_reset_s = 0")
         if costs.env_cores_used(n_g) < costs.cores_per_worker:

@@ -184,6 +184,7 @@ def _print_prediction(p: dict[str, Any]) -> None:
     ]
     if p["staleness"]["max"] > 0:
         rows.append(("staleness", f"mean {p['staleness']['mean']:.2f}, max {p['staleness']['max']:.0f} versions"))
+    rows += [("warning", w) for w in p.get("warnings", [])]
     if "trace" in p:
         rows.append(("trace", p["trace"]))
     width = max(len(k) for k, _ in rows)

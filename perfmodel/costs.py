@@ -35,12 +35,50 @@ class StageCosts:
     def env_cores_used(self, n_envs: int) -> float:
         return min(float(n_envs), self.cores_per_worker)
 
-    def _cpu_time(self, n_envs: int, per_env_s: float) -> float:
+    @property
+    def env_density(self) -> float:
+        """Envs per core of an env worker: all its envs over its cores (the envs of its groups and
+        pipeline stages share them), at least one (an env never has more than a core)."""
+        return max(1.0, self.plan.envs_per_worker / self.cores_per_worker)
+
+    def env_cost(self, kind: str) -> tuple[float, float]:
+        """(CPU seconds of one env's step or reset, multi-core efficiency) at the plan's envs per
+        core: the profile's measured curve at that density (contention is in it: efficiency 1),
+        else its scalar (one env alone on a core) with ``env_core_efficiency``."""
+        c = self.profile.costs
+        curve = c.env_density.get(kind)
+        if curve is not None:
+            return curve.at(self.env_density)[0], 1.0
+        return (c.env_reset_s if kind == "reset" else c.env_step_core_s), c.env_core_efficiency
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the prediction's env costs are not measured for: a plan's envs per core that the
+        profile's curves do not have (interpolated or the nearest point, said so), or a measured
+        profile without curves read at another density than the one env alone it measured.
+        Fitted profiles carry no curves: their env costs are effective per-core costs fitted at the
+        calibrated setups, used as they are."""
+        c, d, out, missing = self.profile.costs, self.env_density, [], []
+        kinds = ("step_free" if self.plan.mechanisms.dynamic_batching else "step_lockstep", "reset")
+        for kind in kinds:
+            curve = c.env_density.get(kind)
+            if curve is not None:
+                note = curve.at(d)[1]
+                if note:
+                    out.append(f"env cost {kind}: {note} (profile {self.profile.name})")
+            elif self.profile.provenance.get("kind") == "measured" and abs(d - 1.0) > 0.02:
+                missing.append(kind)
+        if missing:
+            out.append(f"env costs ({', '.join(missing)}): profile {self.profile.name} has no curve over envs per "
+                       f"core (it measured one env alone on a core) but the plan runs {d:.3g} envs per core: "
+                       "the single-env costs are used (re-measure with executor profile)")
+        return out
+
+    def _cpu_time(self, n_envs: int, per_env_s: float, eff: float) -> float:
         """Wall time for ``n_envs`` env processes each doing ``per_env_s`` of single-core work on
-        ``min(n_envs, cores)`` cores, at the profile's multi-core efficiency."""
+        ``min(n_envs, cores)`` cores, at multi-core efficiency ``eff``."""
         active = self.env_cores_used(n_envs)
-        eff = 1.0 if active <= 1 else self.profile.costs.env_core_efficiency
-        return per_env_s * n_envs / (active * eff)
+        return per_env_s * n_envs / (active * (1.0 if active <= 1 else eff))
 
     def env_chunk_s(self, n_envs: int, lockstep: bool = True) -> float:
         """``num_action_chunks`` env steps of ``n_envs`` envs of one worker; a lock-step group
@@ -52,10 +90,19 @@ class StageCosts:
             # step-time spread (perfmodel.variability; 1.0 without variability).
             barrier *= lockstep_barrier_factor(n_envs, self.cores_per_worker, k,
                                                self.profile.variability.env_step_cv)
-        return self._cpu_time(n_envs, k * self.profile.costs.env_step_core_s) * barrier
+        step, eff = self.env_cost("step_lockstep" if lockstep else "step_free")
+        return self._cpu_time(n_envs, k * step, eff) * barrier
 
     def env_reset_s(self, n_envs: int) -> float:
-        return self._cpu_time(n_envs, self.profile.costs.env_reset_s)
+        reset, eff = self.env_cost("reset")
+        return self._cpu_time(n_envs, reset, eff)
+
+    def driver_chunk_s(self) -> float:
+        """The run's orchestration per chunk step of an env group (profile's measured
+        ``driver_chunk_step_s``; 0 when not measured): between a group's chunk step and its
+        next inference, outside every stage."""
+        d = self.profile.costs.driver_chunk_step_s
+        return d.get("dynamic" if self.plan.mechanisms.dynamic_batching else "lockstep", 0.0)
 
     # --- generators (rollout GPUs) ---
     def infer_s(self, batch: int) -> float:

@@ -148,7 +148,8 @@ def predict(plan: Plan, profile: Profile, *, replications: int = 1, seed: int = 
         for r in range(replications)
     ]
     first = runs[0]
-    b = bound(StageCosts(plan, profile))
+    costs = StageCosts(plan, profile)
+    b = bound(costs)
     thr = [r.throughput_env_steps_per_s for r in runs]
     its = [r.iteration_time_s for r in runs]
     mean, lo, hi = _interval(thr)
@@ -167,6 +168,8 @@ def predict(plan: Plan, profile: Profile, *, replications: int = 1, seed: int = 
         "staleness": first.staleness,
         "counts": first.counts,
         "replications": replications,
+        # what the costs are not measured for (env costs at another envs per core): never silent
+        "warnings": costs.warnings,
     }
     if interval:
         out.update(_prediction_interval(plan, profile, first.throughput_env_steps_per_s, mean,

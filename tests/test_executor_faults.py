@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_executor_run import ROOT, tiny_plan, write_plan
+from tests.test_executor_run import ROOT, output_lines, tiny_plan, write_plan
 
 pytestmark = pytest.mark.slow
 
@@ -69,7 +69,7 @@ def test_sigterm_then_second_ctrl_c_still_write_the_partial_record(tmp_path):
     proc.send_signal(signal.SIGINT)  # the impatient second Ctrl-C, during teardown
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err
-    lines = [x for x in err.splitlines() if x.strip()]
+    lines = output_lines(err)
     assert len(lines) == 1 and lines[0].startswith("error: run: interrupted"), err  # Ray kept off stderr
     assert "partial record" in lines[0]
     record = json.loads((out / "record.json").read_text())

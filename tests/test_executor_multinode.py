@@ -1,8 +1,9 @@
 """executor run on more than one node (slow): a local multi-node Ray cluster
 (``ray.cluster_utils.Cluster``: a head without CPU slots and two one-slot worker nodes, each its
 own raylet on this machine). The plan's rollout slot and actor slot land on different nodes and
-the run counts exactly; killing the actor's node mid-run ends in a partial record and one error
-line naming the node."""
+the run counts exactly; a plan node no Ray node can hold is refused; killing the actor's node
+mid-run ends in a partial record and one error line naming the node (last: it leaves the
+cluster one node short)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import json
 import pytest
 
 from perfmodel.schema.plan import Plan
-from tests.test_executor_run import check_record, cli, tiny_plan, write_plan
+from tests.test_executor_run import check_record, cli, output_lines, tiny_plan, write_plan
 
 pytestmark = pytest.mark.slow
 
@@ -65,6 +66,21 @@ def test_rollout_and_actor_on_different_nodes_count_exactly(cluster, tmp_path):
     assert {w.split("node id ")[1].rstrip(")") for w in where.values()} == ids
 
 
+def test_a_plan_node_no_ray_node_holds_is_refused_in_one_line(cluster, tmp_path):
+    # two slots on one node, but each Ray node has one: enough CPU in all, yet the plan's node
+    # would be split over two Ray nodes (its slots are packed onto one Ray node)
+    c, _ = cluster
+    out = tmp_path / "run"
+    r = cli(["run", write_plan(tmp_path, tiny_plan("disaggregated")), "--out", str(out), "--no-progress",
+             "--address", c.address])
+    assert r.exit_code == 2, r.output
+    lines = output_lines(r.output)
+    assert len(lines) == 1 and lines[0].startswith("error: plan.cluster.gpus_per_node: 1 node(s) of 2 device "
+                                                   "slots do not fit"), r.output
+    assert "nodes have 1, 1, 0 CPU" in lines[0], r.output
+    assert not out.exists()
+
+
 def test_killing_a_node_mid_run_names_it_in_one_line(cluster, tmp_path):
     c, nodes = cluster
     out = tmp_path / "killed"
@@ -99,7 +115,7 @@ def test_killing_a_node_mid_run_names_it_in_one_line(cluster, tmp_path):
         session.execute_session = real
     assert killed, r.output
     assert r.exit_code == 1, r.output
-    lines = [x for x in r.output.splitlines() if x.strip()]
+    lines = output_lines(r.output)
     assert len(lines) == 1 and lines[0].startswith("error: run: a Ray actor died"), r.output
     assert "trainer_rank_0" in lines[0] and killed["id"][:12] in lines[0], r.output
     record = json.loads((out / "record.json").read_text())

@@ -204,15 +204,26 @@ def test_interrupted_start_up_is_waited_for_and_errors_come_back():
 
 
 def test_quiet_stderr_sends_fd2_to_the_log(tmp_path, capfd):
+    import sys
+
     from executor.runtime.session import quiet_stderr
 
     log = tmp_path / "ray.log"
     with quiet_stderr(log) as real:
         os.write(2, b"Token authentication is enabled\n")
+        # what Ray's error-listener thread does with a dead node's messages (print_to_stdstream)
+        t = threading.Thread(target=lambda: print("(raylet) The node with node id: 1a2b has been marked dead",
+                                                  file=sys.stdout))
+        t.start()
+        t.join()
+        print("raylet last 20 lines", file=sys.stderr)
         real.write("progress\n")
+    print("after")
     out = capfd.readouterr()
-    assert "Token" not in out.err and "progress" in out.err
-    assert "Token authentication" in log.read_text()
+    assert "Token" not in out.err and "progress" in out.err and "raylet" not in out.err
+    assert "marked dead" not in out.out and out.out == "after\n"
+    text = log.read_text()
+    assert "Token authentication" in text and "marked dead" in text and "raylet last 20 lines" in text
 
 
 def test_env_restart_inside_the_measured_window_is_flagged():
@@ -232,3 +243,41 @@ def test_actor_lost_names_actor_and_node():
     assert str(e) == ("trainer_rank_0 on node 10.0.0.2 (node id abcdef012345) died: "
                       "The actor died because its node has died.")
     assert json.dumps(str(e)).count("\\n") == 0
+
+
+def test_env_cores_are_positions_resolved_on_the_env_workers_node():
+    from executor.runtime.actors import node_cores
+    from executor.runtime.modes import layout
+
+    d = copy.deepcopy(TINY)
+    d["workload"]["total_num_envs"] = 4
+    d["cluster"].update(gpus=4, gpus_per_node=2, cpu_cores_per_node=2)
+    lay = layout(Plan.from_dict(dict(d, allocation_ratio="1:1")))
+    assert lay.rollout_slots == [0, 1] and lay.env_cores == [[0], [1]]  # one node, a core each
+    d["cluster"].update(gpus_per_node=1)
+    lay = layout(Plan.from_dict(dict(d, allocation_ratio="1:1")))
+    # nodes of one slot: each env worker gets its own node's first two cores (positions, not ids)
+    assert lay.rollout_slots == [0, 1] and lay.env_cores == [[0, 1], [0, 1]]
+    avail = sorted(os.sched_getaffinity(0))
+    assert node_cores([0, 1]) == [avail[0], avail[1 % len(avail)]]
+    assert node_cores([len(avail)]) == [avail[0]]  # more positions than cores wrap around
+    assert node_cores(None) is None and node_cores([]) is None
+
+
+def test_plan_nodes_must_each_fit_on_a_ray_node():
+    from executor.runtime.modes import node_bundles
+    from executor.runtime.session import fits_on_nodes
+
+    d = copy.deepcopy(TINY)
+    d["workload"]["total_num_envs"] = 4
+    d["cluster"].update(gpus=4, gpus_per_node=2, cpu_cores_per_node=2)
+    plan = Plan.from_dict(d)
+    assert node_bundles(plan, cuda=False) == [[{"CPU": 1}] * 2] * 2
+    assert node_bundles(plan, cuda=True)[1] == [{"GPU": 1, "CPU": 1}] * 2
+    assert fits_on_nodes(plan, [2, 2]) and fits_on_nodes(plan, [4, 0]) and fits_on_nodes(plan, [0, 3, 2])
+    assert not fits_on_nodes(plan, [1, 1, 1, 1])  # enough slots in all, but no node holds two
+    assert not fits_on_nodes(plan, [3, 1])
+    d["cluster"].update(gpus=3)  # the last node holds what is left
+    d["workload"].update(total_num_envs=3, global_batch_size=6)
+    assert [len(b) for b in node_bundles(Plan.from_dict(dict(d, mode="colocated", allocation_ratio=None)),
+                                         cuda=False)] == [2, 1]

@@ -74,7 +74,8 @@ def test_profile_tiny_writes_a_valid_profile(tmp_path):
     out = tmp_path / "pi05_tiny_test.json"
     r = _run("profile", "--backbone", "pi05", "--scale", "tiny", "--suite", "libero_10", "--out", str(out),
              "--image-size", "64", "--env-counts", "1,2", "--env-repeats", "1", "--reset-repeats", "1",
-             "--repeats", "2", "--batch-sizes", "1,2", "--train-sizes", "1,2", "--sync-mb", "1", "--no-progress")
+             "--repeats", "2", "--batch-sizes", "1,2", "--train-sizes", "1,2", "--sync-mb", "1",
+             "--driver-chunk-steps", "2", "--no-progress")
     assert r.returncode == 0, r.stderr[-3000:]
     d = json.loads(out.read_text())
     p = Profile.from_dict(d)
@@ -91,6 +92,18 @@ def test_profile_tiny_writes_a_valid_profile(tmp_path):
     assert p.default_workload["num_action_chunks"] == 10
     assert set(p.extra["env_cpu_cores_used_vs_envs"]) == {"1", "2"}
     assert p.variability.env_step_cv >= 0 and p.variability.infer_cv >= 0
+    # env costs as curves over envs per core, with their raw samples: the counts that fill the cores
+    cores = len(p.extra["worker_cores"])
+    dens = sorted(n / cores for n in (1, 2) if n >= cores)
+    assert set(c.env_density) == {"step_lockstep", "step_free", "reset"}
+    for curve in c.env_density.values():
+        assert list(curve.densities) == dens and all(len(ys) >= 1 for _, ys in curve.samples)
+    # the driver's cost per chunk step, from one real run per stepping kind
+    assert set(c.driver_chunk_step_s) == {"lockstep", "dynamic"}
+    from executor.profiler import driver_plan
+
+    groups = len(driver_plan("rollout_async", cores, 10, 2).placement.group_sizes)
+    assert p.extra["driver_samples"]["dynamic"]["chunk_steps"] == 2 * groups
     _predict_accepts(out)
 
 
@@ -104,6 +117,7 @@ def test_env_costs_from_a_cpu_profile(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     p, s = Profile.from_dict(json.loads(out.read_text())), Profile.from_dict(json.loads(src.read_text()))
     assert p.costs.env_step_core_s == s.costs.env_step_core_s and p.costs.env_memory_gb == s.costs.env_memory_gb
+    assert p.costs.env_density == s.costs.env_density and p.costs.driver_chunk_step_s == s.costs.driver_chunk_step_s
     assert p.extra["env_costs_from"]["path"] == str(src) and "env_costs" in p.assumptions
     assert p.node["gpus_per_node"] == 8
     r = _run("profile", "--backbone", "pi05", "--env-profile", str(tmp_path / "none.json"), "--out", str(out))

@@ -47,6 +47,12 @@ def cli(args):
     return run_main(*args, module="executor.cli", limit_s=3600)  # a Ray run under load takes minutes
 
 
+def output_lines(text: str) -> list[str]:
+    """What a run printed, less the busy-machine warning (``preflight.load_warning``, printed
+    before a run when the load average is high: CI's load decides whether it comes)."""
+    return [x for x in text.splitlines() if x.strip() and not x.startswith("warning: machine already loaded")]
+
+
 # ---------------------------------------------------------------------------------------------
 # Bad plans: refused with one line before anything starts
 
@@ -134,6 +140,10 @@ def check_record(plan: Plan, record: dict, rec, iterations: int = 2, synced: boo
     assert record["last_train_metrics"]["charts/grad_norm"] > 0
     assert record["env_cpu"]["env_step"]["cpu_s"] > 0 and 0 < record["env_cpu"]["env_step"]["cpu_share"] <= 1.5
     assert record["throughput_env_steps_per_s"] > 0 and record["iteration_time_s"] > 0
+    # the driver timed its own orchestration on every chunk step of every env group
+    groups = len(plan.placement.group_sizes) * plan.rollout_gpus
+    assert record["driver_s_per_chunk_step"]["chunk_steps"] == (
+        groups * w.chunk_steps_per_epoch * w.rollout_epoch * iterations)
     from perfmodel.schema.timeline import STAGES
 
     assert set(record["stage_time_s"]) == set(STAGES)
@@ -200,6 +210,10 @@ def test_streamer_cli_compare_json_and_run_dir(ray_session, tmp_path):
     plan = Plan.load(p)
     assert record["counts"]["env_steps"] == plan.workload.env_steps_per_iteration * 2
     assert record["predicted_throughput_env_steps_per_s"] > 0 and "error_pct" in record
+    # the diagnosis at the CPU share the envs got, and the driver cost predicted vs measured
+    diag = record["diagnosis_at_measured_cpu_share"]
+    assert 0 < diag["cpu_share"]["env_step"] <= 1 and diag["predicted_throughput_env_steps_per_s"] > 0
+    assert record["driver_chunk_step"]["measured_s"] == record["driver_s_per_chunk_step"]["mean_s"]
     assert record["counts"]["micro_batches"] == plan.workload.samples_per_iteration * 2 // 2
     assert {x.name for x in out.iterdir()} - {"ray.log"} == {"plan.json", "profile.json", "record.json", "trace.json"}
     trace = json.loads((out / "trace.json").read_text())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from perfmodel.schema.metrics import measured_window, plan_fields, run_counts, staleness, window_metrics
+from perfmodel.schema.metrics import error_pct, measured_window, plan_fields, run_counts, staleness, window_metrics
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.timeline import Recorder
 
@@ -85,3 +85,9 @@ def test_plan_fields_state_the_split():
     assert plan_fields(plan("disaggregated")) == {"gpus": 2, "allocation_ratio": "1:1", "rollout_gpus": 1,
                                                   "actor_gpus": 1, "pipeline_stage_num": 1, "total_num_envs": 2}
     assert plan_fields(plan("colocated"))["rollout_gpus"] == plan_fields(plan("colocated"))["actor_gpus"] == 2
+
+
+def test_error_is_prediction_over_measurement_minus_one():
+    assert error_pct(12.0, 10.0) == pytest.approx(20.0)  # the model predicted more: positive
+    assert error_pct(5.0, 10.0) == pytest.approx(-50.0)
+    assert error_pct(None, 10.0) is None and error_pct(1.0, None) is None and error_pct(1.0, 0.0) is None

@@ -52,6 +52,31 @@ def _torch_threads(n: int) -> None:
     torch.set_num_threads(n)
 
 
+def rendezvous_address() -> tuple[str, int]:
+    """This node's IP and a port free on it, for the trainer ranks' process group: run in rank
+    0's placement bundle, so ranks on other nodes reach it (127.0.0.1 only works on one node)."""
+    import socket
+
+    import ray
+
+    with socket.socket() as s:
+        s.bind(("", 0))
+        port = s.getsockname()[1]
+    return ray.util.get_node_ip_address(), port
+
+
+def node_cores(positions: list[int] | None) -> list[int] | None:
+    """Positions in this node's usable cores (as ``modes.worker_cores`` splits a node) -> core
+    ids on this node: the driver may run on another node, with other core ids."""
+    if not positions:
+        return None
+    try:
+        avail = sorted(os.sched_getaffinity(0))
+    except AttributeError:
+        return None
+    return [avail[p % len(avail)] for p in positions]
+
+
 class EnvGroupsActor:
     """A rollout slot's envs: one ``executor.envs.EnvProcessGroup`` per env group."""
 
@@ -60,7 +85,7 @@ class EnvGroupsActor:
         from executor.envs import EnvProcessGroup, _benchmark, num_tasks
 
         normal_priority()  # before the env processes are spawned: they inherit it
-        self.index, self.cfg, self.cores = index, cfg, cores
+        self.index, self.cfg, self.cores = index, cfg, node_cores(cores)
         self.group_sizes = list(group_sizes)
         self.first = [first_env + sum(group_sizes[:g]) for g in range(len(group_sizes))]
         suite = _benchmark(cfg.suite)
@@ -190,7 +215,7 @@ class TrainerRankActor:
     start before the global batch is complete. ``dump_dir``: save each global batch as trained
     (weights before, micro-batches, metrics) for the equivalence test."""
 
-    def __init__(self, rank: int, world: int, port: int, backbone: str, scale: str, device: str,
+    def __init__(self, rank: int, world: int, addr: str, port: int, backbone: str, scale: str, device: str,
                  seed: int, threads: int, learner: Any, dump_dir: str | None = None) -> None:
         _torch_threads(threads)
         from executor.learner import init_distributed, make_optimizer
@@ -199,9 +224,9 @@ class TrainerRankActor:
 
         self.rank, self.world, self.cfg = rank, world, learner
         if world > 1:
-            os.environ["MASTER_ADDR"] = "127.0.0.1"
+            os.environ["MASTER_ADDR"] = addr
             os.environ["MASTER_PORT"] = str(port)
-            init_distributed(rank, world, backend="gloo", port=port)
+            init_distributed(rank, world, backend="gloo", port=port, addr=addr)
         self.policy = make_policy(backbone, scale, device=device, seed=seed)  # same init as generators
         self.optimizer = make_optimizer(self.policy, learner)
         self.publisher = WeightPublisher(self.policy)

@@ -43,6 +43,9 @@ class Context:
     env_cpu: dict[str, list[float]] = field(default_factory=lambda: {"env_reset": [0.0, 0.0, 0],
                                                                      "env_step": [0.0, 0.0, 0]})
 
+    # seconds of the run's own orchestration per chunk step of an env group (EnvWorkerLoop._group)
+    driver_s: list[float] = field(default_factory=list)
+
     def env_cpu_add(self, stage: str, res: dict[str, Any], work: int) -> None:
         with self.lock:
             a = self.env_cpu[stage]
@@ -188,10 +191,13 @@ class InferenceClient:
 
     def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
         n = len(obs["state"])
-        self.ctx.rec.count(f"queue_depth/{self.name}", self.ctx.rel(time.time()), n)
+        asked = time.time()
+        self.ctx.rec.count(f"queue_depth/{self.name}", self.ctx.rel(asked), n)
         with self.slot:
-            self.ctx.rec.count(f"queue_depth/{self.name}", self.ctx.rel(time.time()), -n)
+            fired = time.time()
+            self.ctx.rec.count(f"queue_depth/{self.name}", self.ctx.rel(fired), -n)
             res = self.ctx.get(self.handle.generate.remote(obs))
+        res["queued_s"] = fired - asked  # waiting for the slot: queueing the simulator models
         self.ctx.span("inference", self.name, "inference", res, batch=n, version=self.version)
         with self.ctx.lock:
             self.calls += 1
@@ -200,7 +206,7 @@ class InferenceClient:
     def submit(self, obs: dict[str, Any]) -> Future:
         fut: Future = Future()
         with self.cond:
-            self.queue.append((obs, len(obs["state"]), fut, time.monotonic()))
+            self.queue.append((obs, len(obs["state"]), fut, time.time()))
             self.ctx.rec.count(f"queue_depth/{self.name}", self.ctx.rel(time.time()), len(obs["state"]))
             self.cond.notify_all()
         return fut
@@ -214,20 +220,22 @@ class InferenceClient:
                 with self.cond:
                     self.ctx.wait(self.cond, lambda: bool(self.queue))
                     first = self.queue[0][3]  # t_max counts from the first request's arrival
-                    while not batch_fires(self._waiting(), self.b_max, time.monotonic() - first, self.t_max):
+                    while not batch_fires(self._waiting(), self.b_max, time.time() - first, self.t_max):
                         if self.ctx.stop.is_set():
                             raise Stopped()
-                        self.cond.wait(max(0.0, first + self.t_max - time.monotonic()))
+                        self.cond.wait(max(0.0, first + self.t_max - time.time()))
                     batch, n = [], 0
                     while self.queue and (n == 0 or n + self.queue[0][1] <= self.b_max):
                         req = self.queue.pop(0)
                         batch.append(req)
                         n += req[1]
                     self.ctx.rec.count(f"queue_depth/{self.name}", self.ctx.rel(time.time()), -n)
+                fired = time.time()
                 res = self.infer(_cat_obs([b[0] for b in batch]))
                 lo = 0
-                for obs, m, fut, _ in batch:
-                    fut.set_result(_slice(res, lo, lo + m))
+                for obs, m, fut, arrived in batch:
+                    # waiting for the batch to fire (b_max / t_max) and for the slot: the simulator's queueing
+                    fut.set_result(dict(_slice(res, lo, lo + m), queued_s=fired - arrived + res["queued_s"]))
                     lo += m
         except BaseException as e:  # noqa: BLE001 - reported through the context
             self.ctx.fail(e)
@@ -367,6 +375,7 @@ class EnvWorkerLoop:
                               envs=n, version=self.version)
                 self.ctx.env_cpu_add("env_reset", res, n)
                 obs, steps, fault = res["obs"], [], None
+                last = time.time()  # the group's previous result came back to the driver
                 for c in range(w.chunk_steps_per_epoch):
                     out = self._infer(obs)
                     if self.inject_fault == (k, g) and c == 0 and epoch == 0:
@@ -379,6 +388,13 @@ class EnvWorkerLoop:
                     self.ctx.span("env_step", self.name, lane, st, units=self._units(n), cores=self._units(n),
                                   envs=n, version=self.version)
                     self.ctx.env_cpu_add("env_step", st, st["steps"])
+                    now = time.time()
+                    # the chunk step's cycle less its work (inference, env step) and its modelled
+                    # queueing (batch firing, the slot): the Ray calls and hand-offs of this driver
+                    with self.ctx.lock:
+                        self.ctx.driver_s.append((now - last) - (st["t1"] - st["t0"]) - (out["t1"] - out["t0"])
+                                                 - out["queued_s"])
+                    last = now
                     if self.ctx.progress:
                         self.ctx.progress(st["steps"])
                     steps.append({"obs": obs, "rewards": st["rewards"].sum(1), "noise": out["noise"],

@@ -10,15 +10,15 @@ executor groups envs exactly as the simulator does).
 | rollout_async | rollout : actor     | staleness bound          | per global batch     | dynamic batching |
 | streamer      | rollout : actor     | staleness bound          | per micro-batch      | dynamic batching |
 
-Placement: one placement-group bundle per device slot (``{"CPU": 1}`` on a CPU node,
-``{"GPU": 1, "CPU": c}`` with CUDA), bundle index = global device index. The slots come from
+Placement: one placement group per node of the plan (``STRICT_PACK``: a plan node's slots share
+a Ray node), one bundle per device slot on it (``{"CPU": 1}`` on a CPU node, ``{"GPU": 1,
+"CPU": 1}`` with CUDA). The slots come from
 ``plan.placement.slots()``, as the simulator's: rollout slot i holds env worker i and its
 inference actor, actor slot r trainer rank r (colocated: the same slots as the rollout).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,9 @@ from perfmodel.schema.plan import Plan
 from perfmodel.schema.rules import required_weight_version
 from executor.runtime.driver import (Context, EnvWorkerLoop, InferenceClient, RolloutLog, SampleBuffer,
                                      TrainerLoop, TrainLog, WeightStore)
+
+
+STARTUP_TIMEOUT_S = 120  # placement group and rendezvous: a cluster without the slots fails, never hangs
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,7 @@ class Layout:
     actor_slots: list[int]  # device of trainer rank r
     group_sizes: list[int]  # envs per env group, the same on every worker
     first_env: list[int]  # global index of env worker i's first env
-    env_cores: list[list[int] | None]  # cores env worker i's env processes are pinned to
+    env_cores: list[list[int]]  # cores env worker i's env processes are pinned to (positions on its node)
     env_cores_per_worker: float  # cores the model gives each worker (the span's units)
     staleness: int  # rollout iteration k needs weights version >= required_weight_version(k, staleness)
     dynamic_batching: bool
@@ -67,21 +70,18 @@ class Layout:
         return required_weight_version(iteration, self.staleness)
 
 
-def worker_cores(plan: Plan, slot: int) -> list[int] | None:
-    """Cores to pin the env processes of the env worker on device ``slot`` to: its node's cores
-    split evenly over the node's env workers (``placement.env_cores_per_worker`` each, in slot
-    order), as the simulator gives each worker its share. None when this host exposes no
-    affinity."""
-    try:
-        avail = sorted(os.sched_getaffinity(0))
-    except AttributeError:
-        return None
+def worker_cores(plan: Plan, slot: int) -> list[int]:
+    """Cores to pin the env processes of the env worker on device ``slot`` to, as positions in
+    its node's usable cores (the env worker turns them into core ids on the node it runs on,
+    ``actors.node_cores``): the node's cores split evenly over the node's env workers
+    (``placement.env_cores_per_worker`` each, in slot order), as the simulator gives each worker
+    its share."""
     pl = plan.placement
     rollout, _ = pl.slots()
     node = slot // pl.gpus_per_node
     local = sum(1 for d in rollout if d // pl.gpus_per_node == node and d < slot)
     per = max(1, int(pl.env_cores_per_worker))
-    return [avail[(local * per + j) % len(avail)] for j in range(per)]
+    return [local * per + j for j in range(per)]
 
 
 def layout(plan: Plan) -> Layout:
@@ -108,14 +108,17 @@ class Wiring:
     train_log: TrainLog
     dynamic_batching: bool
     handles: dict[str, list[Any]]
-    placement_group: Any
+    placement_groups: list[Any]  # one per plan node
     layout: Layout | None = None
 
 
-def bundles(plan: Plan, cuda: bool) -> list[dict[str, float]]:
-    if cuda:
-        return [{"GPU": 1, "CPU": 1} for _ in range(plan.cluster.gpus)]
-    return [{"CPU": 1} for _ in range(plan.cluster.gpus)]
+def node_bundles(plan: Plan, cuda: bool) -> list[list[dict[str, float]]]:
+    """One placement group per node of the plan, one bundle per device slot on it: slot d is
+    bundle ``d % gpus_per_node`` of node ``d // gpus_per_node``'s group."""
+    c = plan.cluster
+    one = {"GPU": 1, "CPU": 1} if cuda else {"CPU": 1}
+    return [[dict(one) for _ in range(min(c.gpus_per_node, c.gpus - n * c.gpus_per_node))]
+            for n in range(c.nodes)]
 
 
 def wire(ctx: Context, opts: RunOptions, learner_cfg: Any) -> Wiring:
@@ -124,20 +127,23 @@ def wire(ctx: Context, opts: RunOptions, learner_cfg: Any) -> Wiring:
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     from executor.envs import EnvConfig
-    from executor.learner import free_port
-    from executor.runtime.actors import EnvGroupsActor, InferenceActor, TrainerRankActor
+    from executor.runtime.actors import EnvGroupsActor, InferenceActor, TrainerRankActor, rendezvous_address
 
     plan = ctx.plan
     lay = layout(plan)
     w = plan.workload
     cuda = opts.device.startswith("cuda")
-    pg = placement_group(bundles(plan, cuda), strategy="PACK")
-    ray.get(pg.ready(), timeout=120)
+    # A plan node's slots share one Ray node (STRICT_PACK), so the rollout and actor slots sit
+    # on the nodes the plan (and the simulator's placement) puts them on; a Ray node with room
+    # for several plan nodes may hold them all (one local Ray runs any plan that fits).
+    pgs = [placement_group(b, strategy="STRICT_PACK") for b in node_bundles(plan, cuda)]
+    ray.get([pg.ready() for pg in pgs], timeout=STARTUP_TIMEOUT_S)
+    per_node = plan.cluster.gpus_per_node
 
     def on(slot: int, gpu: float = 0.0):
         return dict(scheduling_strategy=PlacementGroupSchedulingStrategy(
-            placement_group=pg, placement_group_bundle_index=slot), num_cpus=0.01,
-            num_gpus=gpu)
+            placement_group=pgs[slot // per_node], placement_group_bundle_index=slot % per_node),
+            num_cpus=0.01, num_gpus=gpu)
 
     env_cfg = EnvConfig(suite=opts.suite, image_size=opts.image_size, max_episode_steps=w.max_episode_steps,
                         num_action_chunks=w.num_action_chunks, hard_reset=opts.hard_reset, seed=opts.seed)
@@ -149,10 +155,13 @@ def wire(ctx: Context, opts: RunOptions, learner_cfg: Any) -> Wiring:
         i, env_cfg, sizes, lay.first_env[i], lay.env_cores[i]) for i, d in enumerate(lay.rollout_slots)]
     inf_actors = [ray.remote(InferenceActor).options(max_concurrency=4, **on(d, gpu_share)).remote(
         opts.backbone, opts.scale, device, opts.seed, opts.torch_threads) for d in lay.rollout_slots]
-    port = free_port()
     world = len(lay.actor_slots)
+    addr, port = "127.0.0.1", 0
+    if world > 1:  # the ranks' process group meets on rank 0's node, wherever Ray placed it
+        addr, port = ray.get(ray.remote(rendezvous_address).options(**on(lay.actor_slots[0])).remote(),
+                             timeout=STARTUP_TIMEOUT_S)
     ranks = [ray.remote(TrainerRankActor).options(**on(d, gpu_share)).remote(
-        r, world, port, opts.backbone, opts.scale, device, opts.seed, opts.torch_threads, learner_cfg,
+        r, world, addr, port, opts.backbone, opts.scale, device, opts.seed, opts.torch_threads, learner_cfg,
         opts.dump_updates) for r, d in enumerate(lay.actor_slots)]
     ready = ray.get([a.ready.remote() for a in env_actors + inf_actors + ranks])
     ctx.initial_weight_checksum = ready[len(env_actors)]["checksum"]
@@ -172,4 +181,4 @@ def wire(ctx: Context, opts: RunOptions, learner_cfg: Any) -> Wiring:
                           stream=lay.streaming, swap=inf_actors if (cuda and lay.phase_swaps) else None,
                           device="cuda")
     return Wiring(workers, clients, trainer, buffer, weights, rollout_log, train_log, lay.dynamic_batching,
-                  {"env_workers": env_actors, "generators": inf_actors, "trainers": ranks}, pg, lay)
+                  {"env_workers": env_actors, "generators": inf_actors, "trainers": ranks}, pgs, lay)

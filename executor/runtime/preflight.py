@@ -29,6 +29,20 @@ ACTOR_GB = 0.4  # one Ray worker with torch and a tiny policy (module docstring)
 # 10 % of what the kernel calls available for the page cache, the kernel and other tenants.
 RAM_HEADROOM = 0.9
 ADDRESS_TIMEOUT_S = 3.0  # a GCS that does not answer a TCP connect in 3 s is not there
+# A run measures costs the plan gives whole cores to; a 1-minute load average above a quarter of
+# the cores (0.5 on a 2-core box) means other processes already compete for them.
+LOADED_PER_CORE = 0.25
+
+
+def load_warning(load_1min: float, cores: int | None = None) -> str | None:
+    """The one rule for "this machine is already loaded" (warned before a run starts and kept in
+    its record): None when the load average is at most ``LOADED_PER_CORE`` x cores."""
+    cores = cores or os.cpu_count() or 1
+    if load_1min <= LOADED_PER_CORE * cores:
+        return None
+    return (f"machine already loaded: 1-minute load average {load_1min:.2f} on {cores} cores; other "
+            "processes share the cores the plan's costs assume, so the measurement will be slower than "
+            "a quiet machine's (--compare prints a diagnosis at the CPU share the envs get)")
 
 
 def device_slots() -> tuple[int, str]:

@@ -16,7 +16,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from perfmodel.schema.metrics import measured_window, plan_fields, run_counts, staleness, window_metrics
+from perfmodel.schema.metrics import error_pct, measured_window, plan_fields, run_counts, staleness, window_metrics
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.timeline import STAGES, Recorder
 
@@ -71,22 +71,17 @@ def measured_fields(plan: Plan, rec: Recorder, iteration_done: list[float], warm
 def compare(record: dict[str, Any], prediction: dict[str, Any]) -> dict[str, Any]:
     """Predicted vs measured: throughput error and per-stage times, error = prediction /
     measurement - 1 in percent (docs/metrics.md; positive: the model predicted more)."""
-    def err(meas, pred):
-        if meas is None or pred is None or meas == 0:
-            return None
-        return 100.0 * (pred / meas - 1.0)
-
     thr_m, thr_p = record["throughput_env_steps_per_s"], prediction["throughput_env_steps_per_s"]
     stages = {}
     for s in STAGES:
         p = (prediction.get("stage_time_s") or {}).get(s, 0.0)
         m = (record.get("stage_time_s") or {}).get(s)
         if p or m:
-            stages[s] = {"predicted_s": p, "measured_s": m, "error_pct": err(m, p)}
+            stages[s] = {"predicted_s": p, "measured_s": m, "error_pct": error_pct(p, m)}
     return {"predicted_throughput_env_steps_per_s": thr_p,
             "predicted_iteration_time_s": prediction["iteration_time_s"],
-            "error_pct": err(thr_m, thr_p),
-            "iteration_time_error_pct": err(record["iteration_time_s"], prediction["iteration_time_s"]),
+            "error_pct": error_pct(thr_p, thr_m),
+            "iteration_time_error_pct": error_pct(prediction["iteration_time_s"], record["iteration_time_s"]),
             "stages": stages}
 
 
@@ -160,6 +155,7 @@ def build_record(result: Any, *, iterations: int, warmup: int, opts: Any, profil
         "measured_iterations": m["measured_iterations"],
         "last_train_metrics": tl.last_metrics if tl else {},
         "env_cpu": env_cpu_diagnostics(plan, ctx, rec, profile),
+        "driver_s_per_chunk_step": driver_cost(list(ctx.driver_s)),
         "wall_clock": {"started_utc": datetime.fromtimestamp(result.wall0, timezone.utc).isoformat(timespec="seconds"),
                        "startup_s": result.startup_s, "total_s": time.time() - result.wall0},
         "options": {"scale": opts.scale, "device": opts.device, "image_size": opts.image_size, "suite": opts.suite,
@@ -169,9 +165,11 @@ def build_record(result: Any, *, iterations: int, warmup: int, opts: Any, profil
         "host": {**host_facts(), "loadavg_1min_before": result.load_before},
     }
     warnings = list(result.notes)
-    if result.load_before > 0.5:
-        warnings.append(f"machine not idle at start: 1-minute load average {result.load_before:.2f} "
-                        "(other processes share the cores the plan's costs assume)")
+    from executor.runtime.preflight import load_warning
+
+    loaded = load_warning(result.load_before)
+    if loaded:
+        warnings.append(loaded)
     if in_window:
         warnings.append(f"{len(in_window)} env restart(s) inside the measured window: the re-run episodes' time "
                         "is in the measured throughput, which understates a fault-free run")
@@ -183,9 +181,52 @@ def build_record(result: Any, *, iterations: int, warmup: int, opts: Any, profil
         pred = predict(plan, profile, iterations=iterations, warmup=warmup)
         record["prediction"] = {k: pred[k] for k in ("throughput_env_steps_per_s", "iteration_time_s",
                                                      "bound_env_steps_per_s", "bottleneck", "stage_time_s",
-                                                     "utilization", "staleness", "counts")}
+                                                     "utilization", "staleness", "counts", "warnings")}
         record.update(compare(record, pred))
+        from perfmodel.costs import StageCosts
+
+        measured_driver = record["driver_s_per_chunk_step"]
+        record["driver_chunk_step"] = {"predicted_s": StageCosts(plan, profile).driver_chunk_s(),
+                                       "measured_s": measured_driver["mean_s"] if measured_driver else None}
+        diag = diagnosis_at_cpu_share(record, plan, profile, iterations, warmup)
+        if diag is not None:
+            record["diagnosis_at_measured_cpu_share"] = diag
     return record
+
+
+def measured_cpu_share(record: dict[str, Any]) -> dict[str, float] | None:
+    """The CPU share the env processes got per env stage (``env_cpu.<stage>.cpu_share``), at
+    most 1 (a share above 1 is tick rounding); None when a stage has none."""
+    out = {}
+    for stage in ("env_reset", "env_step"):
+        v = ((record.get("env_cpu") or {}).get(stage) or {}).get("cpu_share")
+        if not v or v <= 0:
+            return None
+        out[stage] = min(1.0, float(v))
+    return out
+
+
+def diagnosis_at_cpu_share(record: dict[str, Any], plan: Plan, profile: Any, iterations: int,
+                           warmup: int) -> dict[str, Any] | None:
+    """The prediction again with the env processes getting only the CPU share they got in this
+    run (every env step and reset cost / share): a diagnosis, not a prediction. If it is close
+    to the measurement while the prediction is not, the miss is a busy machine, not the model."""
+    from dataclasses import replace
+
+    from perfmodel.simulate import predict
+
+    share = measured_cpu_share(record)
+    if share is None:
+        return None
+    at_share = replace(profile, costs=profile.costs.env_scaled(1.0 / share["env_step"], 1.0 / share["env_reset"]))
+    pred = predict(plan, at_share, iterations=iterations, warmup=warmup, interval=False)
+    thr = pred["throughput_env_steps_per_s"]
+    meas = record["throughput_env_steps_per_s"]
+    return {"cpu_share": share, "predicted_throughput_env_steps_per_s": thr,
+            "predicted_iteration_time_s": pred["iteration_time_s"],
+            "error_pct": error_pct(thr, meas),
+            "note": "diagnosis, not a prediction: the plan predicted with every env step and reset "
+                    "cost divided by the CPU share the env processes got in this run"}
 
 
 def env_cpu_diagnostics(plan: Plan, ctx: Any, rec: Recorder, profile: Any) -> dict[str, Any]:
@@ -201,10 +242,28 @@ def env_cpu_diagnostics(plan: Plan, ctx: Any, rec: Recorder, profile: Any) -> di
         d = {"cpu_s": cpu, "core_wall_s": core_wall, f"cpu_s_per_{unit}": cpu / work if work else None,
              f"core_wall_s_per_{unit}": core_wall / work if work else None,
              "cpu_share": cpu / core_wall if core_wall else None}
-        if profile is not None:
-            d["profile_s"] = profile.costs.env_reset_s if stage == "env_reset" else profile.costs.env_step_core_s
+        if profile is not None:  # the profile's CPU seconds at the plan's envs per core
+            from perfmodel.costs import StageCosts
+
+            kind = "reset" if stage == "env_reset" else ("step_free" if plan.mechanisms.dynamic_batching
+                                                         else "step_lockstep")
+            d["profile_s"] = StageCosts(plan, profile).env_cost(kind)[0]
         out[stage] = d
     return out
+
+
+def driver_cost(samples: list[float]) -> dict[str, Any] | None:
+    """The run's own orchestration per chunk step of an env group (``Context.driver_s``: each
+    chunk step's cycle on the driver less its inference, its env step and the queueing the
+    simulator models): mean (what the profile's ``driver_chunk_step_s`` prices), median, count.
+    Whole run, warm-up included."""
+    if not samples:
+        return None
+    import statistics
+
+    ordered = sorted(samples)
+    return {"mean_s": statistics.fmean(samples), "median_s": statistics.median(samples),
+            "p90_s": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))], "chunk_steps": len(samples)}
 
 
 def host_facts() -> dict[str, Any]:

@@ -412,6 +412,27 @@ def _check_cluster(plan: Plan, address: str, opts: Any) -> None:
     if res.get(key, 0) < plan.cluster.gpus:
         raise ConfigError("plan.cluster.gpus", f"{plan.cluster.gpus} device slots but the Ray cluster "
                           f"at {address} has {res.get(key, 0):g} {key}")
+    sizes = [n.get("Resources", {}).get(key, 0.0) for n in ray.nodes() if n.get("Alive")]
+    if not fits_on_nodes(plan, sizes):
+        c = plan.cluster
+        raise ConfigError("plan.cluster.gpus_per_node", f"{c.nodes} node(s) of {c.gpus_per_node} device slots "
+                          f"do not fit on the Ray cluster at {address}, whose nodes have "
+                          f"{', '.join(f'{x:g}' for x in sorted(sizes, reverse=True))} {key}; "
+                          "use the slots per node its nodes have")
+
+
+def fits_on_nodes(plan: Plan, node_slots: list[float]) -> bool:
+    """Whether each node of the plan fits on one Ray node (``modes.wire`` packs a plan node's
+    slots onto one Ray node), largest first onto the first Ray node with room."""
+    from executor.runtime.modes import node_bundles
+
+    free = sorted(node_slots, reverse=True)
+    for need in sorted((len(b) for b in node_bundles(plan, cuda=False)), reverse=True):
+        i = next((i for i, f in enumerate(free) if f >= need), None)
+        if i is None:
+            return False
+        free[i] -= need
+    return True
 
 
 def _progress_bar(plan: Plan, ctx: Any, iterations: int, out: Any) -> Any:
@@ -459,10 +480,11 @@ def _teardown(wiring: Any) -> None:
         for h in hs:
             with contextlib.suppress(Exception):
                 ray.kill(h)
-    with contextlib.suppress(Exception):
-        from ray.util.placement_group import remove_placement_group
+    from ray.util.placement_group import remove_placement_group
 
-        remove_placement_group(wiring.placement_group)
+    for pg in wiring.placement_groups:
+        with contextlib.suppress(Exception):
+            remove_placement_group(pg)
 
 
 class RunFailed(Exception):

@@ -25,6 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 from perfmodel.backbones import Backbone, get_backbone
+from perfmodel.schema.metrics import error_pct
 from perfmodel.schema.plan import PUBLISHED_GPUS, PUBLISHED_WORKLOAD
 from perfmodel.schema.profile import BUNDLED_DIR, Costs, Curve, Profile, load_profile
 from perfmodel.calibration.reference import ReferencePoint, published_plan
@@ -246,7 +247,7 @@ class FitResult:
 
     @property
     def errors_pct(self) -> list[float]:
-        return [100.0 * (p / pt.throughput_env_steps_per_s - 1) for p, pt in zip(self.predicted, self.points)]
+        return [error_pct(p, pt.throughput_env_steps_per_s) for p, pt in zip(self.predicted, self.points)]
 
 
 def measured_env_memory_gb() -> tuple[float, str]:

@@ -269,8 +269,7 @@ def _measured_perturbations(profile: Profile) -> tuple[list[Profile], list[str]]
     if env_se is not None and env_se > 0:
         f = math.exp(Z * env_se)
         covered.append(f"env steps and resets (relative standard error {100 * env_se:.1f} %)")
-        out.append(replace(profile, costs=replace(profile.costs, env_step_core_s=profile.costs.env_step_core_s * f,
-                                                  env_reset_s=profile.costs.env_reset_s * f)))
+        out.append(replace(profile, costs=profile.costs.env_scaled(f, f)))  # scalars and density curves
     for name in ("infer_s", "train_micro_batch_s"):
         se = _relative_se(getattr(profile.costs, name))
         if se is None or se <= 0:

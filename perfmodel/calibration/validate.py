@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.metrics import error_pct
 from perfmodel.schema.profile import Profile
 from perfmodel.calibration.reference import ReferencePoint, published_plan
 from perfmodel.simulate import simulate
@@ -38,7 +39,7 @@ def validate(points: list[ReferencePoint], profiles: dict[str, Profile]) -> dict
             "allocation_ratio": pt.allocation_ratio,
             "published": pt.throughput_env_steps_per_s,
             "predicted": pred,
-            "error_pct": 100.0 * (pred / pt.throughput_env_steps_per_s - 1.0),
+            "error_pct": error_pct(pred, pt.throughput_env_steps_per_s),
         })
     groups: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:

@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.modes import MODE_TABLE
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Profile
 from perfmodel.planning.sweep import SweepSpec, run_sweep
@@ -135,7 +136,7 @@ def _describe(r: dict[str, Any]) -> str:
         s += f" at {r['allocation_ratio']} (rollout {r['rollout_gpus']} : actor {r['actor_gpus']})"
     if r["pipeline_stage_num"] != 1:
         s += f", {r['pipeline_stage_num']} pipeline stages"
-    if r["mode"] in ("rollout_async", "streamer"):
+    if MODE_TABLE[r["mode"]].dynamic_batching:  # b_max / t_max are dynamic batching's knobs
         s += f", b_max {r['b_max'] if r['b_max'] is not None else 'one worker'}, t_max {r['t_max_s']:g} s"
     return s
 

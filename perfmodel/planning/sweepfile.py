@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.schema.errors import ConfigError
-from perfmodel.schema.jsonio import check_float, check_int, load_json
+from perfmodel.schema.jsonio import check_float, check_int, check_object, load_json
 from perfmodel.schema.modes import MODE_TABLE, MODES
 from perfmodel.schema.plan import MAX_GPUS, Plan
 
@@ -26,15 +26,9 @@ def _number(field: str, v: Any, *, positive: bool = False, allow_none: bool = Fa
     check_float(field, v, min=0.0 if positive else None, strict_min=positive)
 
 
-def _mapping(field: str, v: Any) -> dict:
-    if not isinstance(v, dict):
-        raise ConfigError(field, f"must be a JSON object, got {type(v).__name__}")
-    return v
-
-
 def check_row(row: Any, where: str) -> None:
     """One sweep row: the fields ``perfmodel plan --sweep`` reads."""
-    r = _mapping(where, row)
+    r = check_object(where, row)
     for key in ("index", "status", "mode", "gpus"):
         if key not in r:
             raise ConfigError(f"{where}.{key}", "missing required field")
@@ -79,14 +73,14 @@ def check_row(row: Any, where: str) -> None:
     if plan.mode != r["mode"] or plan.cluster.gpus != r["gpus"]:
         raise ConfigError(f"{where}.plan", f"is {plan.mode} on {plan.cluster.gpus} GPUs but the row says "
                                            f"{r['mode']} on {r['gpus']} GPUs")
-    pred = _mapping(f"{where}.prediction", r.get("prediction"))
-    util = _mapping(f"{where}.prediction.utilization", pred.get("utilization"))
-    res = _mapping(f"{where}.prediction.utilization.resources", util.get("resources"))
+    pred = check_object(f"{where}.prediction", r.get("prediction"))
+    util = check_object(f"{where}.prediction.utilization", pred.get("utilization"))
+    res = check_object(f"{where}.prediction.utilization.resources", util.get("resources"))
     if not res:
         raise ConfigError(f"{where}.prediction.utilization.resources", "must name at least one resource")
     for k, v in res.items():
         _number(f"{where}.prediction.utilization.resources.{k}", v)
-    stages = _mapping(f"{where}.prediction.stage_time_s", pred.get("stage_time_s"))
+    stages = check_object(f"{where}.prediction.stage_time_s", pred.get("stage_time_s"))
     for k, v in stages.items():
         _number(f"{where}.prediction.stage_time_s.{k}", v)
 
@@ -99,7 +93,7 @@ def check_sweep(doc: Any, what: str = "--sweep", where: str = "") -> dict[str, A
     rows = doc.get("rows")
     if not isinstance(rows, list):
         raise ConfigError("sweep.rows", f"must be a list of rows, got {type(rows).__name__}")
-    spec = _mapping("sweep.spec", doc.get("spec", {}))
+    spec = check_object("sweep.spec", doc.get("spec", {}))
     price = spec.get("gpu_hour_price")
     if price is not None:
         check_float("sweep.spec.gpu_hour_price", price, min=0.0, strict_min=True)

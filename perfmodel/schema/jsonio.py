@@ -75,13 +75,23 @@ def load_json(path: str | Path, what: str) -> Any:
     return parse_json(read_text(path, what), what, str(path))
 
 
+def check_object(field: str, v: Any) -> Mapping:
+    if not isinstance(v, Mapping):
+        raise ConfigError(field, f"must be a JSON object, got {type(v).__name__}")
+    return v
+
+
+def check_list(field: str, v: Any) -> list:
+    if not isinstance(v, list):
+        raise ConfigError(field, f"must be a list, got {type(v).__name__}")
+    return v
+
+
 class Fields:
     """A JSON object being read: each ``take`` consumes one field; ``done`` rejects the rest."""
 
     def __init__(self, obj: Any, path: str) -> None:
-        if not isinstance(obj, Mapping):
-            raise ConfigError(path, f"must be a JSON object, got {type(obj).__name__}")
-        self.obj = dict(obj)
+        self.obj = dict(check_object(path, obj))
         self.path = path
         self.seen: set[str] = set()
 

@@ -3,6 +3,7 @@
 ``perfmodel.simulate`` and ``executor.runtime.record`` both call these, so that a prediction
 and a measurement compare field by field: the measured window, throughput and iteration time
 over it, stage times and utilization, the behaviour policy's staleness, and the run's counts.
+Also here: ``error_pct``, the one definition of a prediction's error.
 """
 
 from __future__ import annotations
@@ -28,6 +29,15 @@ class WindowMetrics:
     throughput_env_steps_per_s: float
     stage_time_s: dict[str, float]
     utilization: dict[str, dict[str, float]]
+
+
+def error_pct(predicted: float | None, measured: float | None) -> float | None:
+    """The one definition of a prediction's error (docs/metrics.md, "Error"): prediction /
+    measurement - 1, in percent; positive when the model predicted more. None without both
+    numbers or with a zero measurement."""
+    if predicted is None or measured is None or measured == 0:
+        return None
+    return 100.0 * (predicted / measured - 1.0)
 
 
 def plan_fields(plan: Plan) -> dict[str, Any]:

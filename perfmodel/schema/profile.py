@@ -13,10 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.schema.errors import ConfigError
-from perfmodel.schema.jsonio import Fields, check_float, load_json, write_json_atomic
+from perfmodel.schema.jsonio import Fields, check_float, check_list, load_json, write_json_atomic
 
 SCHEMA_VERSION = 1
 CURVE_MODELS = ("linear", "table")
+# env costs kept as curves over envs per core (executor profile): one env's step in a lock-step
+# group, one env's step stepping by itself (dynamic batching), one env's reset
+ENV_DENSITY_KINDS = ("step_lockstep", "step_free", "reset")
+DENSITY_MATCH_REL = 0.02  # a plan's envs per core within 2 % of a measured point reads that point
 PROVENANCE_KINDS = ("measured", "fitted")
 # The repository's top-level profiles/ folder is the source of truth; pyproject.toml maps it to
 # the package ``perfmodel.profiles`` so that wheels and `pip install .` carry it as package data.
@@ -96,17 +100,8 @@ class Curve:
         raw_samples = f.any("samples", [])
         err = f.any("fit_error_pct", None)
         f.done()
-        points: list[tuple[float, float]] = []
-        for i, p in enumerate(_list(raw_points, f.sub("points"))):
-            if not isinstance(p, (list, tuple)) or len(p) != 2:
-                raise ConfigError(f"{path}.points[{i}]", "must be a pair [x, seconds]")
-            points.append((check_float(f"{path}.points[{i}][0]", p[0]), check_float(f"{path}.points[{i}][1]", p[1])))
-        samples: list[tuple[float, tuple[float, ...]]] = []
-        for i, s in enumerate(_list(raw_samples, f.sub("samples"))):
-            if not isinstance(s, (list, tuple)) or len(s) != 2 or not isinstance(s[1], list):
-                raise ConfigError(f"{path}.samples[{i}]", "must be [x, [seconds, ...]]")
-            ys = tuple(check_float(f"{path}.samples[{i}][1][{j}]", y) for j, y in enumerate(s[1]))
-            samples.append((check_float(f"{path}.samples[{i}][0]", s[0]), ys))
+        points = _points(raw_points, f.sub("points"), "x")
+        samples = _samples(raw_samples, f.sub("samples"), "x")
         if model == "table":
             if not points:
                 raise ConfigError(f"{path}.points", "a table curve needs at least one [x, seconds] point")
@@ -137,10 +132,92 @@ class Curve:
         return d
 
 
-def _list(v: Any, path: str) -> list:
-    if not isinstance(v, list):
-        raise ConfigError(path, f"must be a list, got {type(v).__name__}")
-    return v
+def _points(raw: Any, path: str, x: str, positive: bool = False) -> list[tuple[float, float]]:
+    """A curve's measured points: ``[[x, seconds], ...]`` (both > 0 when ``positive``, else >= 0)."""
+    points = []
+    for i, p in enumerate(check_list(path, raw)):
+        if not isinstance(p, (list, tuple)) or len(p) != 2:
+            raise ConfigError(f"{path}[{i}]", f"must be a pair [{x}, seconds]")
+        points.append((check_float(f"{path}[{i}][0]", p[0], strict_min=positive),
+                       check_float(f"{path}[{i}][1]", p[1], strict_min=positive)))
+    return points
+
+
+def _samples(raw: Any, path: str, x: str) -> list[tuple[float, tuple[float, ...]]]:
+    """A curve's raw measurements: ``[[x, [seconds, ...]], ...]``."""
+    samples = []
+    for i, s in enumerate(check_list(path, raw)):
+        if not isinstance(s, (list, tuple)) or len(s) != 2 or not isinstance(s[1], list):
+            raise ConfigError(f"{path}[{i}]", f"must be [{x}, [seconds, ...]]")
+        ys = tuple(check_float(f"{path}[{i}][1][{j}]", y) for j, y in enumerate(s[1]))
+        samples.append((check_float(f"{path}[{i}][0]", s[0]), ys))
+    return samples
+
+
+@dataclass(frozen=True)
+class EnvDensityCurve:
+    """CPU seconds of one env's step (or reset) vs envs per core, as ``executor profile`` measured
+    them: ``points`` are (envs per core, median CPU seconds), ``samples`` the raw measurements
+    ([envs per core, [seconds, ...]]). Not required to be monotone: CPU time per step can fall
+    as well as rise with the envs sharing a core (caches, frequency)."""
+
+    points: tuple[tuple[float, float], ...]
+    samples: tuple[tuple[float, tuple[float, ...]], ...] = ()
+
+    @property
+    def densities(self) -> tuple[float, ...]:
+        return tuple(x for x, _ in self.points)
+
+    def at(self, density: float) -> tuple[float, str | None]:
+        """(seconds, note): the measured point at ``density`` (note None); between two measured
+        points their linear interpolation, beyond them the nearest measured point; never an
+        extrapolation, and the note says which was done."""
+        xs = self.densities
+        for x, y in self.points:
+            if abs(x - density) <= DENSITY_MATCH_REL * x:
+                return y, None
+        measured = ", ".join(f"{x:g}" for x in xs)
+        if density < xs[0] or density > xs[-1]:
+            x, y = self.points[0] if density < xs[0] else self.points[-1]
+            return y, (f"{density:.3g} envs per core is outside the measured {measured}: the nearest "
+                       f"measured point ({x:g}) is used, not extrapolated")
+        i = bisect.bisect_left(xs, density)
+        (x0, y0), (x1, y1) = self.points[i - 1], self.points[i]
+        return (y0 + (y1 - y0) * (density - x0) / (x1 - x0),
+                f"{density:.3g} envs per core was not measured (measured {measured}): interpolated "
+                f"between {x0:g} and {x1:g}")
+
+    def scaled(self, f: float) -> "EnvDensityCurve":
+        return EnvDensityCurve(tuple((x, y * f) for x, y in self.points), ())
+
+    @classmethod
+    def from_dict(cls, obj: Any, path: str) -> "EnvDensityCurve":
+        f = Fields(obj, path)
+        raw_points = f.any("points")
+        raw_samples = f.any("samples", [])
+        f.done()
+        points = _points(raw_points, f.sub("points"), "envs per core", positive=True)
+        if not points:
+            raise ConfigError(f"{path}.points", "needs at least one [envs per core, seconds] point")
+        if sorted(points) != points or len({p[0] for p in points}) != len(points):
+            raise ConfigError(f"{path}.points", "envs per core must be strictly increasing")
+        return cls(tuple(points), tuple(_samples(raw_samples, f.sub("samples"), "envs per core")))
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"points": [list(p) for p in self.points]}
+        if self.samples:
+            d["samples"] = [[x, list(ys)] for x, ys in self.samples]
+        return d
+
+
+def _env_density(obj: Any, path: str) -> dict[str, EnvDensityCurve]:
+    Fields(obj, path)
+    out = {}
+    for kind, raw in obj.items():
+        if kind not in ENV_DENSITY_KINDS:
+            raise ConfigError(f"{path}.{kind}", f"unknown env cost curve; allowed: {', '.join(ENV_DENSITY_KINDS)}")
+        out[kind] = EnvDensityCurve.from_dict(raw, f"{path}.{kind}")
+    return out
 
 
 @dataclass(frozen=True)
@@ -165,6 +242,15 @@ class Costs:
     env_lockstep_slowdown: extra fraction of time a lock-step chunk step takes over the same
         envs running free: the barrier waits for the slowest env of the group at every step
         (dynamic batching lets each env go on by itself, without the barrier).
+    env_density: measured curves over envs per core (``ENV_DENSITY_KINDS``): CPU seconds of one
+        env's step in a lock-step group (``step_lockstep``), of one env stepping by itself
+        (``step_free``), of one env's reset (``reset``), with every core of the worker running
+        that many envs. Where present they replace env_step_core_s / env_reset_s and
+        env_core_efficiency at the plan's envs per core (perfmodel.costs); empty in fitted profiles.
+    driver_chunk_step_s: the run's own orchestration per chunk step of an env group, outside every
+        stage (the driver's calls to the inference and env processes and the hand-off between
+        them), measured by ``executor profile``: ``lockstep`` and ``dynamic`` (dynamic batching's
+        request queue and batcher thread); 0 when not measured (fitted profiles).
     """
 
     env_step_core_s: float
@@ -184,6 +270,8 @@ class Costs:
     optimizer_fixed_s: float = 0.0
     weights_gb: float = 0.0
     trained_parts: dict = field(default_factory=dict)
+    env_density: dict = field(default_factory=dict)
+    driver_chunk_step_s: dict = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, obj: Any, path: str) -> "Costs":
@@ -206,6 +294,8 @@ class Costs:
             optimizer_fixed_s=f.float("optimizer_fixed_s", 0.0),
             weights_gb=f.float("weights_gb", 0.0),
             trained_parts=_trained_parts(f.any("trained_parts", {}), f.sub("trained_parts")),
+            env_density=_env_density(f.any("env_density", {}), f.sub("env_density")),
+            driver_chunk_step_s=_driver_costs(f.any("driver_chunk_step_s", {}), f.sub("driver_chunk_step_s")),
         )
         f.done()
         for name in ("infer_s", "train_micro_batch_s"):
@@ -217,8 +307,32 @@ class Costs:
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {}
         for k, v in self.__dict__.items():
+            if k in ("env_density", "driver_chunk_step_s") and not v:
+                continue  # absent in profiles that do not have them (the bundled fitted ones)
+            if k == "env_density":
+                v = {kind: c.to_dict() for kind, c in v.items()}
             d[k] = v.to_dict() if isinstance(v, Curve) else v
         return d
+
+    def env_scaled(self, step: float, reset: float) -> "Costs":
+        """These costs with every env step cost x ``step`` and reset cost x ``reset`` (scalars and
+        density curves alike): for an uncertainty, or env processes that get a CPU share."""
+        from dataclasses import replace
+
+        dens = {k: c.scaled(reset if k == "reset" else step) for k, c in self.env_density.items()}
+        return replace(self, env_step_core_s=self.env_step_core_s * step, env_reset_s=self.env_reset_s * reset,
+                       env_density=dens)
+
+
+DRIVER_KINDS = ("lockstep", "dynamic")
+
+
+def _driver_costs(obj: Any, path: str) -> dict[str, float]:
+    Fields(obj, path)  # must be an object
+    for k in obj:
+        if k not in DRIVER_KINDS:
+            raise ConfigError(f"{path}.{k}", f"unknown field (allowed: {', '.join(DRIVER_KINDS)})")
+    return {k: check_float(f"{path}.{k}", obj[k]) for k in DRIVER_KINDS if k in obj}
 
 
 TRAINED_PART_KEYS = ("train_flops_scale", "trained_bytes_scale", "train_state_gb")

@@ -261,12 +261,15 @@ class EnvWorker:
                 yield self._epoch_end(n)
                 continue
             yield from self._cpu("env_reset", lane, self.dur.env_reset(n), n)
+            driver = self.costs.driver_chunk_s()
             for _chunk in range(w.chunk_steps_per_epoch):
                 if self.dynamic:
                     yield self.server.submit(n)
                 else:
                     yield from self.server.infer(n)
                 yield from self._cpu("env_step", lane, self.dur.env_chunk(n, not self.dynamic), n)
+                if driver > 0:  # the run's orchestration between a chunk step and the next request
+                    yield self.env.timeout(driver)
             yield self._epoch_end(n)
 
     def _epoch_as_block(self, n: int, lane: str) -> Gen:
@@ -292,6 +295,7 @@ class EnvWorker:
                     end = t + step
                     rec.span("env_step", self.name, lane, t, end, units=cores, envs=n, version=self.version)
                     t = end
+                t += self.costs.driver_chunk_s()  # the run's orchestration (0 unless measured)
             server.calls += w.chunk_steps_per_epoch
             yield timeout_at(self.env, t)
 
