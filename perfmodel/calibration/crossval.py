@@ -28,6 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from perfmodel.calibration.reference import ReferencePoint
+from perfmodel.schema.metrics import error_pct
 
 # Evaluations per fold: enough for the fit to converge from the hand-solved start on 10 points
 # (two backbones x five modes), few enough that both folds run in a few minutes on 2 cores.
@@ -60,7 +61,7 @@ def baselines(train: list[ReferencePoint], test: ReferencePoint,
     meas = test.throughput_env_steps_per_s
 
     def entry(pred: float) -> dict[str, float]:
-        return {"predicted": pred, "error_pct": 100.0 * (pred / meas - 1.0)}
+        return {"predicted": pred, "error_pct": error_pct(pred, meas)}
 
     out["linear"] = entry(base * test.gpus / s)
     growths = [other[(test.mode, b, test.allocation_ratio, test.gpus)] / other[(test.mode, b, test.allocation_ratio, s)]
@@ -155,7 +156,7 @@ def _run_design(points: list[ReferencePoint], design: str, max_evals: int,
             meas = pt.throughput_env_steps_per_s
             rows.append({"mode": pt.mode, "backbone": pt.backbone, "gpus": pt.gpus,
                          "allocation_ratio": pt.allocation_ratio, "published": meas, "predicted": pred,
-                         "error_pct": 100.0 * (pred / meas - 1.0),
+                         "error_pct": error_pct(pred, meas),
                          "baselines": baselines(train, pt, growth_source)})
         all_rows += rows
         folds.append({"label": label, "fit_gpus": sorted({p.gpus for p in train}),
