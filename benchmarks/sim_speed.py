@@ -1,16 +1,22 @@
 """How fast the planner answers (issue 14), in one run, as ratios against the targets.
 
-- whole process: ``perfmodel --help`` vs ``perfmodel predict`` at 32 GPUs (plain, and with an
-  interval from replications); target: predict <= 3x help (<= 0.3 s), with interval <= 1 s;
+- whole process: ``perfmodel --help`` vs ``perfmodel predict`` at 32 GPUs with its default
+  prediction interval (and without it, and with 5 replications' confidence interval); target:
+  predict <= 3x help (<= 0.3 s), with interval <= 1 s;
 - in process: one simulation per mode at 8 .. 16384 GPUs, with SimPy events per prediction;
   target: 1024 and 16384 GPUs within 2x of 32 GPUs;
-- the default sweep (``perfmodel sweep`` defaults) on ``--jobs`` processes; target <= 5 s.
+- the default sweep (``perfmodel sweep`` defaults, intervals included) as a whole process on
+  ``--jobs`` processes; target <= 5 s on 2 idle cores;
+- ``--search``: the 10,000-plan search (modes x 8..4096 GPUs x every ratio that splits
+  (``--ratios all``) x pipeline stages x b_max x t_max, intervals included) as a whole process;
+  target: minutes.
 
 Timings are the best of ``--repeats``. On a shared machine wall time mostly measures the other
 jobs, so the verdicts use CPU time (this process's, or the children's for whole processes and
 the sweep's pool), with wall time beside it; they are ratios taken within this one run.
 Nothing here is a test (tests never assert timings).
-Run: python benchmarks/sim_speed.py [--backbone pi05] [--repeats 3] [--max-gpus 16384]
+The load average is printed at the start and the end (the machine is shared).
+Run: python benchmarks/sim_speed.py [--backbone pi05] [--repeats 3] [--max-gpus 16384] [--search]
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import simpy
 from perfmodel.calibration.reference import published_plan
 from perfmodel.schema.modes import MODES
 from perfmodel.schema.profile import load_profile
+from perfmodel.sim import workers
 from perfmodel.simulate import simulate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,8 +47,16 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+SEARCH = ["--gpus", "8,16,32,64,128,256,512,1024,2048,4096", "--ratios", "all", "--pipeline-stages", "1,2,3,4",
+          "--b-max", "null,64,256", "--t-max", "0.02,0.05,0.1"]
+
+
+def load() -> str:
+    return "load average %.2f %.2f %.2f" % os.getloadavg()
+
+
 def whole_process(args: list[str], repeats: int) -> tuple[float, float]:
-    """(CPU seconds, wall seconds) of one ``perfmodel`` process, best of ``repeats``."""
+    """(CPU seconds, wall seconds) of one ``perfmodel`` process (and its children), best of ``repeats``."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     best_cpu = best_wall = float("inf")
     for _ in range(repeats):
@@ -63,9 +78,17 @@ class _Counting(simpy.Environment):
         super().step()
 
 
+def cold_simulate(plan, prof) -> None:
+    """One simulation without the memoised rollout recordings of earlier ones (a first prediction)."""
+    workers._RECORDINGS.clear()
+    simulate(plan, prof)
+
+
 def count_events(plan, prof) -> int:
+    """SimPy events processed by one cold simulation, its rollout recording included."""
     real = simpy.Environment
     _Counting.events = 0
+    workers._RECORDINGS.clear()
     simpy.Environment = _Counting  # perfmodel.simulate reads simpy.Environment at call time
     try:
         simulate(plan, prof)
@@ -85,21 +108,28 @@ def main() -> None:
     ap.add_argument("--max-gpus", type=int, default=16384)
     ap.add_argument("--jobs", type=int, default=2, help="processes for the default sweep")
     ap.add_argument("--no-sweep", action="store_true")
+    ap.add_argument("--search", action="store_true", help="also run the 10,000-plan search (minutes)")
     args = ap.parse_args()
     gpus = [g for g in GPUS if g <= args.max_gpus]
+    print(f"start: {load()}; {os.cpu_count()} cores")
 
-    print("== whole process (best of %d): CPU s (wall s) ==" % args.repeats)
+    print("\n== whole process (best of %d): CPU s (wall s) ==" % args.repeats)
+    pred = ["predict", "--mode", "streamer", "--gpus", "32", "--ratio", "1:1"]
     help_s, help_w = whole_process(["--help"], args.repeats)
-    pred_s, pred_w = whole_process(["predict", "--mode", "streamer", "--gpus", "32", "--ratio", "1:1"], args.repeats)
-    reps_s, reps_w = whole_process(["predict", "--mode", "streamer", "--gpus", "32", "--ratio", "1:1",
-                                    "--replications", "5"], args.repeats)
-    print(f"perfmodel --help                      {help_s:7.3f} s ({help_w:.3f} s)")
-    print(f"perfmodel predict streamer 32 GPUs    {pred_s:7.3f} s ({pred_w:.3f} s)  {pred_s / help_s:5.2f}x help "
-          f"(target <= 3x, <= 0.3 s): {verdict(pred_s <= 3 * help_s and pred_s <= 0.3)}")
-    print(f"  ... --replications 5                {reps_s:7.3f} s ({reps_w:.3f} s)  (target <= 1 s): "
+    pred_s, pred_w = whole_process(pred, args.repeats)
+    bare_s, bare_w = whole_process([*pred, "--no-interval"], args.repeats)
+    reps_s, reps_w = whole_process([*pred, "--replications", "5"], args.repeats)
+    print(f"perfmodel --help                        {help_s:7.3f} s ({help_w:.3f} s)")
+    print(f"perfmodel predict streamer 32 GPUs      {pred_s:7.3f} s ({pred_w:.3f} s)  {pred_s / help_s:5.2f}x help, "
+          f"prediction interval included (target <= 3x): {verdict(pred_s <= 3 * help_s)}; "
+          f"(<= 1 s): {verdict(pred_s <= 1.0)}")
+    print(f"  ... --no-interval                     {bare_s:7.3f} s ({bare_w:.3f} s)  {bare_s / help_s:5.2f}x help "
+          f"(target <= 3x, <= 0.3 s): {verdict(bare_s <= 3 * help_s and bare_s <= 0.3)}")
+    print(f"  ... --replications 5                  {reps_s:7.3f} s ({reps_w:.3f} s)  (target <= 1 s): "
           f"{verdict(reps_s <= 1.0)}")
 
-    print(f"\n== in process: one simulation (best of {args.repeats}), CPU seconds / SimPy events ==")
+    print(f"\n== in process: one simulation (best of {args.repeats}, each without earlier recordings), "
+          "CPU seconds / SimPy events ==")
     prof = load_profile(args.backbone)
     print(f"{'mode':<14}" + "".join(f"{g:>17}" for g in gpus) + "   1024/32  16384/32 (target <= 2x)")
     worst = {1024: 0.0, 16384: 0.0}
@@ -114,7 +144,7 @@ def main() -> None:
             best = float("inf")
             for _ in range(args.repeats if g <= 1024 else 1):
                 t = time.process_time()
-                simulate(plan, prof)
+                cold_simulate(plan, prof)
                 best = min(best, time.process_time() - t)
                 if best > SKIP_AFTER_S:
                     break
@@ -134,19 +164,27 @@ def main() -> None:
             print(f"worst growth 32 -> {big} GPUs: {r:.1f}x (target <= 2x): {verdict(r <= 2.0)}")
 
     if not args.no_sweep:
-        from perfmodel.planning.sweep import SweepSpec, run_sweep
-
-        spec = SweepSpec(profile_ref=args.backbone)
-        c, own, t = _children_cpu(), time.process_time(), time.perf_counter()
-        doc = run_sweep(spec, prof, jobs=args.jobs)
-        wall = time.perf_counter() - t
-        cpu = _children_cpu() - c + time.process_time() - own
-        s = doc["summary"]
-        print(f"\n== default sweep ({s['combinations']} combinations, {s['feasible']} feasible, "
-              f"{args.jobs} processes) ==")
+        # A whole process, as a user runs it (in this process the simulations above would have
+        # warmed the memoised rollout recordings).
+        cpu, wall = whole_process(["sweep", "--backbone", args.backbone, "--jobs", str(args.jobs), "--no-progress"], 1)
+        print(f"\n== default sweep (147 combinations, intervals included, {args.jobs} processes, whole process) ==")
         quiet = cpu / args.jobs
         print(f"default sweep: {cpu:.2f} CPU s, {quiet:.2f} s on {args.jobs} idle cores ({wall:.2f} s wall here) "
               f"(target <= 5 s): {verdict(quiet <= 5.0)}")
+
+    if args.search:
+        from perfmodel.planning.sweep import SweepSpec, combinations
+
+        spec = SweepSpec(profile_ref=args.backbone, gpus=tuple(int(g) for g in SEARCH[1].split(",")), ratios=("all",),
+                         pipeline_stages=(1, 2, 3, 4), b_max=(None, 64, 256), t_max_s=(0.02, 0.05, 0.1))
+        n = len(combinations(spec))
+        cpu, wall = whole_process(["sweep", "--backbone", args.backbone, *SEARCH, "--jobs", str(args.jobs),
+                                   "--no-progress"], 1)
+        print(f"\n== search: {n} plans (perfmodel sweep {' '.join(SEARCH)}), intervals included ==")
+        print(f"search: {cpu:.1f} CPU s, {cpu / args.jobs / 60:.1f} min on {args.jobs} idle cores "
+              f"({wall / 60:.1f} min wall here), {1000 * cpu / n:.1f} CPU ms per plan (target: minutes): "
+              f"{verdict(cpu / args.jobs <= 10 * 60)}")
+    print(f"\nend: {load()}")
 
 
 if __name__ == "__main__":

@@ -547,7 +547,8 @@ def _cp_options(f):
         click.option("--profile", "profile_path", type=click.Path(dir_okay=False),
                      help="profile JSON file instead of a bundled one"),
         click.option("--modes", help=f"comma-separated modes (default all: {','.join(MODES)})"),
-        click.option("--ratios", help="comma-separated rollout:actor ratios (default 1:1,3:1,1:3,2:1,1:2)"),
+        click.option("--ratios", help="comma-separated rollout:actor ratios (default 1:1,3:1,1:3,2:1,1:2); "
+                     "all = every split of each GPU count in sixteenths or coarser"),
         click.option("--pipeline-stages", "pipeline_stages", help="comma-separated pipeline_stage_num values (default 1)"),
         click.option("--b-max", "b_max", help="comma-separated dynamic-batching b_max values, 'null' = one worker's envs (default null)"),
         click.option("--t-max", "t_max", help="comma-separated dynamic-batching t_max_s values (default 0.05)"),
@@ -618,9 +619,13 @@ def _cp_sweep_rows(sweep_path, backbone, profile_path, modes, ratios, pipeline_s
 @click.option("--json", "as_json", is_flag=True, help="print the sweep JSON instead of the table")
 @click.option("--show-infeasible", is_flag=True, help="list the combinations that cannot run, with the reason")
 @click.option("--address", help="run the predictions as Ray tasks on this cluster (host:port, auto; local = a new local one)")
+@click.option("--no-interval", is_flag=True, help="skip the prediction intervals (a few simulations fewer per plan)")
 def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max, staleness, price, replications,
-              seed, jobs, quiet, rlinf_config, gpu, gpus_text, out, csv_out, as_json, show_infeasible, address) -> None:
+              seed, jobs, quiet, rlinf_config, gpu, gpus_text, out, csv_out, as_json, show_infeasible, address,
+              no_interval) -> None:
     """Predict every mode x GPU count x ratio x knob combination; table, CSV and JSON."""
+    from dataclasses import replace
+
     from perfmodel.schema.jsonio import write_json_atomic
     from perfmodel.planning.sweep import format_table, run_sweep, write_csv_atomic
 
@@ -631,6 +636,8 @@ def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_m
     ref, base, pipeline_stages, _ = _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages)
     spec = _cp_spec(ref or _cp_ref(backbone, profile_path), modes, gpus, ratios, pipeline_stages, b_max, t_max, price,
                     replications, seed, staleness, base, gpu)
+    if no_interval:
+        spec = replace(spec, intervals=False)
     _, profile = _cp_profile(None, ref) if ref else _cp_profile(backbone, profile_path)
     bar, progress = _cp_progress(quiet, "sweep")
     doc = run_sweep(spec, profile, jobs=jobs, progress=progress, address=address)

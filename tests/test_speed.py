@@ -34,7 +34,33 @@ def test_interval_loads_scipy_only_when_asked(scenario_dict):
         "from perfmodel.calibration.reference import published_plan\nfrom perfmodel.simulate import predict\n"
         f"d = json.loads({json.dumps(json.dumps({**scenario_dict, 'variability': {'infer_cv': 0.1}}))})\n"
         "p = Profile.from_dict(d)\npredict(published_plan(p, 'rollout_async', 8, '1:1'), p, replications=3)")
-    assert "scipy.stats" in mods
+    assert "scipy.special" in mods and "scipy.stats" not in mods
+
+
+def test_replication_interval_is_students_t(scenario_dict):
+    """The replications' 95 % interval uses scipy.special.stdtrit, which is scipy.stats.t.ppf
+    bit for bit (checked here for every replication count the CLI allows), and deterministic
+    costs run one simulation for all replications (a zero-width interval, up to rounding)."""
+    from scipy import special, stats
+
+    from perfmodel.calibration.reference import published_plan
+    from perfmodel.schema.profile import Profile
+    from perfmodel.simulate import predict
+
+    assert all(float(special.stdtrit(n - 1, 0.975)) == float(stats.t.ppf(0.975, n - 1)) for n in range(2, 1001))
+    scenario_dict["variability"] = {"env_step_cv": 0.2, "infer_cv": 0.1, "train_cv": 0.2}
+    prof = Profile.from_dict(scenario_dict)
+    plan = published_plan(prof, "rollout_async", 8, "1:1")
+    p = predict(plan, prof, replications=4, seed=3, interval=False)
+    thr = [predict(plan, prof, seed=3 + r, interval=False)["throughput_env_steps_per_s"] for r in range(4)]
+    mean = sum(thr) / 4
+    sd = (sum((t - mean) ** 2 for t in thr) / 3) ** 0.5
+    half = float(stats.t.ppf(0.975, 3)) * sd / 2
+    assert p["throughput_ci95"] == pytest.approx([mean - half, mean + half], rel=1e-12)
+    assert len(set(thr)) == 4
+    fixed = Profile.from_dict({**scenario_dict, "variability": {}})
+    q = predict(published_plan(fixed, "rollout_async", 8, "1:1"), fixed, replications=3, interval=False)
+    assert q["throughput_ci95"] == pytest.approx([q["throughput_env_steps_per_s"]] * 2, rel=1e-12)
 
 
 def test_sweep_without_address_never_imports_ray(scenario_dict):
@@ -68,16 +94,22 @@ def test_sweep_bar_off_when_stdout_is_not_a_terminal(tmp_path):
     assert "it/s" not in res.stderr and "plan/s" not in res.stderr and "%|" not in res.stderr
 
 
-@pytest.mark.slow
-def test_sweep_on_a_local_ray_cluster_matches_the_pool(scenario_profile):
-    """``--address local``: the same rows as the process pool (run under the heavy lock)."""
+def test_sweep_on_a_local_ray_cluster_matches_the_pool():
+    """``--address local`` (a new local Ray cluster, ray.init()): the same rows as the process
+    pool, intervals included, with progress up to every plan (about 20 s here, mostly Ray's
+    start-up, so not marked slow)."""
     from perfmodel.planning.sweep import SweepSpec, run_sweep
+    from perfmodel.schema.profile import load_profile
 
-    spec = SweepSpec(profile_ref="x", gpus=(8,), ratios=("1:1", "3:1"))
-    pool = run_sweep(spec, scenario_profile, jobs=2)
-    ray_doc = run_sweep(spec, scenario_profile, address="local")
-    assert [r.get("throughput_env_steps_per_s") for r in ray_doc["rows"]] == \
-        [r.get("throughput_env_steps_per_s") for r in pool["rows"]]
+    prof = load_profile("pi05")
+    spec = SweepSpec(profile_ref="pi05", gpus=(8, 16), ratios=("1:1", "3:1"), b_max=(None, 64))
+    pool = run_sweep(spec, prof, jobs=2)
+    seen: list[tuple[int, int]] = []
+    ray_doc = run_sweep(spec, prof, address="local", progress=lambda done, total: seen.append((done, total)))
+    assert ray_doc["rows"] == pool["rows"] and ray_doc["summary"] == pool["summary"]
+    assert sum(r["status"] == "ok" for r in pool["rows"]) >= 8
+    assert any(r.get("throughput_low") is not None for r in pool["rows"])
+    assert seen[-1] == (len(pool["rows"]), len(pool["rows"]))
 
 
 def test_bad_ray_address_is_one_line():

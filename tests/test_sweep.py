@@ -176,3 +176,40 @@ def test_cli_sweep_bad_input(tmp_path, scenario_dict, args, field):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {field}:"), r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_ratios_all_is_every_split_in_sixteenths(scenario_profile):
+    """``--ratios all``: every rollout:actor split of each GPU count with shares in sixteenths or
+    coarser (every split of up to 16 GPUs), each split once, and only splits that exist."""
+    from perfmodel.planning.sweep import splitting_ratios
+    from perfmodel.schema.plan import parse_ratio
+
+    assert splitting_ratios(8) == ["1:7", "1:3", "3:5", "1:1", "5:3", "3:1", "7:1"]  # all 7 splits of 8 GPUs
+    for g in (8, 12, 16, 24, 4096):
+        ratios = splitting_ratios(g)
+        rollout = []
+        for text in ratios:
+            r, a = (int(x) for x in text.split(":"))
+            assert g % (r + a) == 0 and (r + a) <= 16
+            rollout.append(g * r // (r + a))
+            parse_ratio(text, g)  # the plan accepts it
+        assert len(set(rollout)) == len(ratios) and rollout == sorted(rollout)
+    assert len(splitting_ratios(16)) == 15 and len(splitting_ratios(4096)) == 15
+    spec = SweepSpec(profile_ref="x", modes=("colocated", "disaggregated"), gpus=(8, 12), ratios=("all", "1:1"),
+                     intervals=False)
+    combos = combinations(spec)
+    assert [c.allocation_ratio for c in combos if c.gpus == 8 and c.mode == "disaggregated"] == splitting_ratios(8)
+    assert len(combos) == 2 + len(splitting_ratios(8)) + len(splitting_ratios(12))
+    doc = run_sweep(spec, scenario_profile, jobs=1)
+    assert doc["summary"]["errors"] == 0 and doc["summary"]["feasible"] >= 10
+    assert all("throughput_interval" not in (r.get("prediction") or {}) for r in doc["rows"])
+
+
+def test_cli_sweep_ratios_all_without_intervals(tmp_path, scenario_dict):
+    prof = write_json(tmp_path / "p.json", scenario_dict)
+    r = run_cli("sweep", "--profile", str(prof), "--modes", "disaggregated", "--gpus", "8", "--ratios", "all",
+                "--no-interval", "--json", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert [row["allocation_ratio"] for row in doc["rows"]] == ["1:7", "1:3", "3:5", "1:1", "5:3", "3:1", "7:1"]
+    assert doc["spec"]["intervals"] is False and doc["rows"][3]["throughput_low"] is None

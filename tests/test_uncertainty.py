@@ -147,3 +147,24 @@ def test_bound_screen_error_is_small(monkeypatch, mode, gpus):
     full = _iv(mode, gpus, prof)["throughput_interval"]
     assert "3 simulated" in screened["method"] and "3 simulated" not in full["method"]
     assert screened["width_pct"] == pytest.approx(full["width_pct"], rel=0.1)
+
+
+def test_perturbed_profiles_are_built_once_per_profile(scenario_dict):
+    """The interval's perturbed profiles are memoised per profile object (a sweep predicts every
+    plan on one): a repeat gives the same interval from the same objects, another profile with
+    another covariance gets its own."""
+    from perfmodel.calibration import uncertainty
+
+    prof = load_profile("pi05")
+    first = _iv("disaggregated", 16, prof)
+    built = uncertainty._PERTURBED[id(prof)][2]
+    again = _iv("disaggregated", 16, prof)
+    assert uncertainty._PERTURBED[id(prof)][2] is built and again == first
+    d = prof.to_dict()
+    d["provenance"]["uncertainty"]["log_covariance"] = [[4 * v for v in row]
+                                                       for row in d["provenance"]["uncertainty"]["log_covariance"]]
+    wider = Profile.from_dict(d)
+    other = _iv("disaggregated", 16, wider)
+    assert uncertainty._PERTURBED[id(wider)][2] is not built
+    assert other["throughput_interval"]["components_pct"]["parameters_pct"] == pytest.approx(
+        2 * first["throughput_interval"]["components_pct"]["parameters_pct"], rel=0.05)

@@ -188,8 +188,25 @@ def _directions(cov: np.ndarray) -> list[np.ndarray]:
     return out
 
 
+# The perturbed profiles of the profiles predicted last (a sweep predicts every plan on one
+# profile): (profile, its uncertainty, result) by id, checked by identity; at most a few kept.
+_PERTURBED: dict[int, tuple[Profile, Uncertainty, Any]] = {}
+
+
 def _fitted_perturbations(profile: Profile, unc: Uncertainty) -> tuple[Profile, list[Profile]] | str:
-    """(base, perturbed profiles) rebuilt from the fitted parameters, or why not."""
+    """(base, perturbed profiles) rebuilt from the fitted parameters, or why not; computed once
+    per profile object (a pure function of it)."""
+    hit = _PERTURBED.get(id(profile))
+    if hit is not None and hit[0] is profile and hit[1] == unc:
+        return hit[2]
+    out = _compute_fitted_perturbations(profile, unc)
+    if len(_PERTURBED) >= 4:
+        _PERTURBED.clear()
+    _PERTURBED[id(profile)] = (profile, unc, out)
+    return out
+
+
+def _compute_fitted_perturbations(profile: Profile, unc: Uncertainty) -> tuple[Profile, list[Profile]] | str:
     if not unc.parameters:
         return profile, []
     params = profile.provenance.get("parameters")

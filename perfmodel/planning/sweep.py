@@ -37,6 +37,10 @@ from perfmodel.schema.profile import Profile
 
 DEFAULT_GPUS = (8, 16, 24, 32, 64, 128, 256)
 DEFAULT_RATIOS = ("1:1", "3:1", "1:3", "2:1", "1:2")
+# ``--ratios all``: every rollout:actor split of each GPU count whose shares are whole
+# sixteenths or coarser (R + A <= 16 divides the GPU count): every split up to 16 GPUs.
+ALL_RATIOS = "all"
+ALL_RATIOS_MAX_PARTS = 16
 DEFAULT_PIPELINE_STAGES = (1,)
 DEFAULT_B_MAX: tuple[int | None, ...] = (None,)
 DEFAULT_T_MAX = (0.05,)
@@ -81,7 +85,8 @@ class SweepSpec:
         if any(m != "colocated" for m in self.modes) and not self.ratios:
             raise ConfigError("--ratios", "needs at least one R:A ratio for the disaggregated modes")
         for r in self.ratios:
-            ratio_parts(r, "--ratios")
+            if r != ALL_RATIOS:
+                ratio_parts(r, "--ratios")
         if not self.pipeline_stages or any(p < 1 for p in self.pipeline_stages):
             raise ConfigError("--pipeline-stages", f"must be integers >= 1, got {list(self.pipeline_stages)}")
         if not self.b_max or any(b is not None and b < 1 for b in self.b_max):
@@ -111,12 +116,27 @@ class Combo:
     t_max_s: float
 
 
+def splitting_ratios(gpus: int, max_parts: int = ALL_RATIOS_MAX_PARTS) -> list[str]:
+    """Every ratio R:A in lowest terms with R + A <= ``max_parts`` dividing ``gpus`` (each a
+    different split of the GPUs), by rollout share."""
+    out = [(r / s, f"{r}:{s - r}") for s in range(2, max_parts + 1) if gpus % s == 0
+           for r in range(1, s) if math.gcd(r, s - r) == 1]
+    return [text for _, text in sorted(out)]
+
+
+def _ratios_for(spec: SweepSpec, gpus: int) -> list[str]:
+    out: list[str] = []
+    for r in spec.ratios:
+        out.extend(splitting_ratios(gpus) if r == ALL_RATIOS else [r])
+    return list(dict.fromkeys(out))
+
+
 def combinations(spec: SweepSpec) -> list[Combo]:
     out: list[Combo] = []
     modes = [m for m in MODES if m in spec.modes]
     for g in sorted(dict.fromkeys(spec.gpus)):
         for mode in modes:
-            ratios: Iterable[str | None] = dict.fromkeys(spec.ratios) if MODE_TABLE[mode].disaggregated else [None]
+            ratios: Iterable[str | None] = _ratios_for(spec, g) if MODE_TABLE[mode].disaggregated else [None]
             dynamic = MODE_TABLE[mode].dynamic_batching
             batching = ([(b, t) for b in dict.fromkeys(spec.b_max) for t in dict.fromkeys(spec.t_max_s)]
                         if dynamic else [(None, PLAN_DEFAULT_T_MAX)])
@@ -296,14 +316,18 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _cost_order(combos: list[Combo]) -> list[Combo]:
     """Most expensive first, so no process is left with a slow plan at the end: dynamic
-    batching simulates an event per env group and chunk step (about 10x the others), more
-    replications multiply it; the cluster size does not matter (collapsed simulation)."""
-    return sorted(combos, key=lambda c: (not MODE_TABLE[c.mode].dynamic_batching, c.index))
+    batching records its rollout event by event (several times the others). Within that, a
+    configuration's GPU counts one after another: their env workers are identical, so a
+    process records the worker once and replays it for the others (perfmodel.sim.workers)."""
+    return sorted(combos, key=lambda c: (not MODE_TABLE[c.mode].dynamic_batching, MODES.index(c.mode),
+                                         c.allocation_ratio or "", c.pipeline_stage_num,
+                                         -1 if c.b_max is None else c.b_max, c.t_max_s, c.gpus, c.index))
 
 
 def _chunks(combos: list[Combo], parts: int) -> list[list[Combo]]:
-    """Round-robin chunks (each gets its share of the expensive plans at the front)."""
-    return [combos[i::parts] for i in range(parts) if combos[i::parts]]
+    """``parts`` contiguous chunks of near-equal size (neighbours share recorded workers)."""
+    n = len(combos)
+    return [combos[i * n // parts:(i + 1) * n // parts] for i in range(parts) if (i + 1) * n // parts > i * n // parts]
 
 
 def _evaluate_chunk(spec: SweepSpec, profile_dict: dict[str, Any], chunk: list[Combo]) -> list[dict[str, Any]]:
@@ -365,7 +389,7 @@ def run_sweep(spec: SweepSpec, profile: Profile, *, jobs: int | None = None,
     if address is not None:
         rows = _run_ray(spec, profile, _cost_order(combos), address, progress)
     elif jobs == 1:
-        for c in combos:
+        for c in _cost_order(combos):
             rows.append(evaluate(spec, profile, c))
             if progress:
                 progress(len(rows), len(combos))

@@ -134,7 +134,7 @@ def select_rows(doc: dict[str, Any], selection: dict[str, tuple], options: dict[
     is refused (``options`` maps each key to its option name for the message)."""
     rows = doc["rows"]
     for key, wanted in selection.items():
-        if wanted is None:
+        if wanted is None or (key == "ratios" and "all" in wanted):  # --ratios all: every swept ratio
             continue
         field, applies = _FILTERS[key]
         swept = [r[field] for r in doc["rows"] if applies(r["mode"])]

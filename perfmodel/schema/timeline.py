@@ -128,9 +128,11 @@ class Recorder:
         """Unit-seconds of ``stage`` inside the window [t0, t1]."""
         total = 0.0
         for s, e, u in self.busy.get(stage, ()):
-            lo, hi = max(s, t0), min(e, t1)
-            if hi > lo:
-                total += (hi - lo) * u
+            if e > t0 and s < t1:  # overlaps the window (what max/min below would clip to > 0)
+                lo = s if s > t0 else t0
+                hi = e if e < t1 else t1
+                if hi > lo:
+                    total += (hi - lo) * u
         return total
 
     def chrome_trace(self, meta: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -25,6 +25,11 @@ class Durations:
         self.costs = costs
         self.var = costs.profile.variability
         self.rng = rng
+        if rng is None:  # deterministic: each duration is its mean, computed once per argument
+            self.env_chunk = _memo(self.env_chunk)  # type: ignore[method-assign]
+            self.env_reset = _memo(self.env_reset)  # type: ignore[method-assign]
+            self.infer = _memo(self.infer)  # type: ignore[method-assign]
+            self.micro_batch = _memo(self.micro_batch)  # type: ignore[method-assign]
 
     def _noisy(self, mean: float, cv: float) -> float:
         if cv <= 0 or self.rng is None or mean <= 0:
@@ -47,3 +52,16 @@ class Durations:
 
     def micro_batch(self, samples: int) -> float:
         return self._noisy(self.costs.micro_batch_s(samples), self.var.train_cv)
+
+
+def _memo(f):
+    """``f`` remembering its results by argument (the same float, looked up instead of recomputed)."""
+    cache: dict = {}
+
+    def get(*args):
+        v = cache.get(args)
+        if v is None:
+            v = cache[args] = f(*args)
+        return v
+
+    return get

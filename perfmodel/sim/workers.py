@@ -19,6 +19,17 @@ SimPy event per step, so the simulation's cost does not grow with the cluster.
   ends), so they are one block.
 - A lock-step worker with one env group: its epoch (reset, then inference and env step per
   chunk) uses its GPU and its cores alone, so one epoch is one block.
+- A worker with several env groups (dynamic batching, or pipeline stages), deterministic costs,
+  on a GPU nothing else uses while it rolls out (its own in the disaggregated modes; colocated's
+  synchronous trainer takes it only between rollouts): once its iteration has started (after the
+  weight wait and sync), its groups, inference server and cores interact with nothing else, so
+  every iteration is the same timeline shifted to its start. It is simulated once, alone, from
+  time 0 (``record_rollout``, memoised on everything it depends on, so identical workers of
+  other plans, e.g. other GPU counts of a sweep, reuse it), and each iteration replays it: the
+  epoch ends (the buffer puts the trainer waits for) as timeouts at start + offset, the spans
+  once they have ended. Times are start + offset instead of a running sum, so they equal the
+  event-by-event ones up to float rounding (relative 1e-13 measured; tests/test_simulator.py).
+  A traced run (spans with their arguments, queue counters) and variable costs run every event.
 Block end times are summed in the same order as the events would add them, so with
 deterministic costs the timeline is bit-for-bit the event-by-event one (tests/test_simulator.py)
 up to ``EXACT_STEPS`` steps per block; beyond that the block is ``count x one batch`` (equal
@@ -30,6 +41,7 @@ instead of one lognormal per micro-batch (an approximation; its error is measure
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Generator as Gen
 
@@ -208,8 +220,34 @@ class EnvWorker:
         self.cores = simpy.Container(env, capacity=costs.cores_per_worker, init=costs.cores_per_worker)
         self.version = 0
         self.group_cores = costs.env_cores_used(self.group_envs)
+        self.epoch_end_times: list[float] | None = None  # only while recording (record_rollout)
         # One lock-step group: nothing shares its GPU or cores during an epoch (see module doc).
         self.epoch_block = collapse and groups == 1 and not dynamic
+        # Several groups, deterministic costs, and a GPU nothing else uses while the worker rolls
+        # out (its own, or colocated's, which the synchronous trainer takes only between rollouts):
+        # iterations replay one recording (see module doc).
+        m = costs.plan.mechanisms
+        self.replay: RolloutRecording | None = None
+        if (collapse and not self.epoch_block and (m.disaggregated or not m.async_training) and dur.rng is None
+                and not rec.keep_spans):
+            self.replay = record_rollout(costs, dur, self.group_envs, groups, dynamic, server.b_max, server.t_max)
+        self._replayed_from: float | None = None  # start of the replayed iteration not yet recorded
+
+    def settle(self, now: float) -> None:
+        """Record the spans of the replayed iteration that have ended by ``now``, with their
+        inference calls: all of them once it is over, else (the simulation has stopped) those
+        that ended, as the event path records a span when it ends."""
+        start, r = self._replayed_from, self.replay
+        if start is None or r is None:
+            return
+        self._replayed_from = None
+        busy = self.rec.busy
+        for stage, spans in r.spans.items():
+            shifted = [(start + s, start + e, u) for s, e, u in spans]
+            ended = [sp for sp in shifted if sp[1] <= now]
+            busy[stage].extend(ended)
+            if stage == "inference":
+                self.server.calls += len(ended)
 
     def run(self, iterations: int) -> Gen:
         env = self.env
@@ -225,7 +263,9 @@ class EnvWorker:
                 self.rec.counter(f"weight_version/{self.server.name}", env.now, self.version)
             self.rec.counter(f"staleness/{self.name}", env.now, k - self.version)
             self.log.behaviour_version.setdefault(k, []).append(self.version)
-            if self.groups == 1:
+            if self.replay is not None:
+                yield from self._replay()
+            elif self.groups == 1:
                 yield from self._group(k, 0)
             else:
                 yield env.all_of([env.process(self._group(k, g)) for g in range(self.groups)])
@@ -246,6 +286,8 @@ class EnvWorker:
 
     def _epoch_end(self, n: int) -> simpy.Event:
         w = self.costs.plan.workload
+        if self.epoch_end_times is not None:
+            self.epoch_end_times.append(self.env.now)
         self.log.env_steps += self.replicas * n * w.max_episode_steps
         # A trajectory is complete at the end of the episode (full horizon, no early reset).
         put = self.buffer.put(self.replicas * n * w.chunk_steps_per_epoch)
@@ -272,6 +314,37 @@ class EnvWorker:
                     yield self.env.timeout(driver)
             yield self._epoch_end(n)
 
+    def _replay(self) -> Gen:
+        """One iteration from the recording, shifted to now (see module doc)."""
+        r, start = self.replay, self.env.now
+        self._replayed_from = start
+        for t in r.epoch_ends:
+            yield timeout_at(self.env, start + t)
+            yield self._epoch_end(self.group_envs)
+        self.settle(self.env.now)
+
+    def _epoch_times(self, n: int, t: float) -> float:
+        """``_epoch_as_block``'s sums and busy spans without a trace, deterministic costs: the
+        same additions in the same order (so the same floats), without the span arguments."""
+        busy, cores = self.rec.busy, self.group_cores
+        reset, infer, step = self.dur.env_reset(n), self.dur.infer(n), self.dur.env_chunk(n, True)
+        driver = self.costs.driver_chunk_s()
+        if reset > 0:
+            end = t + reset
+            busy["env_reset"].append((t, end, cores))
+            t = end
+        add_infer, add_step = busy["inference"].append, busy["env_step"].append
+        for _chunk in range(self.costs.plan.workload.chunk_steps_per_epoch):
+            end = t + infer
+            add_infer((t, end, 1.0))
+            t = end
+            if step > 0:
+                end = t + step
+                add_step((t, end, cores))
+                t = end
+            t += driver
+        return t
+
     def _epoch_as_block(self, n: int, lane: str) -> Gen:
         """One lock-step epoch of a lone group, timed without an event per step: the same
         draws in the same order, the same spans, the same end time as the events."""
@@ -280,6 +353,11 @@ class EnvWorker:
         with server.gpu.request() as slot:  # colocated: the trainer is idle during rollout
             yield slot
             t = self.env.now
+            if not rec.keep_spans and self.dur.rng is None:
+                t = self._epoch_times(n, t)
+                server.calls += w.chunk_steps_per_epoch
+                yield timeout_at(self.env, t)
+                return
             rec.counter(f"queue_depth/{server.name}", t, 0)  # a lone lock-step group never queues
             reset = self.dur.env_reset(n)
             if reset > 0:
@@ -298,6 +376,68 @@ class EnvWorker:
                 t += self.costs.driver_chunk_s()  # the run's orchestration (0 unless measured)
             server.calls += w.chunk_steps_per_epoch
             yield timeout_at(self.env, t)
+
+
+@dataclass(frozen=True)
+class RolloutRecording:
+    """One rollout iteration of one worker, alone, from time 0: its spans per stage (start,
+    end, units; in the order they ended) and its epoch ends in the order they happened."""
+
+    spans: dict[str, tuple[tuple[float, float, float], ...]]
+    epoch_ends: tuple[float, ...]
+
+
+class _Tabulated:
+    """The durations a recorded worker draws, from the memo key's numbers only (so the key is
+    all a recording depends on)."""
+
+    rng = None
+
+    def __init__(self, reset: float, chunk: float, infer: dict[int, float]) -> None:
+        self.reset, self.chunk, self.infer_table = reset, chunk, infer
+
+    def env_reset(self, n: int) -> float:
+        return self.reset
+
+    def env_chunk(self, n: int, lockstep: bool) -> float:
+        return self.chunk
+
+    def infer(self, batch: int) -> float:
+        return self.infer_table[batch]
+
+
+_RECORDINGS: OrderedDict[tuple, RolloutRecording] = OrderedDict()
+MAX_RECORDINGS = 64  # a sweep runs each configuration's GPU counts one after another
+
+
+def record_rollout(costs: StageCosts, dur: Durations, n: int, groups: int, dynamic: bool,
+                   b_max: int, t_max: float) -> RolloutRecording:
+    """The recording of one worker's iteration (``groups`` groups of ``n`` envs), memoised on
+    every number it depends on: the workload's epochs and chunk steps, the worker's cores, the
+    batching knobs and the durations of a reset, a chunk step and each batch size it can form."""
+    w = costs.plan.workload
+    infer = {j * n: dur.infer(j * n) for j in range(1, groups + 1)}
+    key = (n, groups, dynamic, b_max, t_max, w.rollout_epoch, w.chunk_steps_per_epoch, costs.cores_per_worker,
+           costs.env_cores_used(n), dur.env_reset(n), dur.env_chunk(n, not dynamic), tuple(sorted(infer.items())),
+           costs.driver_chunk_s())
+    hit = _RECORDINGS.get(key)
+    if hit is not None:
+        _RECORDINGS.move_to_end(key)
+        return hit
+    env, rec = simpy.Environment(), Recorder()
+    tab = _Tabulated(key[9], key[10], infer)
+    server = InferenceServer(env, "rollout_gpu_0", simpy.Resource(env, 1), tab, rec, b_max, t_max)
+    worker = EnvWorker(env, 0, n * groups, groups, costs, tab, rec, server, SampleBuffer(env), WeightStore(env),
+                       RolloutLog(env, 1), staleness=0, dynamic=dynamic, collapse=False)
+    worker.epoch_end_times = []
+    if dynamic:
+        env.process(server.run())
+    env.run(until=env.all_of([env.process(worker._group(0, g)) for g in range(groups)]))
+    out = RolloutRecording({stage: tuple(spans) for stage, spans in rec.busy.items()}, tuple(worker.epoch_end_times))
+    _RECORDINGS[key] = out
+    if len(_RECORDINGS) > MAX_RECORDINGS:
+        _RECORDINGS.popitem(last=False)
+    return out
 
 
 @dataclass
@@ -431,6 +571,19 @@ class Trainer:
         self.log.micro_batches += draws
         self.log.optimizer_steps += passes
         self.log.samples += count * size
+        if passes * (steps + 1) <= EXACT_STEPS and not rec.keep_spans:
+            # Step by step, in the events' order (bit-for-bit the reference's times); the spans
+            # without their trace arguments.
+            add_train, add_opt = rec.busy["train"].append, rec.busy["optimizer_step"].append
+            for _ in range(passes):
+                for _ in range(steps):
+                    end = t + (mean if deterministic else draw())
+                    add_train((t, end, ranks))
+                    t = end
+                end = t + opt
+                add_opt((t, end, ranks))
+                t = end
+            return t
         if passes * (steps + 1) <= EXACT_STEPS or rec.keep_spans:
             # Step by step, in the events' order: bit-for-bit the reference's times.
             for _ in range(passes):
