@@ -278,8 +278,13 @@ def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage
               help="refit on each GPU count alone and predict the others, beside linear and growth baselines")
 @click.option("--max-evals", type=int, default=None,
               help="simulations of the training set per cross-validation fold (default 120)")
+@click.option("--design", default="both", show_default=True,
+              help="with --cross-validate: fold design: group_out (leave one backbone x GPU count out: the "
+                   "headline, equal information for model and baselines), scale (fit one GPU count, predict "
+                   "the other), or both")
 @click.option("--record", is_flag=True, help="with --cross-validate: store the result in the bundled profiles' provenance")
-def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | None, record: bool) -> None:
+def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | None, design: str,
+                 record: bool) -> None:
     """Compare predictions with published results (or cross-validate the calibration)."""
     from perfmodel.schema.profile import load_profile
     from perfmodel.calibration.reference import load_reference
@@ -294,13 +299,16 @@ def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | No
     if max_evals is not None and (not cross or max_evals < 1):
         _fail("--max-evals", "is an integer >= 1, only with --cross-validate")
     if cross:
-        from perfmodel.calibration.crossval import DEFAULT_FOLD_EVALS, cross_validate, format_report
+        from perfmodel.calibration.crossval import DEFAULT_FOLD_EVALS, DESIGNS, cross_validate, format_report
+
+        _one_of("--design", design, (*DESIGNS, "both"))
 
         def progress(label: str, n: int, rms: float) -> None:
             if n % 10 == 0:
                 click.echo(f"{label}: {n} evaluations, rms log error {rms:.4f}", err=True)
 
-        doc = cross_validate(points, max_evals=max_evals or DEFAULT_FOLD_EVALS, progress=progress)
+        doc = cross_validate(points, max_evals=max_evals or DEFAULT_FOLD_EVALS, progress=progress,
+                             designs=DESIGNS if design == "both" else (design,))
         click.echo(json.dumps(doc, indent=2) if as_json else format_report(doc))
         if record:
             from perfmodel.calibration.crossval import provenance_record

@@ -78,13 +78,16 @@ def test_calibrate_cli_writes_valid_profiles(tmp_path):
 
 
 def test_cross_validation_shape_and_baselines():
-    """Fit on one GPU count, predict the other; a reduced budget (the shape and the baselines
-    are what is checked here, not the model's accuracy)."""
-    from perfmodel.calibration.crossval import baselines, cross_validate
+    """Both fold designs on a reduced budget (the shape and the baselines are what is checked
+    here, not the model's accuracy): scale transfer (fit on one GPU count, predict the other)
+    and leave-one-(backbone, GPU count)-group-out, whose baselines read only the fold's
+    training points (equal information), while the scale design's growth baseline reads the
+    held-out scale of the other backbone (the leak it is labelled with)."""
+    from perfmodel.calibration.crossval import baselines, cross_validate, format_report, provenance_record
 
     pts = [p for p in load_reference(REFERENCE) if p.mode in ("colocated", "train_async")]
     doc = cross_validate(pts, max_evals=14)
-    assert doc["kind"] == "cross_validation"
+    assert doc["kind"] == "cross_validation" and doc["headline"] == "group_out"
     assert [f["fit_gpus"] for f in doc["folds"]] == [[8], [16]]
     assert [f["predict_gpus"] for f in doc["folds"]] == [[16], [8]]
     by = {(p.mode, p.backbone, p.gpus): p.throughput_env_steps_per_s for p in pts}
@@ -102,9 +105,37 @@ def test_cross_validation_shape_and_baselines():
     s = doc["summary"]
     assert set(s["per_backbone"]) == {"pi05", "gr00t_n15"} and set(s["per_mode"]) == {"colocated", "train_async"}
     assert set(s["baseline_mape_pct"]) == {"linear", "growth"}
-    # Without a second backbone the growth baseline does not exist.
+    g = doc["group_out"]
+    assert [f["label"] for f in g["folds"]] == [f"hold out {b} at {n} GPUs" for b in ("gr00t_n15", "pi05")
+                                                for n in (8, 16)]
+    for fold in g["folds"]:
+        held = {(r["backbone"], r["gpus"]) for r in fold["points"]}
+        assert len(held) == 1 and len(fold["points"]) == 2 and fold["fit"]["points"] == 6
+        (b, n), = held
+        other_scale = 16 if n == 8 else 8
+        other = "pi05" if b == "gr00t_n15" else "gr00t_n15"
+        for r in fold["points"]:
+            base = by[(r["mode"], b, other_scale)]
+            assert r["baselines"]["linear"]["predicted"] == pytest.approx(base * n / other_scale)
+            grow = by[(r["mode"], other, n)] / by[(r["mode"], other, other_scale)]
+            assert r["baselines"]["growth"]["predicted"] == pytest.approx(base * grow)
+    assert set(g["summary"]["per_backbone"]) == {"pi05", "gr00t_n15"} and g["summary"]["points"] == 8
+    text = format_report(doc)
+    assert "group_out (headline)" in text and "growth with the leak" in text
+    # What a profile keeps: its backbone's MAPE per design, the headline named.
+    rec = provenance_record(doc, "pi05")
+    assert rec["headline"] == "group_out" and rec["overall"]["points"] == 4
+    assert rec["group_out"]["overall"]["model_mape_pct"] == pytest.approx(
+        g["summary"]["per_backbone"]["pi05"]["model_mape_pct"], abs=1e-3)
+    assert [f["label"] for f in rec["group_out"]["folds"]] == ["hold out pi05 at 8 GPUs", "hold out pi05 at 16 GPUs"]
+    # Without a second backbone the growth baseline does not exist; with equal information a
+    # held-out point's growth comes from the training points only, never from the held-out group.
     solo = [p for p in pts if p.backbone == "pi05"]
     assert baselines([p for p in solo if p.gpus == 8], solo[-1], solo)["growth"] is None
+    held = [p for p in pts if p.backbone == "pi05" and p.gpus == 16]
+    train = [p for p in pts if p not in held]
+    assert baselines(train, held[0], train)["growth"] is not None
+    assert baselines(train, held[0], [p for p in train if p.backbone == "pi05"])["growth"] is None
 
 
 def test_unidentifiable_parameter_is_held_and_reported():

@@ -105,6 +105,11 @@ INIT_PER_BACKBONE = {  # from the same hand solution
 BOUND_NOTES = {
     ("env_lockstep_slowdown", "lower"): "the lower bound is the log-scale floor of a quantity whose physical "
     "minimum is 0: the data ask for no barrier cost beyond the mean env step",
+    ("actor_cpu_cores_per_gpu", "upper"): "the data ask the 8-GPU rollout (its node shared with the actor) to be "
+    "barely faster per worker than the 16-GPU one (a node of its own): published rollout_async per-worker time "
+    "grows only 6-8 % from 8 to 16 GPUs, so the actor must take nearly its whole 16-core GPU share; the bound "
+    "(15) keeps the env workers at least one core per GPU more than at 16 GPUs. What else slows a shared node "
+    "(host-memory traffic of the P2P-less collectives, say) is not modelled",
 }
 # Plan fields to change from their published defaults when fitting and predicting the
 # reference points (empty: the published setup). Cross-validation of alternatives sets it
