@@ -32,6 +32,12 @@ def test_fit_linear_recovers_a_line():
     assert c["samples"][0] == [1.0, [3.0, 3.0]]
 
 
+def test_fit_linear_never_returns_a_cost_that_falls_with_size():
+    # under load a small batch can time slower than a large one: a profile slope must stay >= 0
+    c = fit_linear([(1.0, [2.0]), (2.0, [1.9]), (4.0, [1.8])])
+    assert c["slope"] == 0.0 and 1.8 < c["intercept"] < 2.0
+
+
 @pytest.mark.parametrize("args, field", [
     (("--backbone", "pi06"), "backbone"),
     (("--backbone", "pi05", "--scale", "huge"), "scale"),
