@@ -74,7 +74,8 @@ def profile(backbone, scale, device, suite, task_id, out, image_size, env_counts
             base_profile, address, verbose, no_progress) -> None:
     """Measure env, inference, training and sync costs into a perfmodel profile (or, with
     --comm, the cost of collectives at increasing rank counts)."""
-    from executor.profiler import ProfileConfig, command_line, run_profile
+    from executor.profiling.config import ProfileConfig
+    from executor.profiling.run import command_line, run_profile
 
     if comm:
         _profile_comm(out, device, comm_ranks, comm_mb, repeats, base_profile, address, verbose, no_progress)

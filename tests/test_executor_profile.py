@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from executor.profiler import fit_linear
+from executor.profiling.fit import fit_linear
 from perfmodel.schema.profile import Profile
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,7 +106,7 @@ def test_profile_tiny_writes_a_valid_profile(tmp_path):
         assert list(curve.densities) == dens and all(len(ys) >= 1 for _, ys in curve.samples)
     # the driver's cost per chunk step, from one real run per stepping kind
     assert set(c.driver_chunk_step_s) == {"lockstep", "dynamic"}
-    from executor.profiler import driver_plan
+    from executor.profiling.driver import driver_plan
 
     groups = len(driver_plan("rollout_async", cores, 10, 2).placement.group_sizes)
     assert p.extra["driver_samples"]["dynamic"]["chunk_steps"] == 2 * groups

@@ -1,0 +1,64 @@
+"""What ``executor profile`` measures: the profile request, checked before any measurement."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+from perfmodel.backbones import get_backbone
+from perfmodel.schema.errors import ConfigError
+
+
+
+@dataclass(frozen=True)
+class ProfileConfig:
+    backbone: str
+    scale: str
+    out: str
+    device: str = "cpu"
+    suite: str = "libero_spatial"
+    task_id: int = 0
+    image_size: int = 128
+    env_counts: tuple[int, ...] = (1, 2, 4)
+    env_repeats: int = 3  # measured chunks per env count (after one warm-up chunk)
+    reset_repeats: int = 2
+    batch_sizes: tuple[int, ...] = (1, 2, 4, 8)
+    train_sizes: tuple[int, ...] = (1, 2, 4, 8)
+    repeats: int = 5  # measured calls per model size (after warm-up)
+    sync_mb: tuple[float, ...] = (1, 4, 16, 64)
+    gpus_per_node: int | None = None
+    env_profile: str | None = None  # take env costs from this measured profile instead of measuring
+    driver_chunk_steps: int = 6  # chunk steps of the driver measurement per stepping kind; 0: none
+    command: str = ""
+
+    def check(self) -> None:
+        get_backbone(self.backbone, self.scale)  # ConfigError for unknown backbone / scale
+        from executor.envs import SUITES
+
+        if self.suite not in SUITES:
+            raise ConfigError("suite", f"must be one of {', '.join(SUITES)}; got {self.suite!r}")
+        if not 0 <= self.task_id < 10:
+            raise ConfigError("task_id", f"must be in 0..9, got {self.task_id}")
+        if self.driver_chunk_steps < 0:
+            raise ConfigError("driver-chunk-steps", f"must be an integer >= 0, got {self.driver_chunk_steps}")
+        for name in ("image_size", "env_repeats", "reset_repeats", "repeats"):
+            v = getattr(self, name)
+            if v < 1:
+                raise ConfigError(name.replace("_", "-"), f"must be an integer >= 1, got {v}")
+        for name in ("env_counts", "batch_sizes", "train_sizes", "sync_mb"):
+            v = getattr(self, name)
+            if not v or any(x <= 0 for x in v):
+                raise ConfigError(name.replace("_", "-"), f"must be a list of positive sizes, got {list(v)}")
+        if self.env_profile is None and 1 not in self.env_counts:
+            raise ConfigError("env-counts", f"must include 1 (one env alone on one core), got {list(self.env_counts)}")
+        if self.gpus_per_node is not None and self.gpus_per_node < 1:
+            raise ConfigError("gpus-per-node", f"must be an integer >= 1, got {self.gpus_per_node}")
+        from executor.policies import resolve_device
+
+        object.__setattr__(self, "device", str(resolve_device(self.device)))  # auto -> cpu / cuda
+        if self.env_profile is not None:
+            from executor.profiling.envs import load_env_costs
+
+            load_env_costs(self.env_profile)
+
+
