@@ -93,9 +93,12 @@ def main() -> int:
               f"{rec['wall_s']:.0f} s)", flush=True)
     print()
     hdr = f"{'plan':<30} {'mode':<14} {'pred':>7} {'meas':>7} {'err %':>7} {'it pred':>8} {'it meas':>8} " \
-          f"{'reset p/m':>11} {'step p/m':>11} {'drv ms p/m':>11} {'cpu share':>9} {'diag %':>7} {'load b/a':>10}"
+          f"{'reset p/m':>11} {'step p/m':>11} {'drv ms p/m':>11} {'cpu share':>9} {'diag1 %':>7} " \
+          f"{'env cost':>9} {'diag2 %':>7} {'load b/a':>10}"
     print("(reset, step: predicted/measured s per iteration per worker's cores; drv: the driver's own ms per "
-          "chunk step; cpu share: reset/step; diag: error of the prediction at that CPU share, a diagnosis)")
+          "chunk step; cpu share: reset/step; diag1: error of the prediction at that CPU share; env cost: CPU s "
+          "per reset/step the envs used over the profile's; diag2: error at that share and those env costs: the "
+          "model's own; diagnoses, not predictions)")
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
@@ -112,18 +115,24 @@ def main() -> int:
         drv_s = (f"{1e3 * drv['predicted_s']:.0f}/{1e3 * drv['measured_s']:.0f}"
                  if drv.get("measured_s") is not None else "-")
         diag = (r.get("diagnosis_at_measured_cpu_share") or {}).get("error_pct")
+        d2 = r.get("diagnosis_at_measured_env_costs") or {}
+        ratio = "/".join(fmt_number(d2["env_cost_ratio"][s]) for s in ("env_reset", "env_step")) if d2 else "-"
         print(f"{r['name']:<30} {r['mode']:<14} {r['predicted_throughput_env_steps_per_s']:>7.3f} {r['throughput_env_steps_per_s']:>7.3f} "
               f"{r['error_pct']:>+7.1f} {r['predicted_iteration_time_s']:>8.2f} {r['iteration_time_s']:>8.2f} "
               f"{pm('env_reset'):>11} {pm('env_step'):>11} {drv_s:>11} {share(r):>9} "
-              f"{'-' if diag is None else format(diag, '+.1f'):>7} {load:>10}")
+              f"{'-' if diag is None else format(diag, '+.1f'):>7} {ratio:>9} "
+              f"{format(d2['error_pct'], '+.1f') if d2 else '-':>7} {load:>10}")
         for w in (r.get("prediction") or {}).get("warnings", []):
             print(f"{'':<30} warning: {w}")
     ok = [r for r in rows if r.get("status") == "ok"]
     if ok:
         worst = max(abs(r["error_pct"]) for r in ok)
-        print(f"\nmax |error| {worst:.1f} % over {len(ok)} plan(s); target 10 % on a quiet machine; error = "
-              "prediction / measurement - 1; load b/a: 1-min load average before/after each run "
-              f"({os.cpu_count()} CPUs)")
+        own = [abs(r["diagnosis_at_measured_env_costs"]["error_pct"]) for r in ok
+               if r.get("diagnosis_at_measured_env_costs")]
+        print(f"\nmax |error| {worst:.1f} % over {len(ok)} plan(s)"
+              + (f", max |diag2| {max(own):.1f} %" if own else "")
+              + "; target 10 % on a quiet machine; error = prediction / measurement - 1; load b/a: 1-min load "
+              f"average before/after each run ({os.cpu_count()} CPUs)")
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=2) + "\n")
     return 0 if len(ok) == len(rows) else 1

@@ -185,19 +185,30 @@ def comparison_table(record: dict) -> str:
     width = max(len(r[0]) for r in rows)
     lines = [f"{r[0]:<{width}}  {r[1]:>10}  {r[2]:>10}  {r[3]:>9}" for r in rows]
     lines += [f"warning: {w}" for w in (record.get("prediction") or {}).get("warnings", [])]
-    d = record.get("diagnosis_at_measured_cpu_share")
-    if d:
-        lines.append(diagnosis_line(d))
+    lines += diagnosis_lines(record)
     return "\n".join(lines)
 
 
-def diagnosis_line(d: dict) -> str:
-    """--compare's diagnosis: the prediction at the CPU share the env processes got."""
-    s = d["cpu_share"]
-    return (f"diagnosis: at the CPU share the env processes got (reset {s['env_reset']:.2f}, step "
-            f"{s['env_step']:.2f} of their cores) the model predicts "
-            f"{fmt_number(d['predicted_throughput_env_steps_per_s'])} env steps/s, error "
-            f"{fmt_number(d['error_pct'], '+.1f', ' %')} (near 0 while the prediction misses: a busy machine, not the model)")
+def diagnosis_lines(record: dict) -> list[str]:
+    """--compare's diagnoses: the prediction at the CPU share the env processes got, then also at
+    the CPU seconds per env step and reset they used (the host's speed during the run)."""
+    out = []
+    d = record.get("diagnosis_at_measured_cpu_share")
+    if d:
+        s = d["cpu_share"]
+        out.append(f"diagnosis: at the CPU share the env processes got (reset {s['env_reset']:.2f}, step "
+                   f"{s['env_step']:.2f} of their cores) the model predicts "
+                   f"{fmt_number(d['predicted_throughput_env_steps_per_s'])} env steps/s, error "
+                   f"{fmt_number(d['error_pct'], '+.1f', ' %')} (near 0 while the prediction misses: a busy machine, "
+                   "not the model)")
+    d = record.get("diagnosis_at_measured_env_costs")
+    if d:
+        r = d["env_cost_ratio"]
+        out.append(f"diagnosis: also at the env CPU seconds this run used (reset x{r['env_reset']:.2f}, step "
+                   f"x{r['env_step']:.2f} the profile's) the model predicts "
+                   f"{fmt_number(d['predicted_throughput_env_steps_per_s'])} env steps/s, error "
+                   f"{fmt_number(d['error_pct'], '+.1f', ' %')} (what remains is the model's own)")
+    return out
 
 
 def _parse_fault(text):

@@ -130,11 +130,12 @@ def test_driver_cost_per_chunk_step_is_charged_exactly(scenario_dict):
             > simulate(dyn, base, iterations=3, warmup=1).iteration_time_s)
 
 
-def test_diagnosis_is_the_prediction_at_the_measured_cpu_share():
-    """A real run's record (tests/data, the envs got about a third of their cores): the diagnosis
-    predicts with env costs / share, and is shown by --compare's table."""
+def test_diagnoses_are_the_prediction_at_the_measured_cpu_share_and_env_costs():
+    """A real run's record (tests/data, the envs got about a third of their cores): the first
+    diagnosis predicts with env costs / share, the second also with the CPU seconds per step and
+    reset the envs used over the profile's; --compare's table shows both."""
     from executor.cli import comparison_table
-    from executor.runtime.record import compare, diagnosis_at_cpu_share
+    from executor.runtime.record import compare, diagnoses, profile_env_cost_s
 
     record = json.loads((DATA / "record.json").read_text())
     plan = Plan.load(DATA / "plan.json")
@@ -142,24 +143,38 @@ def test_diagnosis_is_the_prediction_at_the_measured_cpu_share():
     pred = predict(plan, prof, iterations=2, warmup=1, interval=False)
     record.update(compare(record, pred))
     record["prediction"] = pred
-    diag = diagnosis_at_cpu_share(record, plan, prof, 2, 1)
-    share = record["env_cpu"]
-    assert diag["cpu_share"] == {s: pytest.approx(share[s]["cpu_share"]) for s in ("env_reset", "env_step")}
-    slow = replace(prof, costs=prof.costs.env_scaled(1 / share["env_step"]["cpu_share"],
-                                                     1 / share["env_reset"]["cpu_share"]))
+    diag = diagnoses(record, plan, prof, 2, 1)
+    at_share, at_costs = diag["diagnosis_at_measured_cpu_share"], diag["diagnosis_at_measured_env_costs"]
+    env = record["env_cpu"]
+    share = {s: env[s]["cpu_share"] for s in ("env_reset", "env_step")}
+    assert at_share["cpu_share"] == {s: pytest.approx(v) for s, v in share.items()}
+    slow = replace(prof, costs=prof.costs.env_scaled(1 / share["env_step"], 1 / share["env_reset"]))
     expect = predict(plan, slow, iterations=2, warmup=1, interval=False)["throughput_env_steps_per_s"]
-    assert diag["predicted_throughput_env_steps_per_s"] == pytest.approx(expect)
-    assert diag["predicted_throughput_env_steps_per_s"] < pred["throughput_env_steps_per_s"]
-    assert abs(diag["error_pct"]) < abs(record["error_pct"])  # the busy machine explains most of the miss
-    record["diagnosis_at_measured_cpu_share"] = diag
+    assert at_share["predicted_throughput_env_steps_per_s"] == pytest.approx(expect)
+    assert at_share["predicted_throughput_env_steps_per_s"] < pred["throughput_env_steps_per_s"]
+    assert abs(at_share["error_pct"]) < abs(record["error_pct"])  # the busy machine explains most of the miss
+    # the second: the env CPU seconds per unit the run used over the profile's, and the share
+    ratio = {"env_reset": env["env_reset"]["cpu_s_per_env"] / profile_env_cost_s(plan, prof, "env_reset"),
+             "env_step": env["env_step"]["cpu_s_per_env_step"] / profile_env_cost_s(plan, prof, "env_step")}
+    assert at_costs["env_cost_ratio"] == {s: pytest.approx(v) for s, v in ratio.items()}
+    used = replace(prof, costs=prof.costs.env_scaled(ratio["env_step"] / share["env_step"],
+                                                     ratio["env_reset"] / share["env_reset"]))
+    expect = predict(plan, used, iterations=2, warmup=1, interval=False)["throughput_env_steps_per_s"]
+    assert at_costs["predicted_throughput_env_steps_per_s"] == pytest.approx(expect)
+    record.update(diag)
     table = comparison_table(record)
-    (line,) = [x for x in table.splitlines() if x.startswith("diagnosis:")]
-    assert f"step {share['env_step']['cpu_share']:.2f}" in line
-    assert f"{diag['predicted_throughput_env_steps_per_s']:.2f} env steps/s" in line
-    # a full share is the prediction itself
-    full = dict(record, env_cpu={s: dict(v, cpu_share=1.0) for s, v in share.items()})
-    assert diagnosis_at_cpu_share(full, plan, prof, 2, 1)["predicted_throughput_env_steps_per_s"] == \
-        pytest.approx(pred["throughput_env_steps_per_s"])
+    first, second = [x for x in table.splitlines() if x.startswith("diagnosis:")]
+    assert f"step {share['env_step']:.2f}" in first
+    assert f"{at_share['predicted_throughput_env_steps_per_s']:.2f} env steps/s" in first
+    assert f"step x{ratio['env_step']:.2f}" in second
+    assert f"{at_costs['predicted_throughput_env_steps_per_s']:.2f} env steps/s" in second
+    # a full share and the profile's own costs give the prediction itself
+    full = dict(record, env_cpu={"env_reset": dict(env["env_reset"], cpu_share=1.0,
+                                                   cpu_s_per_env=profile_env_cost_s(plan, prof, "env_reset")),
+                                 "env_step": dict(env["env_step"], cpu_share=1.0,
+                                                  cpu_s_per_env_step=profile_env_cost_s(plan, prof, "env_step"))})
+    for d in diagnoses(full, plan, prof, 2, 1).values():
+        assert d["predicted_throughput_env_steps_per_s"] == pytest.approx(pred["throughput_env_steps_per_s"])
 
 
 def test_load_warning_rule():

@@ -213,6 +213,7 @@ def test_streamer_cli_compare_json_and_run_dir(ray_session, tmp_path):
     # the diagnosis at the CPU share the envs got, and the driver cost predicted vs measured
     diag = record["diagnosis_at_measured_cpu_share"]
     assert 0 < diag["cpu_share"]["env_step"] <= 1 and diag["predicted_throughput_env_steps_per_s"] > 0
+    assert record["diagnosis_at_measured_env_costs"]["env_cost_ratio"]["env_step"] > 0
     assert record["driver_chunk_step"]["measured_s"] == record["driver_s_per_chunk_step"]["mean_s"]
     assert record["counts"]["micro_batches"] == plan.workload.samples_per_iteration * 2 // 2
     assert {x.name for x in out.iterdir()} - {"ray.log"} == {"plan.json", "profile.json", "record.json", "trace.json"}

@@ -188,9 +188,7 @@ def build_record(result: Any, *, iterations: int, warmup: int, opts: Any, profil
         measured_driver = record["driver_s_per_chunk_step"]
         record["driver_chunk_step"] = {"predicted_s": StageCosts(plan, profile).driver_chunk_s(),
                                        "measured_s": measured_driver["mean_s"] if measured_driver else None}
-        diag = diagnosis_at_cpu_share(record, plan, profile, iterations, warmup)
-        if diag is not None:
-            record["diagnosis_at_measured_cpu_share"] = diag
+        record.update(diagnoses(record, plan, profile, iterations, warmup))
     return record
 
 
@@ -206,27 +204,67 @@ def measured_cpu_share(record: dict[str, Any]) -> dict[str, float] | None:
     return out
 
 
-def diagnosis_at_cpu_share(record: dict[str, Any], plan: Plan, profile: Any, iterations: int,
-                           warmup: int) -> dict[str, Any] | None:
-    """The prediction again with the env processes getting only the CPU share they got in this
-    run (every env step and reset cost / share): a diagnosis, not a prediction. If it is close
-    to the measurement while the prediction is not, the miss is a busy machine, not the model."""
+def profile_env_cost_s(plan: Plan, profile: Any, stage: str) -> float:
+    """The profile's CPU seconds per env reset or env step at the plan's envs per core and
+    stepping kind (lock-step, or free under dynamic batching)."""
+    from perfmodel.costs import StageCosts
+
+    kind = "reset" if stage == "env_reset" else ("step_free" if plan.mechanisms.dynamic_batching else "step_lockstep")
+    return StageCosts(plan, profile).env_cost(kind)[0]
+
+
+def measured_env_cost_ratio(record: dict[str, Any], plan: Plan, profile: Any) -> dict[str, float] | None:
+    """CPU seconds the env processes used per unit of work in this run over the profile's, per
+    env stage (``env_cpu.<stage>.cpu_s_per_<unit>`` / the profile's cost at the plan's density):
+    1.0 when the envs cost what the profile measured. On a shared host it drifts with the host's
+    speed (other tenants of the physical machine), which no load average shows. None when a
+    stage has no measurement."""
+    out = {}
+    for stage, unit in (("env_reset", "env"), ("env_step", "env_step")):
+        got = ((record.get("env_cpu") or {}).get(stage) or {}).get(f"cpu_s_per_{unit}")
+        if not got or got <= 0:
+            return None
+        out[stage] = float(got) / profile_env_cost_s(plan, profile, stage)
+    return out
+
+
+def diagnoses(record: dict[str, Any], plan: Plan, profile: Any, iterations: int,
+              warmup: int) -> dict[str, dict[str, Any]]:
+    """The prediction again with what only the run knows, two steps (a diagnosis, not a
+    prediction): ``diagnosis_at_measured_cpu_share`` divides every env step and reset cost by
+    the CPU share the env processes got (other processes took their cores); and
+    ``diagnosis_at_measured_env_costs`` also uses the CPU seconds per step and per reset the
+    envs really used (the host's speed then, against the profile's). If a diagnosis is close to
+    the measurement while the prediction is not, the miss is the machine, not the model; what
+    remains after the second is the model's own (the composition of stages it simulates)."""
+    share = measured_cpu_share(record)
+    if share is None:
+        return {}
+    out = {"diagnosis_at_measured_cpu_share": _diagnosis(
+        record, plan, profile, iterations, warmup, {s: 1.0 / v for s, v in share.items()},
+        {"cpu_share": share}, "diagnosis, not a prediction: the plan predicted with every env step and reset "
+                              "cost divided by the CPU share the env processes got in this run")}
+    ratio = measured_env_cost_ratio(record, plan, profile)
+    if ratio is not None:
+        out["diagnosis_at_measured_env_costs"] = _diagnosis(
+            record, plan, profile, iterations, warmup, {s: ratio[s] / share[s] for s in share},
+            {"cpu_share": share, "env_cost_ratio": ratio},
+            "diagnosis, not a prediction: the plan predicted with the CPU seconds per env step and per reset "
+            "that the env processes used in this run, divided by the CPU share they got")
+    return out
+
+
+def _diagnosis(record: dict[str, Any], plan: Plan, profile: Any, iterations: int, warmup: int,
+               scale: dict[str, float], facts: dict[str, Any], note: str) -> dict[str, Any]:
     from dataclasses import replace
 
     from perfmodel.simulate import predict
 
-    share = measured_cpu_share(record)
-    if share is None:
-        return None
-    at_share = replace(profile, costs=profile.costs.env_scaled(1.0 / share["env_step"], 1.0 / share["env_reset"]))
-    pred = predict(plan, at_share, iterations=iterations, warmup=warmup, interval=False)
+    scaled = replace(profile, costs=profile.costs.env_scaled(scale["env_step"], scale["env_reset"]))
+    pred = predict(plan, scaled, iterations=iterations, warmup=warmup, interval=False)
     thr = pred["throughput_env_steps_per_s"]
-    meas = record["throughput_env_steps_per_s"]
-    return {"cpu_share": share, "predicted_throughput_env_steps_per_s": thr,
-            "predicted_iteration_time_s": pred["iteration_time_s"],
-            "error_pct": error_pct(thr, meas),
-            "note": "diagnosis, not a prediction: the plan predicted with every env step and reset "
-                    "cost divided by the CPU share the env processes got in this run"}
+    return {**facts, "predicted_throughput_env_steps_per_s": thr, "predicted_iteration_time_s": pred["iteration_time_s"],
+            "error_pct": error_pct(thr, record["throughput_env_steps_per_s"]), "note": note}
 
 
 def env_cpu_diagnostics(plan: Plan, ctx: Any, rec: Recorder, profile: Any) -> dict[str, Any]:
@@ -243,11 +281,7 @@ def env_cpu_diagnostics(plan: Plan, ctx: Any, rec: Recorder, profile: Any) -> di
              f"core_wall_s_per_{unit}": core_wall / work if work else None,
              "cpu_share": cpu / core_wall if core_wall else None}
         if profile is not None:  # the profile's CPU seconds at the plan's envs per core
-            from perfmodel.costs import StageCosts
-
-            kind = "reset" if stage == "env_reset" else ("step_free" if plan.mechanisms.dynamic_batching
-                                                         else "step_lockstep")
-            d["profile_s"] = StageCosts(plan, profile).env_cost(kind)[0]
+            d["profile_s"] = profile_env_cost_s(plan, profile, stage)
         out[stage] = d
     return out
 
