@@ -323,57 +323,33 @@ class EnvWorker:
             yield self._epoch_end(self.group_envs)
         self.settle(self.env.now)
 
-    def _epoch_times(self, n: int, t: float) -> float:
-        """``_epoch_as_block``'s sums and busy spans without a trace, deterministic costs: the
-        same additions in the same order (so the same floats), without the span arguments."""
-        busy, cores = self.rec.busy, self.group_cores
-        reset, infer, step = self.dur.env_reset(n), self.dur.infer(n), self.dur.env_chunk(n, True)
-        driver = self.costs.driver_chunk_s()
-        if reset > 0:
-            end = t + reset
-            busy["env_reset"].append((t, end, cores))
-            t = end
-        add_infer, add_step = busy["inference"].append, busy["env_step"].append
-        for _chunk in range(self.costs.plan.workload.chunk_steps_per_epoch):
-            end = t + infer
-            add_infer((t, end, 1.0))
-            t = end
-            if step > 0:
-                end = t + step
-                add_step((t, end, cores))
-                t = end
-            t += driver
-        return t
-
     def _epoch_as_block(self, n: int, lane: str) -> Gen:
         """One lock-step epoch of a lone group, timed without an event per step: the same
-        draws in the same order, the same spans, the same end time as the events."""
+        draws in the same order, the same spans, the same end time as the events (deterministic
+        costs are computed once: the same floats every chunk)."""
         w, rec, server = self.costs.plan.workload, self.rec, self.server
-        cores = self.group_cores
+        cores, drawn = self.group_cores, self.dur.rng is not None
         with server.gpu.request() as slot:  # colocated: the trainer is idle during rollout
             yield slot
             t = self.env.now
-            if not rec.keep_spans and self.dur.rng is None:
-                t = self._epoch_times(n, t)
-                server.calls += w.chunk_steps_per_epoch
-                yield timeout_at(self.env, t)
-                return
             rec.counter(f"queue_depth/{server.name}", t, 0)  # a lone lock-step group never queues
             reset = self.dur.env_reset(n)
             if reset > 0:
                 end = t + reset
                 rec.span("env_reset", self.name, lane, t, end, units=cores, envs=n, version=self.version)
                 t = end
+            infer, step = (0.0, 0.0) if drawn else (self.dur.infer(n), self.dur.env_chunk(n, True))
+            driver = self.costs.driver_chunk_s()  # the run's orchestration (0 unless measured)
             for _chunk in range(w.chunk_steps_per_epoch):
-                end = t + self.dur.infer(n)
+                end = t + (self.dur.infer(n) if drawn else infer)
                 rec.span("inference", server.name, "inference", t, end, batch=n)
                 t = end
-                step = self.dur.env_chunk(n, True)
-                if step > 0:
-                    end = t + step
+                s = self.dur.env_chunk(n, True) if drawn else step
+                if s > 0:
+                    end = t + s
                     rec.span("env_step", self.name, lane, t, end, units=cores, envs=n, version=self.version)
                     t = end
-                t += self.costs.driver_chunk_s()  # the run's orchestration (0 unless measured)
+                t += driver
             server.calls += w.chunk_steps_per_epoch
             yield timeout_at(self.env, t)
 
@@ -571,19 +547,6 @@ class Trainer:
         self.log.micro_batches += draws
         self.log.optimizer_steps += passes
         self.log.samples += count * size
-        if passes * (steps + 1) <= EXACT_STEPS and not rec.keep_spans:
-            # Step by step, in the events' order (bit-for-bit the reference's times); the spans
-            # without their trace arguments.
-            add_train, add_opt = rec.busy["train"].append, rec.busy["optimizer_step"].append
-            for _ in range(passes):
-                for _ in range(steps):
-                    end = t + (mean if deterministic else draw())
-                    add_train((t, end, ranks))
-                    t = end
-                end = t + opt
-                add_opt((t, end, ranks))
-                t = end
-            return t
         if passes * (steps + 1) <= EXACT_STEPS or rec.keep_spans:
             # Step by step, in the events' order: bit-for-bit the reference's times.
             for _ in range(passes):
