@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-
-
 from executor.profiling.config import ProfileConfig
 from executor.profiling.host import ram_gb
 

@@ -7,8 +7,6 @@ import platform
 from typing import Any
 
 
-
-
 # ---------------------------------------------------------------------------------------------
 # Hardware
 
@@ -58,9 +56,12 @@ def ram_gb() -> float:
 
 
 def busy_warnings(load_before: float, envs: dict[str, Any]) -> list[str]:
-    """Say so when other processes shared the machine during the measurement."""
+    """Say so when other processes shared the machine during the measurement (the load rule is
+    the one ``executor run`` warns with: ``preflight.load_warning``)."""
+    from executor.runtime.preflight import load_warning
+
     out = []
-    if load_before > 0.5:
+    if load_warning(load_before) is not None:
         out.append(f"machine not idle at start: 1-minute load average {load_before:.2f}")
     used = envs["extra"].get("env_cpu_cores_used_vs_envs", {})
     cores = len(envs["extra"].get("worker_cores", [])) or 1
