@@ -189,26 +189,26 @@ def comparison_table(record: dict) -> str:
     return "\n".join(lines)
 
 
+# --compare's diagnoses, in order: the record field, what it holds fixed at the run's value, and
+# what its error means
+DIAGNOSES = (
+    ("diagnosis_at_measured_cpu_share",
+     lambda d: (f"at the CPU share the env processes got (reset {d['cpu_share']['env_reset']:.2f}, step "
+                f"{d['cpu_share']['env_step']:.2f} of their cores)"),
+     "near 0 while the prediction misses: a busy machine, not the model"),
+    ("diagnosis_at_measured_env_costs",
+     lambda d: (f"also at the env CPU seconds this run used (reset x{d['env_cost_ratio']['env_reset']:.2f}, "
+                f"step x{d['env_cost_ratio']['env_step']:.2f} the profile's)"),
+     "what remains is the model's own"),
+)
+
+
 def diagnosis_lines(record: dict) -> list[str]:
     """--compare's diagnoses: the prediction at the CPU share the env processes got, then also at
     the CPU seconds per env step and reset they used (the host's speed during the run)."""
-    out = []
-    d = record.get("diagnosis_at_measured_cpu_share")
-    if d:
-        s = d["cpu_share"]
-        out.append(f"diagnosis: at the CPU share the env processes got (reset {s['env_reset']:.2f}, step "
-                   f"{s['env_step']:.2f} of their cores) the model predicts "
-                   f"{fmt_number(d['predicted_throughput_env_steps_per_s'])} env steps/s, error "
-                   f"{fmt_number(d['error_pct'], '+.1f', ' %')} (near 0 while the prediction misses: a busy machine, "
-                   "not the model)")
-    d = record.get("diagnosis_at_measured_env_costs")
-    if d:
-        r = d["env_cost_ratio"]
-        out.append(f"diagnosis: also at the env CPU seconds this run used (reset x{r['env_reset']:.2f}, step "
-                   f"x{r['env_step']:.2f} the profile's) the model predicts "
-                   f"{fmt_number(d['predicted_throughput_env_steps_per_s'])} env steps/s, error "
-                   f"{fmt_number(d['error_pct'], '+.1f', ' %')} (what remains is the model's own)")
-    return out
+    return [f"diagnosis: {at(d)} the model predicts {fmt_number(d['predicted_throughput_env_steps_per_s'])} "
+            f"env steps/s, error {fmt_number(d['error_pct'], '+.1f', ' %')} ({meaning})"
+            for field, at, meaning in DIAGNOSES if (d := record.get(field))]
 
 
 def _parse_fault(text):
