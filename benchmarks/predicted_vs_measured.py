@@ -3,7 +3,9 @@
 Runs ``executor run PLAN --compare --json`` for each plan (one fresh process and local Ray
 session per plan, so runs do not share warm state), then prints one row per plan: predicted and
 measured env steps/s, error (prediction / measurement - 1, docs/metrics.md), iteration times,
-per-stage measured vs predicted, the env processes' CPU share, and the 1-minute load average
+per-stage measured vs predicted, the env processes' CPU share, their CPU seconds per reset and
+step over the profile's (``env cost``), the two diagnoses (``diag1``: at that share; ``diag2``:
+also at those env costs, docs/metrics.md), and the 1-minute load average
 before and after the run (other tenants on the cores bias the measurement: read it with them).
 
     python benchmarks/predicted_vs_measured.py                        # the five pi05_4envs_* plans

@@ -175,6 +175,11 @@ def test_diagnoses_are_the_prediction_at_the_measured_cpu_share_and_env_costs():
                                                   cpu_s_per_env_step=profile_env_cost_s(plan, prof, "env_step"))})
     for d in diagnoses(full, plan, prof, 2, 1).values():
         assert d["predicted_throughput_env_steps_per_s"] == pytest.approx(pred["throughput_env_steps_per_s"])
+    # a profile that charges nothing for a reset has no env-cost ratio: the second diagnosis is
+    # left out, the first stays (no division by zero after a finished run)
+    free = replace(prof, costs=prof.costs.env_scaled(1.0, 0.0))
+    got = diagnoses(record, plan, free, 2, 1)
+    assert set(got) == {"diagnosis_at_measured_cpu_share"}
 
 
 def test_load_warning_rule():

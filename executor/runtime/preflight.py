@@ -42,7 +42,7 @@ def load_warning(load_1min: float, cores: int | None = None) -> str | None:
         return None
     return (f"machine already loaded: 1-minute load average {load_1min:.2f} on {cores} cores; other "
             "processes share the cores the plan's costs assume, so the measurement will be slower than "
-            "a quiet machine's (--compare prints a diagnosis at the CPU share the envs get)")
+            "a quiet machine's (--compare prints diagnoses at the CPU share and env costs the envs get)")
 
 
 def device_slots() -> tuple[int, str]:

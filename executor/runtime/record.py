@@ -206,11 +206,15 @@ def measured_cpu_share(record: dict[str, Any]) -> dict[str, float] | None:
 
 def profile_env_cost_s(plan: Plan, profile: Any, stage: str) -> float:
     """The profile's CPU seconds per env reset or env step at the plan's envs per core and
-    stepping kind (lock-step, or free under dynamic batching)."""
+    stepping kind (lock-step, or free under dynamic batching), as the model charges them: a
+    profile without curves has its single-env cost over ``env_core_efficiency`` when more than
+    one core works (``StageCosts._cpu_time``)."""
     from perfmodel.costs import StageCosts
 
+    costs = StageCosts(plan, profile)
     kind = "reset" if stage == "env_reset" else ("step_free" if plan.mechanisms.dynamic_batching else "step_lockstep")
-    return StageCosts(plan, profile).env_cost(kind)[0]
+    cost, eff = costs.env_cost(kind)
+    return cost / eff if costs.env_cores_used(plan.envs_per_worker) > 1 and eff > 0 else cost
 
 
 def measured_env_cost_ratio(record: dict[str, Any], plan: Plan, profile: Any) -> dict[str, float] | None:
@@ -218,13 +222,14 @@ def measured_env_cost_ratio(record: dict[str, Any], plan: Plan, profile: Any) ->
     env stage (``env_cpu.<stage>.cpu_s_per_<unit>`` / the profile's cost at the plan's density):
     1.0 when the envs cost what the profile measured. On a shared host it drifts with the host's
     speed (other tenants of the physical machine), which no load average shows. None when a
-    stage has no measurement."""
+    stage has no measurement or the profile charges nothing for it (a reset cost of 0)."""
     out = {}
     for stage, unit in (("env_reset", "env"), ("env_step", "env_step")):
         got = ((record.get("env_cpu") or {}).get(stage) or {}).get(f"cpu_s_per_{unit}")
-        if not got or got <= 0:
+        prof = profile_env_cost_s(plan, profile, stage)
+        if not got or got <= 0 or prof <= 0:
             return None
-        out[stage] = float(got) / profile_env_cost_s(plan, profile, stage)
+        out[stage] = float(got) / prof
     return out
 
 

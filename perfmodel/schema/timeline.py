@@ -24,7 +24,7 @@ import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 STAGES = ("env_reset", "env_step", "inference", "train", "optimizer_step", "weight_sync", "phase_switch")
 # Which resource class each stage occupies, for utilization.
@@ -96,6 +96,16 @@ class Recorder:
         self.busy[stage].append((start, end, units))
         if self.keep_spans:
             self.spans.append((stage, resource, lane, start, end, args))
+
+    def spans_of(self, stage: str, resource: str, lane: str,
+                 **args: Any) -> Callable[[tuple[float, float, float]], None]:
+        """``span`` for many spans that share everything but their interval (a block's steps):
+        a callable taking ``(start, end, units)``. Without a trace it is the busy list's own
+        ``append``, so a hot loop pays one call per step and builds no trace arguments."""
+        append = self.busy[stage].append
+        if not self.keep_spans:
+            return append
+        return lambda iv: self.span(stage, resource, lane, iv[0], iv[1], iv[2], **args)
 
     def counter(self, name: str, t: float, value: float) -> None:
         """Counter ``name`` (``<what>/<resource>``, ``what`` in COUNTERS) is ``value`` from ``t`` on."""

@@ -340,14 +340,16 @@ class EnvWorker:
                 t = end
             infer, step = (0.0, 0.0) if drawn else (self.dur.infer(n), self.dur.env_chunk(n, True))
             driver = self.costs.driver_chunk_s()  # the run's orchestration (0 unless measured)
+            infer_span = rec.spans_of("inference", server.name, "inference", batch=n)
+            step_span = rec.spans_of("env_step", self.name, lane, envs=n, version=self.version)
             for _chunk in range(w.chunk_steps_per_epoch):
                 end = t + (self.dur.infer(n) if drawn else infer)
-                rec.span("inference", server.name, "inference", t, end, batch=n)
+                infer_span((t, end, 1.0))
                 t = end
                 s = self.dur.env_chunk(n, True) if drawn else step
                 if s > 0:
                     end = t + s
-                    rec.span("env_step", self.name, lane, t, end, units=cores, envs=n, version=self.version)
+                    step_span((t, end, cores))
                     t = end
                 t += driver
             server.calls += w.chunk_steps_per_epoch
@@ -549,15 +551,16 @@ class Trainer:
         self.log.samples += count * size
         if passes * (steps + 1) <= EXACT_STEPS or rec.keep_spans:
             # Step by step, in the events' order: bit-for-bit the reference's times.
+            v = self.weights.version
+            train_span = rec.spans_of("train", self.name, "train", batch=per_rank * ranks, version=v)
+            opt_span = rec.spans_of("optimizer_step", self.name, "train", batch=size, version=v)
             for _ in range(passes):
                 for _ in range(steps):
-                    end = t + draw()
-                    rec.span("train", self.name, "train", t, end, units=ranks, batch=per_rank * ranks,
-                             version=self.weights.version)
+                    end = t + (mean if deterministic else draw())
+                    train_span((t, end, ranks))
                     t = end
                 end = t + opt
-                rec.span("optimizer_step", self.name, "train", t, end, units=ranks, batch=size,
-                         version=self.weights.version)
+                opt_span((t, end, ranks))
                 t = end
             return t
         # Many identical steps: totals instead of sums (see the module docstring).
