@@ -99,8 +99,8 @@ def main() -> int:
           f"{'env cost':>9} {'diag2 %':>7} {'load b/a':>10}"
     print("(reset, step: predicted/measured s per iteration per worker's cores; drv: the driver's own ms per "
           "chunk step; cpu share: reset/step; diag1: error of the prediction at that CPU share; env cost: CPU s "
-          "per reset/step the envs used over the profile's; diag2: error at that share and those env costs: the "
-          "model's own; diagnoses, not predictions)")
+          "per reset/step the envs used over the profile's; diag2: error at that share and those env costs, "
+          "what the model's composition and non-env costs leave; diagnoses, not predictions)")
     print(hdr)
     print("-" * len(hdr))
     for r in rows:

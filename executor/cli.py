@@ -199,7 +199,7 @@ DIAGNOSES = (
     ("diagnosis_at_measured_env_costs",
      lambda d: (f"also at the env CPU seconds this run used (reset x{d['env_cost_ratio']['env_reset']:.2f}, "
                 f"step x{d['env_cost_ratio']['env_step']:.2f} the profile's)"),
-     "what remains is the model's own"),
+     "what remains is the model's composition and its non-env costs"),
 )
 
 

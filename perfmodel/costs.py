@@ -74,6 +74,13 @@ class StageCosts:
                        "the single-env costs are used (re-measure with executor profile)")
         return out
 
+    def env_cpu_s(self, kind: str, n_envs: int) -> float:
+        """CPU seconds of one env's step or reset as charged in a group of ``n_envs`` envs: what
+        ``_cpu_time`` spreads over the cores (the single-env cost over the efficiency once more
+        than one core works). What a run's measured CPU seconds per unit compare with."""
+        cost, eff = self.env_cost(kind)
+        return cost / (1.0 if self.env_cores_used(n_envs) <= 1 else eff)
+
     def _cpu_time(self, n_envs: int, per_env_s: float, eff: float) -> float:
         """Wall time for ``n_envs`` env processes each doing ``per_env_s`` of single-core work on
         ``min(n_envs, cores)`` cores, at multi-core efficiency ``eff``."""

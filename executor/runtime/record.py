@@ -205,16 +205,13 @@ def measured_cpu_share(record: dict[str, Any]) -> dict[str, float] | None:
 
 
 def profile_env_cost_s(plan: Plan, profile: Any, stage: str) -> float:
-    """The profile's CPU seconds per env reset or env step at the plan's envs per core and
-    stepping kind (lock-step, or free under dynamic batching), as the model charges them: a
-    profile without curves has its single-env cost over ``env_core_efficiency`` when more than
-    one core works (``StageCosts._cpu_time``)."""
+    """The profile's CPU seconds per env reset or env step as the model charges them for the
+    plan (its envs per core, its group size, lock-step or free stepping under dynamic batching;
+    ``StageCosts.env_cpu_s``)."""
     from perfmodel.costs import StageCosts
 
-    costs = StageCosts(plan, profile)
     kind = "reset" if stage == "env_reset" else ("step_free" if plan.mechanisms.dynamic_batching else "step_lockstep")
-    cost, eff = costs.env_cost(kind)
-    return cost / eff if costs.env_cores_used(plan.envs_per_worker) > 1 and eff > 0 else cost
+    return StageCosts(plan, profile).env_cpu_s(kind, plan.placement.envs_per_group)
 
 
 def measured_env_cost_ratio(record: dict[str, Any], plan: Plan, profile: Any) -> dict[str, float] | None:
@@ -241,7 +238,8 @@ def diagnoses(record: dict[str, Any], plan: Plan, profile: Any, iterations: int,
     ``diagnosis_at_measured_env_costs`` also uses the CPU seconds per step and per reset the
     envs really used (the host's speed then, against the profile's). If a diagnosis is close to
     the measurement while the prediction is not, the miss is the machine, not the model; what
-    remains after the second is the model's own (the composition of stages it simulates)."""
+    remains after the second is how the model composes the stages, plus the inference, training
+    and driver costs it keeps at the profile's."""
     share = measured_cpu_share(record)
     if share is None:
         return {}

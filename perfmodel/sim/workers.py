@@ -326,7 +326,7 @@ class EnvWorker:
     def _epoch_as_block(self, n: int, lane: str) -> Gen:
         """One lock-step epoch of a lone group, timed without an event per step: the same
         draws in the same order, the same spans, the same end time as the events (deterministic
-        costs are computed once: the same floats every chunk)."""
+        costs are looked up once, not per chunk: the same floats, and the hot loop of a sweep)."""
         w, rec, server = self.costs.plan.workload, self.rec, self.server
         cores, drawn = self.group_cores, self.dur.rng is not None
         with server.gpu.request() as slot:  # colocated: the trainer is idle during rollout
@@ -544,7 +544,7 @@ class Trainer:
         draws = passes * steps
         deterministic = self.dur.rng is None or self.costs.profile.variability.train_cv <= 0
         mean = self.costs.micro_batch_s(per_rank)
-        draw = (lambda: mean) if deterministic else (lambda: self.dur.micro_batch(per_rank))  # noqa: E731
+        draw = lambda: self.dur.micro_batch(per_rank)  # noqa: E731  (variable costs only)
         t = self.env.now
         self.log.micro_batches += draws
         self.log.optimizer_steps += passes
