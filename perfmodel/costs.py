@@ -88,8 +88,9 @@ class StageCosts:
         return per_env_s * n_envs / (active * (1.0 if active <= 1 else eff))
 
     def env_chunk_s(self, n_envs: int, lockstep: bool = True) -> float:
-        """``num_action_chunks`` env steps of ``n_envs`` envs of one worker; a lock-step group
-        also waits for its slowest env at every step."""
+        """``num_action_chunks`` env steps of ``n_envs`` envs of one worker, plus the policy's host
+        work per observation on the same cores; a lock-step group also waits for its slowest env
+        at every step."""
         k = self.plan.workload.num_action_chunks
         barrier = 1.0 + (self.profile.costs.env_lockstep_slowdown if lockstep else 0.0)
         if lockstep:
@@ -98,7 +99,8 @@ class StageCosts:
             barrier *= lockstep_barrier_factor(n_envs, self.cores_per_worker, k,
                                                self.profile.variability.env_step_cv)
         step, eff = self.env_cost("step_lockstep" if lockstep else "step_free")
-        return self._cpu_time(n_envs, k * step, eff) * barrier
+        # The policy's host work per observation (Costs.obs_cpu_s) runs on the same cores.
+        return self._cpu_time(n_envs, k * step + self.profile.costs.obs_cpu_s, eff) * barrier
 
     def env_reset_s(self, n_envs: int) -> float:
         reset, eff = self.env_cost("reset")

@@ -119,3 +119,47 @@ def test_memory_refusal_is_one_line_exit_2(tmp_path):
     r = run_cli("predict", "--plan", str(path), "--backbone", "pi05")
     assert r.returncode == 2
     assert r.stderr.strip().startswith("error: plan.enable_offload:") and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_policy_host_work_runs_on_the_env_cores(scenario_dict):
+    """Costs.obs_cpu_s: the policy's host work per observation is CPU work on the env worker's
+    cores beside the chunk's env steps. Disaggregated 1:1 on 2 GPUs, 16 envs on 2 cores:
+    chunk = (5 steps x 0.1 + 0.5) x 16 / 2 = 8 s; reset and inference unchanged."""
+    scenario_dict["node"]["cpu_cores_per_node"] = 4
+    scenario_dict["costs"]["obs_cpu_s"] = 0.5
+    prof = Profile.from_dict(scenario_dict)
+    assert prof.to_dict()["costs"]["obs_cpu_s"] == 0.5
+    plan = published_plan(prof, "disaggregated", 2, "1:1")
+    c = StageCosts(plan, prof)
+    assert c.env_chunk_s(16) == pytest.approx(8.0)
+    res = simulate(plan, prof, iterations=2, warmup=1, trace=True)
+    spans = [(s[0], round(s[3], 9), round(s[4], 9)) for s in res.recorder.spans
+             if s[1] in ("env_worker_0", "rollout_gpu_0")][:5]
+    assert spans == [("env_reset", 0.0, 4.0), ("inference", 4.0, 5.0), ("env_step", 5.0, 13.0),
+                     ("inference", 13.0, 14.0), ("env_step", 14.0, 22.0)]
+    # It goes with the env steps when env costs are scaled (a CPU share, an uncertainty).
+    assert prof.costs.env_scaled(2.0, 1.0).obs_cpu_s == 1.0
+
+
+def test_policy_host_work_field(scenario_dict):
+    assert Profile.from_dict(scenario_dict).costs.obs_cpu_s == 0.0  # absent: none
+    assert "obs_cpu_s" not in Profile.from_dict(scenario_dict).to_dict()["costs"]
+    scenario_dict["costs"]["obs_cpu_s"] = -0.1
+    with pytest.raises(ConfigError) as e:
+        Profile.from_dict(scenario_dict)
+    assert e.value.field == "profile.costs.obs_cpu_s"
+
+
+def test_cpu_bound_async_rollout_grows_with_the_env_cores(scenario_dict):
+    """Why the host work sits on the env cores: with dynamic batching and the GPU idle enough, the
+    rollout is CPU-bound, so its throughput follows the env cores (as the published asynchronous
+    modes grow with them from 8 to 16 GPUs) whatever the policy's share of that CPU work."""
+    scenario_dict["costs"]["obs_cpu_s"] = 0.5
+    scenario_dict["costs"]["infer_s"] = {"model": "linear", "intercept": 0.01, "slope": 0.001}
+    scenario_dict["costs"]["train_micro_batch_s"] = {"model": "linear", "intercept": 0.001, "slope": 0.0001}
+    rates = []
+    for cores in (16, 24):
+        scenario_dict["node"]["cpu_cores_per_node"] = cores
+        prof = Profile.from_dict(scenario_dict)
+        rates.append(simulate(published_plan(prof, "rollout_async", 8, "1:1"), prof).throughput_env_steps_per_s)
+    assert rates[1] / rates[0] == pytest.approx((24 - 4 * 2) / (16 - 4 * 2), rel=0.05)

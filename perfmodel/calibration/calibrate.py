@@ -1,11 +1,12 @@
 """Fit physically grounded parameters of the bundled profiles to published results.
 
 The free parameters are physical quantities with bounds, shared where the physics is shared:
-- LIBERO (both backbones): the effective time of one env step on one core of the node
-  (physics + rendering), and the per-GPU inter-node bandwidth.
-- Per backbone: the model-FLOPs utilisation (MFU) of inference and of training, the fixed
-  per-call inference overhead (kernel launches, host work), and the effective host<->device
-  bandwidth of colocated mode's offload/reload.
+- Shared (LIBERO, the cluster, RLinf's pipeline): the effective time of one env step on one
+  core of the node (physics + rendering), the per-GPU inter-node bandwidth, the actor's CPU
+  cores, the lock-step barrier cost, the fixed times per micro-batch and per optimizer step,
+  the offload bandwidth, and the fixed per-call inference overhead (the same generation path).
+- Per backbone: the model-FLOPs utilisation (MFU) of inference and of training, and the
+  policy's host work per observation on the env cores (``obs_cpu_s``).
 Everything else comes from the backbone's shapes (FLOPs and bytes, perfmodel.backbones) and
 from stated hardware assumptions (H100-class GPUs, 8 per node). There are no per-mode or
 per-point factors: one set of physical parameters predicts every mode and GPU count.
@@ -94,12 +95,18 @@ PARAMS = (
     Param("offload_GBps", 1.0, 64.0, 25.0, "GB/s", True,
           "host<->device bandwidth of colocated offload/reload (prior: pinned PCIe Gen5 x16 ~25 GB/s)"),
     Param("infer_mfu", 0.005, 0.7, 0.03, "", False, "model-FLOPs utilisation of rollout inference"),
-    Param("infer_overhead_s", 1e-3, 3.0, 0.8, "s", False, "fixed time per inference call"),
+    # Shared: the per-call host path (observations over Ray to the generator, collation, Python
+    # and launches of RLinf's huggingface generation backend) is the same pipeline for both
+    # backbones; what differs per backbone is the per-sample work (infer_mfu).
+    Param("infer_overhead_s", 1e-3, 3.0, 0.8, "s", True, "fixed time per inference call"),
     Param("train_mfu", 0.01, 0.7, 0.1, "", False, "model-FLOPs utilisation of training"),
+    Param("obs_cpu_s", 1e-3, 3.0, 0.1, "s", False,
+          "CPU seconds per env and chunk step of the policy's host work on the env cores (observation "
+          "to policy inputs, action chunk back), competing with env stepping"),
 )
 INIT_PER_BACKBONE = {  # from the same hand solution
-    "pi05": {"infer_mfu": 0.038, "infer_overhead_s": 0.84, "train_mfu": 0.085},
-    "gr00t_n15": {"infer_mfu": 0.011, "infer_overhead_s": 0.64, "train_mfu": 0.11},
+    "pi05": {"infer_mfu": 0.038, "train_mfu": 0.085, "obs_cpu_s": 0.2},
+    "gr00t_n15": {"infer_mfu": 0.011, "train_mfu": 0.11, "obs_cpu_s": 0.02},
 }
 # Parameters whose bound the physics explains (a note goes into the profile when one sits there).
 BOUND_NOTES = {
@@ -165,6 +172,7 @@ def build_profile(backbone: Backbone, values: dict[str, float], env_memory_gb: f
         # backward, per micro-batch.
         fsdp_gather_bytes=float((base.params + base.trained_params) * 2),
         optimizer_fixed_s=v("optimizer_fixed_s"),
+        obs_cpu_s=v("obs_cpu_s"),
         weights_gb=backbone.weight_bytes() / 1e9,
         trained_parts={name: {"train_flops_scale": b.train_flops() / base.train_flops(),
                               "trained_bytes_scale": b.trained_params / base.trained_params,
@@ -197,6 +205,9 @@ def assumptions(backbone: Backbone) -> dict[str, Any]:
         "env_placement": "one env worker per rollout GPU, with that GPU's share of the node's cores",
         "env_reset": f"reset = {SETTLE_STEPS} settle steps of env_step_core_s (scene rebuild folded in)",
         "env_core_efficiency": "1.0: env_step_core_s is the effective per-core time at full load",
+        "policy_host_work": "obs_cpu_s (fitted per backbone): the policy's host work per observation runs "
+        "on the env worker's cores and competes with env stepping; the per-call inference overhead is "
+        "shared by both backbones (the same RLinf huggingface generation path)",
         "pipeline_stage_num": "1 in the published runs (not published); rollout_async batches dynamically",
         "staleness": "max_staleness 1 for the asynchronous modes (not published)",
         "trained_part": "action expert/head + value head, VLM frozen (RL-VLA3 model/pi0_5.yaml "

@@ -251,6 +251,11 @@ class Costs:
         stage (the driver's calls to the inference and env processes and the hand-off between
         them), measured by ``executor profile``: ``lockstep`` and ``dynamic`` (dynamic batching's
         request queue and batcher thread); 0 when not measured (fitted profiles).
+    obs_cpu_s: CPU seconds per env and chunk step of the policy's host-side work on the env
+        worker's cores (turning one observation into the policy's inputs and its action chunk
+        back), on top of the ``num_action_chunks`` env steps: it competes with env stepping for
+        the cores, so it bounds a CPU-bound rollout as env stepping does. Fitted per backbone in
+        the bundled profiles; 0 in measured ones (their driver and inference costs hold it).
     """
 
     env_step_core_s: float
@@ -272,6 +277,7 @@ class Costs:
     trained_parts: dict = field(default_factory=dict)
     env_density: dict = field(default_factory=dict)
     driver_chunk_step_s: dict = field(default_factory=dict)
+    obs_cpu_s: float = 0.0
 
     @classmethod
     def from_dict(cls, obj: Any, path: str) -> "Costs":
@@ -296,6 +302,7 @@ class Costs:
             trained_parts=_trained_parts(f.any("trained_parts", {}), f.sub("trained_parts")),
             env_density=_env_density(f.any("env_density", {}), f.sub("env_density")),
             driver_chunk_step_s=_driver_costs(f.any("driver_chunk_step_s", {}), f.sub("driver_chunk_step_s")),
+            obs_cpu_s=f.float("obs_cpu_s", 0.0, min=0.0),
         )
         f.done()
         for name in ("infer_s", "train_micro_batch_s"):
@@ -307,8 +314,8 @@ class Costs:
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {}
         for k, v in self.__dict__.items():
-            if k in ("env_density", "driver_chunk_step_s") and not v:
-                continue  # absent in profiles that do not have them (the bundled fitted ones)
+            if k in ("env_density", "driver_chunk_step_s", "obs_cpu_s") and not v:
+                continue  # absent in profiles that do not have them
             if k == "env_density":
                 v = {kind: c.to_dict() for kind, c in v.items()}
             d[k] = v.to_dict() if isinstance(v, Curve) else v
@@ -316,12 +323,13 @@ class Costs:
 
     def env_scaled(self, step: float, reset: float) -> "Costs":
         """These costs with every env step cost x ``step`` and reset cost x ``reset`` (scalars and
-        density curves alike): for an uncertainty, or env processes that get a CPU share."""
+        density curves alike; the host work on the env cores goes with the steps): for an
+        uncertainty, or env processes that get a CPU share."""
         from dataclasses import replace
 
         dens = {k: c.scaled(reset if k == "reset" else step) for k, c in self.env_density.items()}
         return replace(self, env_step_core_s=self.env_step_core_s * step, env_reset_s=self.env_reset_s * reset,
-                       env_density=dens)
+                       env_density=dens, obs_cpu_s=self.obs_cpu_s * step)
 
 
 DRIVER_KINDS = ("lockstep", "dynamic")
