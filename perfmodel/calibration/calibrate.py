@@ -104,7 +104,9 @@ PARAMS = (
           "CPU seconds per env and chunk step of the policy's host work on the env cores (observation "
           "to policy inputs, action chunk back), competing with env stepping"),
 )
-INIT_PER_BACKBONE = {  # from the same hand solution
+# From the same hand solution, except obs_cpu_s: a rough start read off the published pi0.5 /
+# GR00T rollout_async ratio (0.85, both CPU-bound), with GR00T's near zero.
+INIT_PER_BACKBONE = {
     "pi05": {"infer_mfu": 0.038, "train_mfu": 0.085, "obs_cpu_s": 0.2},
     "gr00t_n15": {"infer_mfu": 0.011, "train_mfu": 0.11, "obs_cpu_s": 0.02},
 }
