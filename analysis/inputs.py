@@ -66,6 +66,14 @@ def load_kind(option: str, path: str) -> dict[str, Any]:
     return doc
 
 
+def headline_design(doc: dict[str, Any]) -> dict[str, Any]:
+    """The fold design a cross-validation result names as its headline (``perfmodel validate
+    --cross-validate``: the ``group_out`` block, equal information), else the top-level folds
+    (the ``scale`` design, or a result with only those)."""
+    block = doc.get(doc.get("headline") or "")
+    return block if isinstance(block, dict) and isinstance(block.get("folds"), list) else doc
+
+
 @dataclass
 class Inputs:
     sweeps: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
@@ -131,7 +139,7 @@ def load_inputs(*, sweeps=(), choice=None, predictions=(), runs=(), trace_sim=No
     if trace_run:
         inp.trace_run = (trace_run, load_kind("--trace-run", trace_run))
     if cross_validation:
-        doc = load_kind("--cross-validation", cross_validation)
+        doc = headline_design(load_kind("--cross-validation", cross_validation))
         if not isinstance(doc.get("folds"), list):
             raise ConfigError("--cross-validation", f"a cross-validation result with folds, got none: {cross_validation}")
         inp.cross_validation = (cross_validation, doc)

@@ -216,8 +216,11 @@ def build(inp: Inputs) -> Built:
                                  + (f" ({tied} by a tie)" if tied else ""))
     if b.cv_points:
         m, base = cv_mape(inp, b)
-        folds = "; ".join(f"fit {f.get('fit_gpus')} -> predict {f.get('predict_gpus')}"
-                          for f in inp.cross_validation[1]["folds"])
+        cv = inp.cross_validation[1]
+        if cv.get("design", "scale") == "scale":
+            folds = "; ".join(f"fit {f.get('fit_gpus')} -> predict {f.get('predict_gpus')}" for f in cv["folds"])
+        else:
+            folds = f"{cv['design']}: {len(cv['folds'])} folds, one group held out each"
         b.titles["cv"] = (f"Cross-validated ({folds})<br>model MAPE {m:.1f}%"
                           + "".join(f", {k} {x:.1f}%" for k, x in base.items()))
     return b

@@ -134,6 +134,26 @@ def test_html_and_markdown_have_every_figure(inputs):
     assert "tests/data/executor_tiny_disaggregated/trace.json" in vis
 
 
+def test_cross_validation_shows_its_headline_design(tmp_path):
+    """`perfmodel validate --cross-validate --json` keeps the scale design at the top and the
+    headline group_out design in its own block: the report shows the headline one, and a result
+    with only group_out (``--design group_out``) is accepted."""
+    scale = cv_fixture()
+    held = cv_fixture()
+    held["summary"]["model_mape_pct"] = 1.5
+    held.update(design="group_out", folds=[dict(f, label="hold out pi05 at 16 GPUs") for f in held["folds"]])
+    for doc in (dict(scale, headline="group_out", group_out=held),
+                {"kind": "cross_validation", "headline": "group_out", "group_out": held}):
+        inp = load_inputs(cross_validation=str(write_json(tmp_path / "cv.json", doc)))
+        assert inp.cross_validation[1]["summary"]["model_mape_pct"] == 1.5
+        b = build(inp)
+        assert b.titles["cv"].startswith("Cross-validated (group_out: 1 folds")
+        assert "model MAPE 1.5%" in b.titles["cv"]
+    # without a headline block: the top-level folds, titled by their scales
+    b = build(load_inputs(cross_validation=str(write_json(tmp_path / "cv.json", scale))))
+    assert b.titles["cv"].startswith("Cross-validated (fit [8] -> predict [16])")
+
+
 def interactive_bundle_marker() -> str:
     from plotly.offline import get_plotlyjs
 
