@@ -197,7 +197,12 @@ def validation(in_sample_pts, in_sample_title: str, cv_pts, cv_title: str) -> by
     for ax, (title, pts) in zip(axes[0], panels):
         for r in sorted(pts, key=lambda r: mode_order(r["mode"])):
             ax.plot([r["published"]], [r["predicted"]], **_mode_kw(r["mode"], line=False))
+            iv = r.get("interval")
+            if iv:  # a held-out point's 90 % prediction interval, as its fold's fit printed it
+                ax.errorbar([r["published"]], [r["predicted"]], yerr=[[r["predicted"] - iv["low"]], [iv["high"] - r["predicted"]]],
+                            fmt="none", ecolor=_mode_kw(r["mode"], line=False).get("color", "gray"), alpha=0.5, lw=1)
         allv = [v for r in pts for v in (r["published"], r["predicted"])]
+        allv += [v for r in pts if r.get("interval") for v in (r["interval"]["low"], r["interval"]["high"])]
         lo, hi = min(allv) * 0.8, max(allv) * 1.25
         ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
         ax.set_xscale("log")

@@ -268,19 +268,30 @@ def validation(in_sample_pts: list[dict[str, Any]] | None, in_sample_title: str,
     seen = set()
     for col, (_, pts) in enumerate(panels, start=1):
         allv = [v for r in pts for v in (r["published"], r["predicted"])]
+        allv += [v for r in pts if r.get("interval") for v in (r["interval"]["low"], r["interval"]["high"])]
         lo, hi = min(allv) * 0.8, max(allv) * 1.25
         fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", line={"color": "black", "dash": "dash",
                                  "width": 1}, name="predicted = published", showlegend=col == 1,
                                  hoverinfo="skip"), row=1, col=col)
         for mode in sorted({r["mode"] for r in pts}, key=mode_order):
             rs = [r for r in pts if r["mode"] == mode]
+            ivs = [r.get("interval") for r in rs]
+            # held-out points carry the 90 % prediction interval their fold's fit printed
+            error_y = ({"type": "data", "symmetric": False, "thickness": 1,
+                        "array": [iv["high"] - r["predicted"] if iv else 0 for r, iv in zip(rs, ivs)],
+                        "arrayminus": [r["predicted"] - iv["low"] if iv else 0 for r, iv in zip(rs, ivs)]}
+                       if any(ivs) else None)
             fig.add_trace(go.Scatter(
                 x=[r["published"] for r in rs], y=[r["predicted"] for r in rs], mode="markers", name=mode,
                 legendgroup=mode, showlegend=mode not in seen, marker=_marker(mode), meta={"mode": mode},
+                error_y=error_y,
                 hovertext=[f"{r['backbone']} {mode} {r['gpus']} GPUs {r.get('allocation_ratio') or ''}<br>"
                            f"published {r['published']:.1f}, predicted {r['predicted']:.1f}<br>"
                            f"error {r['error_pct']:+.1f}% (prediction / published - 1)"
-                           + (f"<br>fit on {r['fit_gpus']} GPUs" if r.get("fit_gpus") else "") for r in rs],
+                           + (f"<br>fit on {r['fit_gpus']} GPUs" if r.get("fit_gpus") else "")
+                           + (f"<br>90 % interval {iv['low']:.1f}-{iv['high']:.1f} "
+                              f"({'inside' if iv['inside'] else 'outside'})" if iv else "")
+                           for r, iv in zip(rs, ivs)],
                 hoverinfo="text"), row=1, col=col)
             seen.add(mode)
         _log_x(fig, allv, title_text="published env steps / s", row=1, col=col)

@@ -221,8 +221,11 @@ def build(inp: Inputs) -> Built:
             folds = "; ".join(f"fit {f.get('fit_gpus')} -> predict {f.get('predict_gpus')}" for f in cv["folds"])
         else:
             folds = f"{cv['design']}: {len(cv['folds'])} folds, one group held out each"
+        iv = (cv.get("summary") or {}).get("interval")
         b.titles["cv"] = (f"Cross-validated ({folds})<br>model MAPE {m:.1f}%"
-                          + "".join(f", {k} {x:.1f}%" for k, x in base.items()))
+                          + "".join(f", {k} {x:.1f}%" for k, x in base.items())
+                          + (f"; {iv['inside']}/{iv['points']} inside their {100 * iv['coverage']:.0f} % intervals "
+                             f"(median width {iv['median_width_pct']:.0f} %)" if iv else ""))
     return b
 
 

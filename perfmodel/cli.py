@@ -304,7 +304,9 @@ def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | No
         _one_of("--design", design, (*DESIGNS, "both"))
 
         def progress(label: str, n: int, rms: float) -> None:
-            if n % 10 == 0:
+            if n < 0:  # a stage without evaluations
+                click.echo(label, err=True)
+            elif n % 10 == 0:
                 click.echo(f"{label}: {n} evaluations, rms log error {rms:.4f}", err=True)
 
         doc = cross_validate(points, max_evals=max_evals or DEFAULT_FOLD_EVALS, progress=progress,

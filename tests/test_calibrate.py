@@ -120,8 +120,28 @@ def test_cross_validation_shape_and_baselines():
             grow = by[(r["mode"], other, n)] / by[(r["mode"], other, other_scale)]
             assert r["baselines"]["growth"]["predicted"] == pytest.approx(base * grow)
     assert set(g["summary"]["per_backbone"]) == {"pi05", "gr00t_n15"} and g["summary"]["points"] == 8
+    # Every held-out point has the interval its fold's fit would print. Scale folds extrapolate one
+    # doubling with the *other* fold's per-doubling error; group_out folds predict at a
+    # calibrated GPU count, without an extrapolation term.
+    from perfmodel.calibration.uncertainty import Z, per_doubling_from_crossval
+
+    for design, folds in (("scale", doc["folds"]), ("group_out", g["folds"])):
+        for i, fold in enumerate(folds):
+            others = per_doubling_from_crossval({"folds": folds[:i] + folds[i + 1:]})
+            assert (others is None) == (design == "group_out")
+            for r in fold["points"]:
+                iv = r["interval"]
+                assert iv["low"] < r["predicted"] < iv["high"]
+                assert iv["inside"] == (iv["low"] <= r["published"] <= iv["high"])
+                want = 100 * Z * others[0] if design == "scale" else 0.0
+                assert iv["doublings_beyond"] == (1 if design == "scale" else 0)
+                assert iv["components_pct"]["extrapolation_pct"] == pytest.approx(want, abs=1e-3)
+            cov = fold["summary"]["interval"]
+            assert cov["points"] == len(fold["points"])
+            assert cov["inside"] == sum(r["interval"]["inside"] for r in fold["points"])
     text = format_report(doc)
     assert "group_out (headline)" in text and "growth with the leak" in text
+    assert f"{g['summary']['interval']['inside']} of 8 held-out points inside" in text
     # What a profile keeps: its backbone's MAPE per design, the headline named.
     rec = provenance_record(doc, "pi05")
     assert rec["headline"] == "group_out" and rec["overall"]["points"] == 4

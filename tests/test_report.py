@@ -142,6 +142,13 @@ def test_cross_validation_shows_its_headline_design(tmp_path):
     held = cv_fixture()
     held["summary"]["model_mape_pct"] = 1.5
     held.update(design="group_out", folds=[dict(f, label="hold out pi05 at 16 GPUs") for f in held["folds"]])
+    # held-out intervals as the cross-validation writes them: the first published point lies outside its own
+    from perfmodel.calibration.crossval import interval_coverage
+
+    for r, (lo, hi) in zip(held["folds"][0]["points"], ((500.0, 540.0), (650.0, 730.0))):
+        r["interval"] = {"low": lo, "high": hi, "coverage": 0.9, "width_pct": 100 * (hi - lo) / r["predicted"],
+                         "inside": lo <= r["published"] <= hi}
+    held["summary"]["interval"] = interval_coverage(held["folds"][0]["points"])
     for doc in (dict(scale, headline="group_out", group_out=held),
                 {"kind": "cross_validation", "headline": "group_out", "group_out": held}):
         inp = load_inputs(cross_validation=str(write_json(tmp_path / "cv.json", doc)))
@@ -149,6 +156,7 @@ def test_cross_validation_shows_its_headline_design(tmp_path):
         b = build(inp)
         assert b.titles["cv"].startswith("Cross-validated (group_out: 1 folds")
         assert "model MAPE 1.5%" in b.titles["cv"]
+        assert "1/2 inside their 90 % intervals" in b.titles["cv"]
     # without a headline block: the top-level folds, titled by their scales
     b = build(load_inputs(cross_validation=str(write_json(tmp_path / "cv.json", scale))))
     assert b.titles["cv"].startswith("Cross-validated (fit [8] -> predict [16])")

@@ -27,7 +27,7 @@ import numpy as np
 
 from perfmodel.backbones import Backbone, get_backbone
 from perfmodel.schema.metrics import error_pct
-from perfmodel.schema.plan import PUBLISHED_GPUS, PUBLISHED_WORKLOAD
+from perfmodel.schema.plan import PUBLISHED_GPUS, PUBLISHED_WORKLOAD, Plan
 from perfmodel.schema.profile import BUNDLED_DIR, Costs, Curve, Profile, load_profile
 from perfmodel.calibration.reference import ReferencePoint, published_plan
 from perfmodel.bound import closed_form_iteration_s
@@ -228,22 +228,26 @@ def assumptions(backbone: Backbone) -> dict[str, Any]:
     }
 
 
+def reference_plan(prof: Profile, pt: ReferencePoint) -> Plan:
+    """The plan of a published point on ``prof``: its mode, GPUs and ratio in the published setup."""
+    return published_plan(prof, pt.mode, pt.gpus, pt.allocation_ratio, max_staleness=PUBLISHED_STALENESS,
+                          **SETUP_OVERRIDES)
+
+
+def predict_plan(plan: Plan, prof: Profile) -> float:
+    """Throughput of ``plan`` on a fitted (deterministic) profile, as calibration predicts it."""
+    if not plan.mechanisms.async_training and plan.pipeline_stage_num == 1:
+        # Synchronous modes with deterministic costs: the closed form is the simulator's
+        # timeline exactly (tests/test_simulator.py checks it), at a fraction of the cost.
+        costs = StageCosts(plan, prof)
+        check_fits(plan, costs)
+        return plan.workload.env_steps_per_iteration / closed_form_iteration_s(costs)
+    # Deterministic costs make one simulated worker replica exact (perfmodel.sim.modes).
+    return simulate(plan, prof, max_workers=1).throughput_env_steps_per_s
+
+
 def predict_points(profiles: dict[str, Profile], points: list[ReferencePoint]) -> list[float]:
-    out = []
-    for pt in points:
-        prof = profiles[pt.backbone]
-        plan = published_plan(prof, pt.mode, pt.gpus, pt.allocation_ratio, max_staleness=PUBLISHED_STALENESS,
-                              **SETUP_OVERRIDES)
-        if not plan.mechanisms.async_training and plan.pipeline_stage_num == 1:
-            # Synchronous modes with deterministic costs: the closed form is the simulator's
-            # timeline exactly (tests/test_simulator.py checks it), at a fraction of the cost.
-            costs = StageCosts(plan, prof)
-            check_fits(plan, costs)
-            out.append(plan.workload.env_steps_per_iteration / closed_form_iteration_s(costs))
-            continue
-        # Deterministic costs make one simulated worker replica exact (perfmodel.sim.modes).
-        out.append(simulate(plan, prof, max_workers=1).throughput_env_steps_per_s)
-    return out
+    return [predict_plan(reference_plan(profiles[pt.backbone], pt), profiles[pt.backbone]) for pt in points]
 
 
 @dataclass

@@ -17,12 +17,17 @@ A model is only useful where it was not fitted. Two fold designs refit the physi
   the model: it is printed, labelled as using data the model does not see, and it is not
   what "beats both baselines" is judged on.
 
+Every held-out point also gets the 90 % prediction interval the fold's own fit would print for
+it (``held_out_intervals``), and the summaries count how many published points fall inside and
+how wide the intervals are: the intervals' honesty is tested where the fit did not look, too.
+
 Error everywhere: prediction / measurement - 1 (in percent). MAPE = mean |error|.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any, Callable
 
 import numpy as np
@@ -77,6 +82,53 @@ def _mape(errors: list[float]) -> float | None:
     return float(np.mean(np.abs(errors))) if errors else None
 
 
+def interval_coverage(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """How many held-out published points fall inside their prediction intervals, and how wide
+    those are: an interval is honest if about its stated share of points lands inside it, and
+    useful only if it is narrow."""
+    ivs = [(r, r["interval"]) for r in rows if r.get("interval")]
+    if not ivs:
+        return None
+    widths = [iv["width_pct"] for _, iv in ivs]
+    by_backbone: dict[str, list[bool]] = defaultdict(list)
+    for r, iv in ivs:
+        by_backbone[r["backbone"]].append(iv["inside"])
+    return {"coverage": ivs[0][1]["coverage"], "points": len(ivs), "inside": sum(iv["inside"] for _, iv in ivs),
+            "inside_per_backbone": {b: f"{sum(v)}/{len(v)}" for b, v in sorted(by_backbone.items())},
+            "median_width_pct": float(np.median(widths)), "max_width_pct": float(max(widths)),
+            "without_interval": len(rows) - len(ivs)}
+
+
+def held_out_intervals(values: dict[str, float], train: list[ReferencePoint], test: list[ReferencePoint],
+                       other_folds: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
+    """Each held-out point's prediction interval, built as every prediction's is
+    (perfmodel/calibration/uncertainty.py) from what the fold saw: the covariance and residual
+    scatter of its own fit (``analyse`` on its training points) and, per doubling beyond its GPU
+    counts, the RMS log error of the *other* folds' predictions (never the fold's own errors)."""
+    from perfmodel.calibration.calibrate import predict_plan, profiles_from_values, reference_plan
+    from perfmodel.calibration.uncertainty import analyse, attach, prediction_interval
+
+    backbones = sorted({p.backbone for p in train})
+    unc = analyse(values, train, crossval={"folds": other_folds} if other_folds else None)
+    profiles = {}
+    for b, prof in profiles_from_values(values, backbones).items():
+        own = {n.split(".")[-1]: {"value": v} for n, v in values.items() if "." not in n or n.startswith(f"{b}.")}
+        profiles[b] = attach(replace(prof, provenance={**prof.provenance, "parameters": own}), unc[b])
+    out: list[dict[str, Any] | None] = []
+    for pt in test:
+        prof = profiles[pt.backbone]
+        plan = reference_plan(prof, pt)
+        iv, ext, _ = prediction_interval(plan, prof, predict_plan(plan, prof), predict_plan)
+        if iv is None:
+            out.append(None)
+            continue
+        meas = pt.throughput_env_steps_per_s
+        out.append({"low": iv["low"], "high": iv["high"], "coverage": iv["coverage"],
+                    "width_pct": iv["width_pct"], "inside": bool(iv["low"] <= meas <= iv["high"]),
+                    "doublings_beyond": ext["doublings_beyond"], "components_pct": iv["components_pct"]})
+    return out
+
+
 def summarise(points: list[dict[str, Any]]) -> dict[str, Any]:
     """MAPE of the model and of each baseline, overall, per backbone and per mode (over the
     points where every baseline exists, so the numbers compare like with like)."""
@@ -90,6 +142,9 @@ def summarise(points: list[dict[str, Any]]) -> dict[str, Any]:
                 "model_mean_error_pct": float(np.mean([r["error_pct"] for r in rows])) if rows else None}
 
     out = block(usable)
+    coverage = interval_coverage(points)
+    if coverage:
+        out["interval"] = coverage
     for field, label in (("backbone", "per_backbone"), ("mode", "per_mode")):
         groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for r in usable:
@@ -140,12 +195,13 @@ def _folds(points: list[ReferencePoint], design: str) -> list[tuple[str, list[Re
 
 def _run_design(points: list[ReferencePoint], design: str, max_evals: int,
                 progress: Callable[[str, int, float], None] | None,
-                fit_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+                fit_kwargs: dict[str, Any] | None, intervals: bool = True) -> dict[str, Any]:
     from perfmodel.calibration.calibrate import fit, predict_points, profiles_from_values
 
     folds = []
     all_rows: list[dict[str, Any]] = []
-    for label, train, test in _folds(points, design):
+    splits = _folds(points, design)
+    for label, train, test in splits:
         cb = (lambda n, rms, label=label: progress(label, n, rms)) if progress else None
         res = fit(train, max_evals=max_evals, progress=cb, **(fit_kwargs or {}))
         profiles = profiles_from_values(res.values, sorted({p.backbone for p in train}))
@@ -167,13 +223,21 @@ def _run_design(points: list[ReferencePoint], design: str, max_evals: int,
                               "values": res.values,
                               "on_bound": res.on_bound, "not_identified": res.not_identified},
                       "summary": summarise(rows)})
+    if intervals:
+        # After every fold is fitted: a fold's extrapolation error comes from the others.
+        for i, ((label, train, test), f) in enumerate(zip(splits, folds)):
+            if progress:
+                progress(f"{label}: prediction intervals of the held-out points", -1, float("nan"))
+            for r, iv in zip(f["points"], held_out_intervals(f["fit"]["values"], train, test, folds[:i] + folds[i + 1:])):
+                r["interval"] = iv
+            f["summary"] = summarise(f["points"])
     return {"design": design, "description": DESIGN_NOTES[design], "folds": folds, "summary": summarise(all_rows)}
 
 
 def cross_validate(points: list[ReferencePoint], *, max_evals: int = DEFAULT_FOLD_EVALS,
                    progress: Callable[[str, int, float], None] | None = None,
                    fit_kwargs: dict[str, Any] | None = None,
-                   designs: tuple[str, ...] = DESIGNS) -> dict[str, Any]:
+                   designs: tuple[str, ...] = DESIGNS, intervals: bool = True) -> dict[str, Any]:
     """Both fold designs (module docstring). ``folds``/``summary`` at the top are the scale
     design's (fit on one GPU count, predict the other: what the per-doubling extrapolation
     error of the prediction intervals reads); ``group_out`` holds the headline design's."""
@@ -190,7 +254,7 @@ def cross_validate(points: list[ReferencePoint], *, max_evals: int = DEFAULT_FOL
                            "headline": "group_out" if "group_out" in designs else "scale",
                            "baselines": dict(BASELINE_NOTES)}
     for d in designs:
-        res = _run_design(points, d, max_evals, progress, fit_kwargs)
+        res = _run_design(points, d, max_evals, progress, fit_kwargs, intervals)
         if d == "scale":
             doc.update(folds=res["folds"], summary=res["summary"], scale_description=res["description"])
         else:
@@ -203,14 +267,17 @@ def _fold_lines(f: dict[str, Any]) -> list[str]:
     lines = [f"{label} -> predict {f['predict_gpus']} GPUs "
              f"(in-sample MAPE {f['fit']['in_sample_mape_pct']:.2f}%, {f['fit']['evaluations']} evaluations)",
              f"  {'backbone':<10} {'mode':<14} {'gpus':>4} {'published':>10} {'model':>9} {'err':>7} "
-             f"{'linear':>7} {'growth':>7}"]
+             f"{'linear':>7} {'growth':>7}  90 % interval"]
     for r in f["points"]:
         bl = r["baselines"]
 
         def e(name: str) -> str:
             return f"{bl[name]['error_pct']:>+6.1f}%" if bl.get(name) else "      -"
+        iv = r.get("interval")
+        shown = (f"  {iv['low']:.0f}-{iv['high']:.0f} ({iv['width_pct']:.0f} % wide, "
+                 f"{'inside' if iv['inside'] else 'OUTSIDE'})" if iv else "")
         lines.append(f"  {r['backbone']:<10} {r['mode']:<14} {r['gpus']:>4} {r['published']:>10.2f} "
-                     f"{r['predicted']:>9.2f} {r['error_pct']:>+6.1f}% {e('linear')} {e('growth')}")
+                     f"{r['predicted']:>9.2f} {r['error_pct']:>+6.1f}% {e('linear')} {e('growth')}{shown}")
     for kind in ("on_bound", "not_identified"):
         if f["fit"][kind]:
             lines.append(f"  {kind.replace('_', ' ')}: {', '.join(f['fit'][kind])}")
@@ -226,6 +293,11 @@ def _summary_lines(title: str, s: dict[str, Any], growth_note: str = "") -> list
         lines.append(row(f"backbone {k}", v))
     for k, v in s["per_mode"].items():
         lines.append(row(f"mode {k}", v))
+    iv = s.get("interval")
+    if iv:
+        lines.append(f"  {100 * iv['coverage']:.0f} % intervals: {iv['inside']} of {iv['points']} held-out points inside ("
+                     + ", ".join(f"{b} {v}" for b, v in iv["inside_per_backbone"].items())
+                     + f"), median width {iv['median_width_pct']:.1f} %, max {iv['max_width_pct']:.1f} %")
     beats = s["beats_both_baselines_per_backbone"]
     lines.append("beats both baselines" + growth_note + ": "
                  + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in beats.items()))
@@ -251,6 +323,10 @@ def format_report(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _rounded(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: round(v, 3) if isinstance(v, float) else v for k, v in d.items()}
+
+
 def provenance_record(doc: dict[str, Any], backbone: str) -> dict[str, Any]:
     """What a fitted profile keeps of a cross-validation: its backbone's MAPE beside the
     baselines', per fold and overall, per design (the per-point table is in the command's --json)."""
@@ -268,10 +344,14 @@ def provenance_record(doc: dict[str, Any], backbone: str) -> dict[str, Any]:
                    folds=[{"fit_gpus": f["fit_gpus"], "predict_gpus": f["predict_gpus"], **(pick(f["summary"]) or {})}
                           for f in doc["folds"]],
                    overall=pick(doc["summary"]))
+        if doc["summary"].get("interval"):
+            out["interval"] = _rounded(doc["summary"]["interval"])
     g = doc.get("group_out")
     if g:
         out["group_out"] = {"design": g["description"],
                             "folds": [{"label": f["label"], **(pick(f["summary"]) or {})} for f in g["folds"]
                                       if pick(f["summary"])],
                             "overall": pick(g["summary"])}
+        if g["summary"].get("interval"):
+            out["group_out"]["interval"] = _rounded(g["summary"]["interval"])
     return out
