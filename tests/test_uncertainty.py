@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -122,6 +124,30 @@ def test_analyse_keeps_prior_range_for_unidentified_parameters():
     # mechanisms: the env step time is confounded with the fixed costs, so less than before).
     assert sd["env_step_core_s"] < math.log(env.hi / env.lo) / math.sqrt(12)
     assert unc.calibrated_gpus == (8,) and unc.calibrated_nodes == (1,)
+
+
+def test_profiles_from_separate_fits_are_refused_not_merged(tmp_path):
+    """A shared parameter (one value for both backbones in the joint fit) that differs between
+    the profiles given, as in profiles from before it became shared, is a clear error (exit 2,
+    one line naming it), never one backbone's value silently used for both."""
+    from perfmodel.calibration.uncertainty import values_of
+
+    pi05, gr00t = load_profile("pi05"), load_profile("gr00t_n15")
+    assert values_of({"pi05": pi05, "gr00t_n15": gr00t})["infer_overhead_s"] == pytest.approx(
+        pi05.provenance["parameters"]["infer_overhead_s"]["value"])
+    d = gr00t.to_dict()
+    d["provenance"]["parameters"]["infer_overhead_s"]["value"] *= 1.5
+    path = tmp_path / "gr00t_n15.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(ConfigError, match="shared parameter infer_overhead_s .* refit them together"):
+        values_of({"pi05": pi05, "gr00t_n15": Profile.from_dict(d)})
+    pi05_path = tmp_path / "pi05.json"
+    pi05.save(pi05_path)
+    r = subprocess.run([sys.executable, "-m", "perfmodel.calibration.uncertainty", str(pi05_path), str(path)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().count("\n") == 0 and "infer_overhead_s" in r.stderr
+    assert json.loads(path.read_text()) == d  # nothing written
 
 
 def test_cli_prints_interval_and_extrapolation():

@@ -207,7 +207,10 @@ def measured_cpu_share(record: dict[str, Any]) -> dict[str, float] | None:
 def profile_env_cost_s(plan: Plan, profile: Any, stage: str) -> float:
     """The profile's CPU seconds per env reset or env step as the model charges them for the
     plan (its envs per core, its group size, lock-step or free stepping under dynamic batching;
-    ``StageCosts.env_cpu_s``)."""
+    ``StageCosts.env_cpu_s``). The env processes' own work only: the policy's host work per
+    observation (``Costs.obs_cpu_s``, which the model charges on the same cores) is not done in
+    the executor's env processes but in its driver, whose cost is measured separately
+    (``driver_chunk_step_s``), so it is not part of what is compared here."""
     from perfmodel.costs import StageCosts
 
     kind = "reset" if stage == "env_reset" else ("step_free" if plan.mechanisms.dynamic_batching else "step_lockstep")

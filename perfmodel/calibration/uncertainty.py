@@ -360,14 +360,23 @@ def _interval(thr: float, half_log: float, coverage: float, method: str, parts: 
 
 
 def values_of(profiles: dict[str, Profile]) -> dict[str, float]:
-    """The joint fitted values (calibrate's naming) from the profiles' provenance."""
+    """The joint fitted values (calibrate's naming) from the profiles' provenance. A parameter
+    the model shares between backbones must have one value in all of them: profiles from
+    separate fits (or from before a parameter became shared) are refused, never merged."""
     from perfmodel.calibration.calibrate import PARAMS
+    from perfmodel.schema.errors import ConfigError
 
     shared = {p.name for p in PARAMS if p.shared}
     out: dict[str, float] = {}
+    seen: dict[str, str] = {}
     for b, prof in profiles.items():
         for name, p in prof.provenance.get("parameters", {}).items():
-            out[name if name in shared else f"{b}.{name}"] = float(p["value"])
+            key = name if name in shared else f"{b}.{name}"
+            value = float(p["value"])
+            if key in out and not math.isclose(out[key], value, rel_tol=1e-9):
+                raise ConfigError("profiles", f"shared parameter {name} is {out[key]:g} in {seen[key]} but {value:g} in "
+                                  f"{b}: not one joint fit; refit them together with perfmodel calibrate")
+            out[key], seen[key] = value, b
     return out
 
 
@@ -399,10 +408,11 @@ def main(argv: list[str] | None = None) -> int:
         ref = args.reference or str(BUNDLED_DIR.parent / next(iter(profs.values())).provenance["source"])
         points = [pt for pt in load_reference(ref) if pt.backbone in profs]
         crossval = json.load(open(args.crossval)) if args.crossval else None
+        values = values_of(profs)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    res = analyse(values_of(profs), points, crossval=crossval,
+    res = analyse(values, points, crossval=crossval,
                   progress=lambda i, n: print(f"jacobian column {i}/{n}", file=sys.stderr))
     for b, unc in res.items():
         attach(profs[b], unc).save(paths[b])
