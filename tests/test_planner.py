@@ -111,3 +111,31 @@ def test_cli_plan_bad_input(tmp_path, scenario_dict, args, field):
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {field}:"), r.stderr
+
+
+def test_a_tie_is_called_a_tie_and_a_small_gap_unresolved():
+    """rollout_async and streamer predict the same throughput in the published setup (the
+    rollout is the bottleneck): the explanation says the order is the sweep's, and why, instead of
+    presenting one as better. A gap below the model's residual error is said to be unresolved."""
+    from perfmodel.calibration.uncertainty import Z
+    from perfmodel.planning.choice import STREAMING_TIE, runner_up_margin
+    from perfmodel.schema.profile import load_profile
+
+    spec = SweepSpec(profile_ref="pi05", modes=("rollout_async", "streamer"), gpus=(16,), ratios=("1:1",))
+    choice, _ = plan_best(spec, load_profile("pi05"), 16, "throughput", jobs=1)
+    best, ru = choice["best"], choice["runner_up"]
+    assert {best["mode"], ru["mode"]} == {"rollout_async", "streamer"}
+    assert best["throughput_env_steps_per_s"] == ru["throughput_env_steps_per_s"]
+    assert choice["runner_up_margin"]["tie"] and not choice["runner_up_margin"]["resolvable"]
+    assert "The two tie" in choice["explanation"] and STREAMING_TIE in choice["explanation"]
+
+    def row(thr: float, model_pct: float | None) -> dict:
+        iv = {"components_pct": {"model_pct": model_pct}} if model_pct is not None else None
+        return {"throughput_env_steps_per_s": thr, "prediction": {"throughput_interval": iv}}
+
+    s = 0.02  # residual model error, one sd (log)
+    near = runner_up_margin(row(100.0, 100 * Z * s), row(99.0, None))
+    assert not near["tie"] and not near["resolvable"] and near["model_error_pct"] == pytest.approx(2.0)
+    far = runner_up_margin(row(100.0, 100 * Z * s), row(90.0, None))
+    assert far["resolvable"] and far["gap_pct"] == pytest.approx(100 * (100 / 90 - 1))
+    assert runner_up_margin(row(100.0, None), row(99.9, None))["resolvable"]  # no model error known

@@ -108,6 +108,7 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
         "gpus_budget": gpus,
         "best": best,
         "runner_up": runner,
+        "runner_up_margin": runner_up_margin(best, runner) if runner else None,
         "colocated": colocated[0] if colocated else None,
         "candidates": len(cands),
         "infeasible": sum(r["status"] != "ok" for r in doc["rows"]
@@ -152,6 +153,27 @@ def _thr(r: dict[str, Any]) -> str:
     return s
 
 
+# Why the simulator ties these two modes (docs/metrics.md: when streamer beats rollout_async).
+STREAMING_TIE = ("streaming training only starts the trainer's first pass earlier, which gains nothing "
+                 "while the rollout, not the trainer, is the bottleneck; the published 8- and 16-GPU runs show "
+                 "streamer 0-4% faster than rollout_async, which this model does not reproduce.")
+
+
+def runner_up_margin(best: dict[str, Any], runner: dict[str, Any]) -> dict[str, Any]:
+    """How far the runner-up's predicted throughput is from the best's, against the model's
+    residual error at the calibrated points (the interval's ``model_pct`` term, one sd): a gap
+    below it is not resolved by the model; an exact tie leaves the choice to the sweep order."""
+    from perfmodel.calibration.uncertainty import Z
+
+    gap = abs(math.log(runner["throughput_env_steps_per_s"] / best["throughput_env_steps_per_s"]))
+    iv = (best.get("prediction") or {}).get("throughput_interval") or {}
+    model = (iv.get("components_pct") or {}).get("model_pct")
+    sd = model / (100 * Z) if model else None
+    return {"gap_pct": 100 * math.expm1(gap), "tie": gap < 1e-9,
+            "model_error_pct": None if sd is None else 100 * sd,
+            "resolvable": gap >= 1e-9 and (sd is None or gap >= sd)}
+
+
 def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict[str, Any] | None,
             objective: str, gpus: int, price: float | None, n_candidates: int) -> str:
     pred = best["prediction"]
@@ -177,6 +199,14 @@ def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict
         parts.append(f"The runner-up, {_describe(runner)}"
                      + f", would give {_thr(runner)} ({rel:+.1f}% throughput, {cost_rel:+.1f}% env steps per "
                      f"GPU-hour), bottleneck {runner['bottleneck']}.")
+        margin = runner_up_margin(best, runner)
+        if margin["tie"]:
+            parts.append("The two tie (the same predicted throughput), so the order is the sweep's, not a prediction"
+                         + (f": {STREAMING_TIE}" if {best["mode"], runner["mode"]} == {"rollout_async", "streamer"}
+                            else "."))
+        elif not margin["resolvable"]:
+            parts.append(f"The model cannot tell the two apart: they differ by less than its residual error at the "
+                         f"calibrated points ({margin['model_error_pct']:.1f}%).")
     else:
         parts.append("There is no runner-up: no other combination was feasible.")
     if colocated is not None and best["mode"] != "colocated":
@@ -221,5 +251,5 @@ def choice_summary(choice: dict[str, Any]) -> dict[str, Any]:
 
     return {"kind": "perfmodel.plan_choice", "objective": choice["objective"], "gpus_budget": choice["gpus_budget"],
             "plan": choice["best"]["plan"], "best": slim(choice["best"]), "runner_up": slim(choice["runner_up"]),
-            "colocated": slim(choice["colocated"]), "candidates": choice["candidates"], "goal": choice.get("goal"),
+            "runner_up_margin": choice.get("runner_up_margin"), "colocated": slim(choice["colocated"]), "candidates": choice["candidates"], "goal": choice.get("goal"),
             "infeasible": choice["infeasible"], "explanation": choice["explanation"]}
