@@ -139,6 +139,21 @@ def test_cross_validation_shape_and_baselines():
             cov = fold["summary"]["interval"]
             assert cov["points"] == len(fold["points"])
             assert cov["inside"] == sum(r["interval"]["inside"] for r in fold["points"])
+            # Every pair of held-out points of one backbone and scale gets a ratio interval.
+            groups: dict = {}
+            for r in fold["points"]:
+                groups.setdefault((r["backbone"], r["gpus"]), []).append(r)
+            assert len(fold["pairs"]) == sum(len(v) * (len(v) - 1) // 2 for v in groups.values())
+            pred = {(r["backbone"], r["gpus"], r["mode"]): r for r in fold["points"]}
+            for p in fold["pairs"]:
+                ra, rb = pred[(p["backbone"], p["gpus"], p["a"])], pred[(p["backbone"], p["gpus"], p["b"])]
+                assert p["predicted_ratio"] == pytest.approx(ra["predicted"] / rb["predicted"])
+                assert p["published_ratio"] == pytest.approx(ra["published"] / rb["published"])
+                assert p["inside"] == (p["low"] <= p["published_ratio"] <= p["high"])
+                assert p["resolved"] == (p["low"] > 1 or p["high"] < 1)
+                assert p["order_right"] == (((p["low"] > 1) == (p["published_ratio"] > 1)) if p["resolved"] else None)
+            ps = fold["summary"]["pairs"]
+            assert ps["pairs"] == len(fold["pairs"]) and ps["resolved"] == sum(p["resolved"] for p in fold["pairs"])
     text = format_report(doc)
     assert "group_out (headline)" in text and "growth with the leak" in text
     assert f"{g['summary']['interval']['inside']} of 8 held-out points inside" in text

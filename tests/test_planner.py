@@ -139,3 +139,27 @@ def test_a_tie_is_called_a_tie_and_a_small_gap_unresolved():
     far = runner_up_margin(row(100.0, 100 * Z * s), row(90.0, None))
     assert far["resolvable"] and far["gap_pct"] == pytest.approx(100 * (100 / 90 - 1))
     assert runner_up_margin(row(100.0, None), row(99.9, None))["resolvable"]  # no model error known
+
+
+def test_best_over_runner_up_and_colocated_as_intervals_of_the_ratio():
+    """With the profile, the plan says how sure the model is of its order: the interval of the
+    best's throughput over the runner-up's and over colocated's, where what moves both cancels."""
+    from perfmodel.calibration.uncertainty import ratio_interval
+    from perfmodel.schema.profile import load_profile
+    from perfmodel.simulate import simulate
+
+    prof = load_profile("pi05")
+    spec = SweepSpec(profile_ref="pi05", modes=("colocated", "rollout_async"), gpus=(16,), ratios=("1:1",))
+    choice, doc = plan_best(spec, prof, 16, "throughput", jobs=1)
+    best, ru = choice["best"], choice["runner_up"]
+    assert (best["mode"], ru["mode"]) == ("rollout_async", "colocated")
+    r = choice["runner_up_ratio"]
+    a, b = chosen_plan(choice), Plan.from_dict(ru["plan"], "plan")
+    run = lambda pl, pr: simulate(pl, pr).throughput_env_steps_per_s  # noqa: E731
+    want, _ = ratio_interval(a, b, prof, run(a, prof), run(b, prof), run)
+    assert r == want and r["resolved"] and r["low"] > 1
+    assert choice["colocated_ratio"] == want  # here the runner-up is colocated
+    assert "the model orders the two" in choice["explanation"]
+    assert f"{100 * (r['low'] - 1):+.1f}%..{100 * (r['high'] - 1):+.1f}%" in choice["explanation"]
+    # From a sweep file alone (no profile) there is no ratio, and nothing claims one.
+    assert choose(doc, 16, "throughput")["runner_up_ratio"] is None

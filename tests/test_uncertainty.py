@@ -194,3 +194,56 @@ def test_perturbed_profiles_are_built_once_per_profile(scenario_dict):
     assert uncertainty._PERTURBED[id(wider)][2] is not built
     assert other["throughput_interval"]["components_pct"]["parameters_pct"] == pytest.approx(
         2 * first["throughput_interval"]["components_pct"]["parameters_pct"], rel=0.05)
+
+
+def test_ratio_interval_cancels_what_moves_both_plans_alike():
+    """The interval of one plan's throughput over another's: the same parameter directions move
+    both, so a plan against itself keeps only the two residual model errors (sqrt(2) s), and is
+    never resolved; direction changes subtract, not add."""
+    from perfmodel.calibration.uncertainty import Z, ratio_from_deltas, ratio_interval
+    from perfmodel.schema.profile import Uncertainty
+    from perfmodel.simulate import simulate
+
+    prof = load_profile("pi05")
+    unc = prof.uncertainty
+    plan = published_plan(prof, "disaggregated", 16, "1:1")
+    run = lambda pl, pr: simulate(pl, pr).throughput_env_steps_per_s  # noqa: E731
+    thr = run(plan, prof)
+    iv, why = ratio_interval(plan, plan, prof, thr, thr, run)
+    assert why is None and iv["ratio"] == 1.0 and not iv["resolved"]
+    assert iv["components_pct"]["parameters_pct"] == 0.0
+    assert iv["components_pct"]["model_pct"] == pytest.approx(100 * Z * math.sqrt(2) * unc.residual_sd_log, abs=1e-3)
+    # Colocated against rollout_async at 16 GPUs: far apart, so ordered.
+    a, b = published_plan(prof, "rollout_async", 16, "1:1"), published_plan(prof, "colocated", 16, None)
+    iv, _ = ratio_interval(a, b, prof, run(a, prof), run(b, prof), run)
+    assert iv["resolved"] and iv["low"] > 1.0 and iv["low"] < iv["ratio"] < iv["high"]
+    # The arithmetic: equal changes cancel, opposite ones add; the pair rate applies per doubling,
+    # without it the two points' rates as independent.
+    u = Uncertainty(method="t", residual_sd_log=0.0, extrapolation_sd_log_per_doubling=0.1,
+                    extrapolation_pair_sd_log_per_doubling=0.05)
+    same = ratio_from_deltas(2.0, 1.0, [0.1, -0.2], [0.1, -0.2], u, 0.0, "x")
+    assert same["half_width_log"] == 0.0 and same["ratio"] == 2.0 and same["resolved"]
+    opposite = ratio_from_deltas(1.0, 1.0, [0.1], [-0.1], u, 0.0, "x")
+    assert opposite["half_width_log"] == pytest.approx(Z * 0.2)
+    assert ratio_from_deltas(1.0, 1.0, [], [], u, 2.0, "x")["half_width_log"] == pytest.approx(Z * 0.05 * 2)
+    indep = Uncertainty(method="t", extrapolation_sd_log_per_doubling=0.1)
+    assert ratio_from_deltas(1.0, 1.0, [], [], indep, 1.0, "x")["half_width_log"] == pytest.approx(Z * 0.1 * math.sqrt(2))
+
+
+def test_pair_error_per_doubling_from_a_cross_validation():
+    """The ratio's extrapolation error: RMS over pairs of one fold, backbone and scale of the
+    difference of their log errors, per doubling; pairs across backbones or scales do not count."""
+    from perfmodel.calibration.uncertainty import pair_per_doubling_from_crossval
+
+    def pt(b, g, e):
+        return {"backbone": b, "gpus": g, "error_pct": e}
+    doc = {"folds": [{"fit_gpus": [8], "points": [pt("pi05", 16, 10.0), pt("pi05", 16, -10.0), pt("gr00t_n15", 16, 50.0)]},
+                     {"fit_gpus": [16], "points": [pt("pi05", 8, 0.0), pt("pi05", 8, 0.0)]}]}
+    want = math.sqrt((math.log(1.1) - math.log(0.9)) ** 2 / 2)  # one pair of 10 % apart, one of 0
+    assert pair_per_doubling_from_crossval(doc) == pytest.approx(want)
+    assert pair_per_doubling_from_crossval({"folds": [{"fit_gpus": [8], "points": [pt("pi05", 8, 3.0)] * 2}]}) is None
+    d = load_profile("pi05").provenance["uncertainty"]
+    d["extrapolation_pair_sd_log_per_doubling"] = -1.0
+    with pytest.raises(ConfigError, match="extrapolation_pair_sd_log_per_doubling"):
+        from perfmodel.schema.profile import Uncertainty
+        Uncertainty.from_dict(d, "provenance.uncertainty")

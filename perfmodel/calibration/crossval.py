@@ -100,13 +100,15 @@ def interval_coverage(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def held_out_intervals(values: dict[str, float], train: list[ReferencePoint], test: list[ReferencePoint],
-                       other_folds: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
-    """Each held-out point's prediction interval, built as every prediction's is
+                       other_folds: list[dict[str, Any]]) -> tuple[list[dict[str, Any] | None], list[dict[str, Any]]]:
+    """Each held-out point's prediction interval, and for every pair of held-out points of one
+    backbone and GPU count the interval of their throughput ratio, built as the tool's own are
     (perfmodel/calibration/uncertainty.py) from what the fold saw: the covariance and residual
     scatter of its own fit (``analyse`` on its training points) and, per doubling beyond its GPU
     counts, the RMS log error of the *other* folds' predictions (never the fold's own errors)."""
     from perfmodel.calibration.calibrate import predict_plan, profiles_from_values, reference_plan
-    from perfmodel.calibration.uncertainty import analyse, attach, prediction_interval
+    from perfmodel.calibration.uncertainty import (analyse, attach, extrapolation, interval_from_deltas,
+                                                   ratio_from_deltas, sd_deltas)
 
     backbones = sorted({p.backbone for p in train})
     unc = analyse(values, train, crossval={"folds": other_folds} if other_folds else None)
@@ -114,19 +116,49 @@ def held_out_intervals(values: dict[str, float], train: list[ReferencePoint], te
     for b, prof in profiles_from_values(values, backbones).items():
         own = {n.split(".")[-1]: {"value": v} for n, v in values.items() if "." not in n or n.startswith(f"{b}.")}
         profiles[b] = attach(replace(prof, provenance={**prof.provenance, "parameters": own}), unc[b])
-    out: list[dict[str, Any] | None] = []
+    points: list[dict[str, Any] | None] = []
+    done: list[tuple[ReferencePoint, float, list[float], float, str] | None] = []
     for pt in test:
         prof = profiles[pt.backbone]
         plan = reference_plan(prof, pt)
-        iv, ext, _ = prediction_interval(plan, prof, predict_plan(plan, prof), predict_plan)
-        if iv is None:
-            out.append(None)
+        thr = predict_plan(plan, prof)
+        got = sd_deltas(plan, prof, thr, predict_plan)
+        if isinstance(got, str):
+            points.append(None)
+            done.append(None)
             continue
+        ext = extrapolation(plan, prof.uncertainty)
+        iv = interval_from_deltas(thr, got[0], prof.uncertainty, ext, got[1])
         meas = pt.throughput_env_steps_per_s
-        out.append({"low": iv["low"], "high": iv["high"], "coverage": iv["coverage"],
-                    "width_pct": iv["width_pct"], "inside": bool(iv["low"] <= meas <= iv["high"]),
-                    "doublings_beyond": ext["doublings_beyond"], "components_pct": iv["components_pct"]})
-    return out
+        points.append({"low": iv["low"], "high": iv["high"], "coverage": iv["coverage"],
+                       "width_pct": iv["width_pct"], "inside": bool(iv["low"] <= meas <= iv["high"]),
+                       "doublings_beyond": ext["doublings_beyond"], "components_pct": iv["components_pct"]})
+        done.append((pt, thr, got[0], ext["doublings_beyond"], got[1]))
+    pairs = []
+    for i, a in enumerate(done):
+        for b in done[i + 1:]:
+            if a is None or b is None or (a[0].backbone, a[0].gpus) != (b[0].backbone, b[0].gpus):
+                continue
+            r = ratio_from_deltas(a[1], b[1], a[2], b[2], profiles[a[0].backbone].uncertainty, max(a[3], b[3]), a[4])
+            published = a[0].throughput_env_steps_per_s / b[0].throughput_env_steps_per_s
+            pairs.append({"backbone": a[0].backbone, "gpus": a[0].gpus, "a": a[0].mode, "b": b[0].mode,
+                          "published_ratio": published, "predicted_ratio": r["ratio"], "low": r["low"],
+                          "high": r["high"], "coverage": r["coverage"], "resolved": r["resolved"],
+                          "inside": bool(r["low"] <= published <= r["high"]),
+                          # a resolved pair's order, checked against the published one
+                          "order_right": (r["low"] > 1) == (published > 1) if r["resolved"] else None})
+    return points, pairs
+
+
+def pair_summary(pairs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Ratios of two held-out plans: how many published ratios fall inside their intervals, how
+    many pairs the model orders (interval excludes 1), and how many of those it orders right."""
+    if not pairs:
+        return None
+    resolved = [p for p in pairs if p["resolved"]]
+    return {"coverage": pairs[0]["coverage"], "pairs": len(pairs), "inside": sum(p["inside"] for p in pairs),
+            "resolved": len(resolved), "resolved_order_right": sum(bool(p["order_right"]) for p in resolved),
+            "median_width_pct": float(np.median([100 * (p["high"] - p["low"]) / p["predicted_ratio"] for p in pairs]))}
 
 
 def summarise(points: list[dict[str, Any]]) -> dict[str, Any]:
@@ -228,10 +260,16 @@ def _run_design(points: list[ReferencePoint], design: str, max_evals: int,
         for i, ((label, train, test), f) in enumerate(zip(splits, folds)):
             if progress:
                 progress(f"{label}: prediction intervals of the held-out points", -1, float("nan"))
-            for r, iv in zip(f["points"], held_out_intervals(f["fit"]["values"], train, test, folds[:i] + folds[i + 1:])):
+            ivs, pairs = held_out_intervals(f["fit"]["values"], train, test, folds[:i] + folds[i + 1:])
+            for r, iv in zip(f["points"], ivs):
                 r["interval"] = iv
+            f["pairs"] = pairs
             f["summary"] = summarise(f["points"])
-    return {"design": design, "description": DESIGN_NOTES[design], "folds": folds, "summary": summarise(all_rows)}
+            f["summary"]["pairs"] = pair_summary(pairs)
+    summary = summarise(all_rows)
+    if intervals:
+        summary["pairs"] = pair_summary([p for f in folds for p in f.get("pairs", [])])
+    return {"design": design, "description": DESIGN_NOTES[design], "folds": folds, "summary": summary}
 
 
 def cross_validate(points: list[ReferencePoint], *, max_evals: int = DEFAULT_FOLD_EVALS,
@@ -298,6 +336,11 @@ def _summary_lines(title: str, s: dict[str, Any], growth_note: str = "") -> list
         lines.append(f"  {100 * iv['coverage']:.0f} % intervals: {iv['inside']} of {iv['points']} held-out points inside ("
                      + ", ".join(f"{b} {v}" for b, v in iv["inside_per_backbone"].items())
                      + f"), median width {iv['median_width_pct']:.1f} %, max {iv['max_width_pct']:.1f} %")
+    pr = s.get("pairs")
+    if pr:
+        lines.append(f"  ratios of two held-out modes (one backbone and scale): {pr['inside']} of {pr['pairs']} inside "
+                     f"their {100 * pr['coverage']:.0f} % intervals (median width {pr['median_width_pct']:.1f} %); the model "
+                     f"orders {pr['resolved']} of the {pr['pairs']} pairs, {pr['resolved_order_right']} of them as published")
     beats = s["beats_both_baselines_per_backbone"]
     lines.append("beats both baselines" + growth_note + ": "
                  + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in beats.items()))
@@ -346,6 +389,8 @@ def provenance_record(doc: dict[str, Any], backbone: str) -> dict[str, Any]:
                    overall=pick(doc["summary"]))
         if doc["summary"].get("interval"):
             out["interval"] = _rounded(doc["summary"]["interval"])
+        if doc["summary"].get("pairs"):
+            out["pairs"] = _rounded(doc["summary"]["pairs"])
     g = doc.get("group_out")
     if g:
         out["group_out"] = {"design": g["description"],
@@ -354,4 +399,6 @@ def provenance_record(doc: dict[str, Any], backbone: str) -> dict[str, Any]:
                             "overall": pick(g["summary"])}
         if g["summary"].get("interval"):
             out["group_out"]["interval"] = _rounded(g["summary"]["interval"])
+        if g["summary"].get("pairs"):
+            out["group_out"]["pairs"] = _rounded(g["summary"]["pairs"])
     return out

@@ -22,6 +22,11 @@ log-throughput change scaled to one standard deviation, Delta_j = (change / h) s
 adds in quadrature: half-width z sqrt(sum_j Delta_j^2 + s^2 + (delta d)^2) in log throughput,
 d = doublings beyond the calibrated GPUs, z = 1.645 (90 % two-sided, normal in log throughput).
 
+Two plans on one profile (best against runner-up, say) get an interval of their throughput
+ratio (``ratio_interval``): the same perturbation directions move both, so what moves them alike
+cancels; the ratio's extrapolation error per doubling is cross-validated on pairs of points of
+one fold, backbone and scale. It says whether the model can order the two plans at all.
+
 Measured profiles (no fit) get an interval from their raw samples only: the standard error of
 each measured stage mean (env chunk steps, inference and training curves' repeated samples,
 one simulation each, added in quadrature); none without samples of every stage. The profile says
@@ -78,6 +83,24 @@ def per_doubling_from_crossval(doc: dict[str, Any]) -> tuple[float, str] | None:
     if not rates:
         return None
     return float(math.sqrt(np.mean(np.square(rates)))), f"cross-validation: RMS log error per doubling over {len(rates)} points"
+
+
+def pair_per_doubling_from_crossval(doc: dict[str, Any]) -> float | None:
+    """RMS over pairs of cross-validated points of one fold, backbone and GPU count of the
+    difference of their log(1 + error), per doubling: the extrapolation error of a ratio of two
+    predictions, where what both share (a scale-wide miss) cancels."""
+    rates = []
+    for fold in doc.get("folds", []):
+        fit_gpus = fold.get("fit_gpus") or []
+        groups: dict[tuple[str, int], list[float]] = {}
+        for p in fold.get("points", []):
+            if fit_gpus and p.get("error_pct") is not None:
+                groups.setdefault((p["backbone"], p["gpus"]), []).append(math.log1p(p["error_pct"] / 100.0))
+        for (_, gpus), errs in groups.items():
+            d = min(abs(math.log2(gpus / g)) for g in fit_gpus)
+            if d > 0:
+                rates += [(a - b) / d for i, a in enumerate(errs) for b in errs[i + 1:]]
+    return float(math.sqrt(np.mean(np.square(rates)))) if rates else None
 
 
 def analyse(values: dict[str, float], points: list, *, crossval: dict[str, Any] | None = None,
@@ -137,6 +160,7 @@ def analyse(values: dict[str, float], points: list, *, crossval: dict[str, Any] 
             extrapolation_source=source,
             calibrated_gpus=tuple(gpus),
             calibrated_nodes=tuple(sorted({math.ceil(g / gpn) for g in gpus})),
+            extrapolation_pair_sd_log_per_doubling=pair_per_doubling_from_crossval(crossval) if crossval else None,
         )
     return out
 
@@ -310,41 +334,105 @@ def _measured_perturbations(profile: Profile) -> tuple[list[Profile], list[str]]
     return out, covered
 
 
+def sd_deltas(plan: Plan, profile: Profile, throughput: float,
+               run: Callable[[Plan, Profile], float]) -> tuple[list[float], str] | str:
+    """Each perturbation direction's change of log throughput at one standard deviation, in the
+    same direction order for every plan on ``profile`` (so that two plans' changes can be
+    subtracted), with what they cover; or why there are none."""
+    unc = profile.uncertainty
+    if unc is not None:
+        pert = _fitted_perturbations(profile, unc)
+        if isinstance(pert, str):
+            return pert
+        base, perturbed = pert
+        base_thr = throughput if base is profile else run(plan, base)
+        deltas, simulated = _direction_deltas(plan, base, base_thr, perturbed, run)
+        return deltas, (f"{len(deltas)} principal directions of the fit's parameter covariance (local derivatives; "
+                        f"{simulated} simulated, the rest from the analytic bound)")
+    if profile.provenance.get("kind") == "measured":
+        perturbed, covered = _measured_perturbations(profile)
+        if len(perturbed) < 3:
+            return ("measured profile without raw samples of every stage (env chunk steps in "
+                    f"extra.{ENV_SAMPLES_KEY}, inference and training curves): an interval "
+                    "from the others would leave stages out")
+        # the perturbations are Z standard errors each (_measured_perturbations): back to one
+        return [math.log(run(plan, p) / throughput) / Z for p in perturbed], ", ".join(covered)
+    return "the profile stores no calibration uncertainty (provenance.uncertainty); run perfmodel calibrate"
+
+
 def prediction_interval(plan: Plan, profile: Profile, throughput: float,
                         run: Callable[[Plan, Profile], float]) -> tuple[dict[str, Any] | None, dict[str, Any], str | None]:
     """(throughput_interval or None, extrapolation, why no interval). ``run`` simulates a plan on a
     profile the way the point prediction did and returns its throughput."""
-    unc = profile.uncertainty
-    ext = extrapolation(plan, unc)
-    if unc is not None:
-        pert = _fitted_perturbations(profile, unc)
-        if isinstance(pert, str):
-            return None, ext, pert
-        base, perturbed = pert
-        base_thr = throughput if base is profile else run(plan, base)
-        deltas, simulated = _direction_deltas(plan, base, base_thr, perturbed, run)
-        param_var = sum(dl * dl for dl in deltas)
-        extra_var = (unc.extrapolation_sd_log_per_doubling * ext["doublings_beyond"]) ** 2
-        half = Z * math.sqrt(param_var + unc.residual_sd_log ** 2 + extra_var)
-        method = (f"linearised: {len(deltas)} principal directions of the fit's parameter covariance "
-                  f"(local derivatives; {simulated} simulated, the rest from the analytic bound), residual model error s = {100 * unc.residual_sd_log:.1f} %"
-                  + (f", extrapolation {100 * unc.extrapolation_sd_log_per_doubling:.1f} % per doubling x "
-                     f"{ext['doublings_beyond']:.2f} doublings ({unc.extrapolation_source})" if extra_var > 0 else ""))
-        parts = {"parameters_pct": 100 * Z * math.sqrt(param_var), "model_pct": 100 * Z * unc.residual_sd_log,
-                 "extrapolation_pct": 100 * Z * math.sqrt(extra_var)}
-        return _interval(throughput, half, unc.coverage, method, parts), ext, None
-    if profile.provenance.get("kind") == "measured":
-        perturbed, covered = _measured_perturbations(profile)
-        if len(perturbed) < 3:
-            return None, ext, ("measured profile without raw samples of every stage (env chunk steps in "
-                               f"extra.{ENV_SAMPLES_KEY}, inference and training curves): an interval "
-                               "from the others would leave stages out")
-        deltas = [math.log(run(plan, p) / throughput) for p in perturbed]
-        half = math.sqrt(sum(dl * dl for dl in deltas))
+    ext = extrapolation(plan, profile.uncertainty)
+    got = sd_deltas(plan, profile, throughput, run)
+    if isinstance(got, str):
+        return None, ext, got
+    return interval_from_deltas(throughput, got[0], profile.uncertainty, ext, got[1]), ext, None
+
+
+def interval_from_deltas(throughput: float, deltas: list[float], unc: Uncertainty | None,
+                         ext: dict[str, Any], covered: str) -> dict[str, Any]:
+    """The interval from one-sd direction changes (``sd_deltas``): in quadrature with the
+    residual model error and the extrapolation error of a fitted profile; alone for a measured one."""
+    param_var = sum(dl * dl for dl in deltas)
+    if unc is None:  # measured
+        half = Z * math.sqrt(param_var)
         method = ("measurement spread only: standard errors of the measured stage means of "
-                  + ", ".join(covered) + "; model error beyond the measured scale not included")
-        return _interval(throughput, half, COVERAGE, method, {"parameters_pct": 100 * half}), ext, None
-    return None, ext, "the profile stores no calibration uncertainty (provenance.uncertainty); run perfmodel calibrate"
+                  + covered + "; model error beyond the measured scale not included")
+        return _interval(throughput, half, COVERAGE, method, {"parameters_pct": 100 * half})
+    extra_var = (unc.extrapolation_sd_log_per_doubling * ext["doublings_beyond"]) ** 2
+    half = Z * math.sqrt(param_var + unc.residual_sd_log ** 2 + extra_var)
+    method = (f"linearised: {covered}, residual model error s = {100 * unc.residual_sd_log:.1f} %"
+              + (f", extrapolation {100 * unc.extrapolation_sd_log_per_doubling:.1f} % per doubling x "
+                 f"{ext['doublings_beyond']:.2f} doublings ({unc.extrapolation_source})" if extra_var > 0 else ""))
+    parts = {"parameters_pct": 100 * Z * math.sqrt(param_var), "model_pct": 100 * Z * unc.residual_sd_log,
+             "extrapolation_pct": 100 * Z * math.sqrt(extra_var)}
+    return _interval(throughput, half, unc.coverage, method, parts)
+
+
+def ratio_interval(plan_a: Plan, plan_b: Plan, profile: Profile, thr_a: float, thr_b: float,
+                   run: Callable[[Plan, Profile], float]) -> tuple[dict[str, Any] | None, str | None]:
+    """The interval of thr_a / thr_b, two plans on one profile (``ratio_from_deltas``), or None
+    and why."""
+    a = sd_deltas(plan_a, profile, thr_a, run)
+    if isinstance(a, str):
+        return None, a
+    b = sd_deltas(plan_b, profile, thr_b, run)
+    if isinstance(b, str):
+        return None, b
+    unc = profile.uncertainty
+    d = max(extrapolation(p, unc)["doublings_beyond"] for p in (plan_a, plan_b)) if unc else 0.0
+    return ratio_from_deltas(thr_a, thr_b, a[0], b[0], unc, d, a[1]), None
+
+
+def ratio_from_deltas(thr_a: float, thr_b: float, deltas_a: list[float], deltas_b: list[float],
+                      unc: Uncertainty | None, doublings: float, covered: str) -> dict[str, Any]:
+    """The interval of thr_a / thr_b, where what moves both alike cancels. Parameters: the same
+    perturbation directions for both (``sd_deltas``), so their changes subtract. Model error:
+    the two points' residual errors as independent (sqrt(2) s). Extrapolation: the
+    cross-validated error of a ratio per doubling (``extrapolation_pair_sd_log_per_doubling``;
+    without it, the two points' errors as independent) over ``doublings``, the farther plan's.
+    ``resolved``: the interval excludes 1, so the model orders the two plans."""
+    param_var = sum((x - y) ** 2 for x, y in zip(deltas_a, deltas_b))
+    model_var = extra_var = 0.0
+    source = "measurement spread only"
+    if unc is not None:
+        model_var = 2 * unc.residual_sd_log ** 2
+        rate = unc.extrapolation_pair_sd_log_per_doubling
+        source = "cross-validated error of a ratio per doubling"
+        if rate is None:
+            rate, source = math.sqrt(2) * unc.extrapolation_sd_log_per_doubling, "the two errors per doubling as independent"
+        extra_var = (rate * doublings) ** 2
+    half = Z * math.sqrt(param_var + model_var + extra_var)
+    ratio = thr_a / thr_b
+    low, high = ratio * math.exp(-half), ratio * math.exp(half)
+    return {"ratio": ratio, "low": low, "high": high, "coverage": unc.coverage if unc else COVERAGE,
+            "resolved": bool(low > 1.0 or high < 1.0), "half_width_log": half,
+            "components_pct": {"parameters_pct": round(100 * Z * math.sqrt(param_var), 3),
+                               "model_pct": round(100 * Z * math.sqrt(model_var), 3),
+                               "extrapolation_pct": round(100 * Z * math.sqrt(extra_var), 3)},
+            "method": f"{covered}; extrapolation: {source}"}
 
 
 def _interval(thr: float, half_log: float, coverage: float, method: str, parts: dict[str, float]) -> dict[str, Any]:

@@ -71,9 +71,11 @@ def check_target(objective: str, target: tuple[float, float] | None) -> None:
 
 
 def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
-           target: tuple[float, float] | None = None) -> dict[str, Any]:
+           target: tuple[float, float] | None = None, profile: Profile | None = None) -> dict[str, Any]:
     """The best row for ``gpus`` under ``objective``, the runner-up (the best row of another
-    mode, or the second-best row when only one mode is feasible) and the explanation."""
+    mode, or the second-best row when only one mode is feasible) and the explanation. With the
+    sweep's ``profile``, also the interval of the best's throughput over the runner-up's
+    (``runner_up_ratio``): whether the model can order the two at all."""
     objective_key(objective)
     check_target(objective, target)
     cands = candidates(doc["rows"], gpus, objective, target)
@@ -99,7 +101,12 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
         goal = {"target_env_steps": target[0], "within_hours": target[1], "gpu_hour_price": price,
                 "best": time_and_money(best, target[0], price),
                 "runner_up": time_and_money(runner, target[0], price) if runner else None}
-    explanation = explain(best, runner, colocated[0] if colocated else None, objective, gpus, price, len(cands))
+    seed = doc.get("spec", {}).get("seed", 0)
+    ratio = ratio_to(best, runner, profile, seed) if runner and profile else None
+    over_colocated = (ratio_to(best, colocated[0], profile, seed)
+                      if colocated and profile and best["mode"] != "colocated" else None)
+    explanation = explain(best, runner, colocated[0] if colocated else None, objective, gpus, price, len(cands),
+                          ratio, over_colocated)
     if goal is not None:
         explanation = _time_sentence(goal, best, runner) + " " + explanation
     return {
@@ -109,6 +116,8 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
         "best": best,
         "runner_up": runner,
         "runner_up_margin": runner_up_margin(best, runner) if runner else None,
+        "runner_up_ratio": ratio,
+        "colocated_ratio": over_colocated,
         "colocated": colocated[0] if colocated else None,
         "candidates": len(cands),
         "infeasible": sum(r["status"] != "ok" for r in doc["rows"]
@@ -159,6 +168,21 @@ STREAMING_TIE = ("streaming training only starts the trainer's first pass earlie
                  "streamer 0-4% faster than rollout_async, which this model does not reproduce.")
 
 
+def ratio_to(best: dict[str, Any], other: dict[str, Any], profile: Profile, seed: int = 0) -> dict[str, Any] | None:
+    """The 90 % interval of best / other throughput on ``profile`` (uncertainty.ratio_interval:
+    what moves both plans alike cancels), from the first replication of each as the point
+    intervals are; None when the profile gives no interval."""
+    from perfmodel.calibration.uncertainty import ratio_interval
+    from perfmodel.simulate import simulate
+
+    def run(pl: Plan, pr: Profile) -> float:
+        return simulate(pl, pr, seed=seed if pr.variability.any else None).throughput_env_steps_per_s
+
+    a, b = Plan.from_dict(best["plan"], "plan"), Plan.from_dict(other["plan"], "plan")
+    iv, _ = ratio_interval(a, b, profile, run(a, profile), run(b, profile), run)
+    return iv
+
+
 def runner_up_margin(best: dict[str, Any], runner: dict[str, Any]) -> dict[str, Any]:
     """How far the runner-up's predicted throughput is from the best's, against the model's
     residual error at the calibrated points (the interval's ``model_pct`` term, one sd): a gap
@@ -175,7 +199,8 @@ def runner_up_margin(best: dict[str, Any], runner: dict[str, Any]) -> dict[str, 
 
 
 def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict[str, Any] | None,
-            objective: str, gpus: int, price: float | None, n_candidates: int) -> str:
+            objective: str, gpus: int, price: float | None, n_candidates: int,
+            ratio: dict[str, Any] | None = None, over_colocated: dict[str, Any] | None = None) -> str:
     pred = best["prediction"]
     res = pred["utilization"]["resources"]
     busiest = max(res, key=res.get)
@@ -204,6 +229,13 @@ def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict
             parts.append("The two tie (the same predicted throughput), so the order is the sweep's, not a prediction"
                          + (f": {STREAMING_TIE}" if {best["mode"], runner["mode"]} == {"rollout_async", "streamer"}
                             else "."))
+        elif ratio is not None:
+            lo, hi = 100 * (ratio["low"] - 1), 100 * (ratio["high"] - 1)
+            verdict = ("the model orders the two" if ratio["resolved"] else
+                       "the interval includes 0, so the model cannot order the two")
+            parts.append(f"Best over runner-up: {100 * (ratio['ratio'] - 1):+.1f}% throughput "
+                         f"({100 * ratio['coverage']:.0f}% interval {lo:+.1f}%..{hi:+.1f}%, what moves both alike "
+                         f"cancelled): {verdict}.")
         elif not margin["resolvable"]:
             parts.append(f"The model cannot tell the two apart: they differ by less than its residual error at the "
                          f"calibrated points ({margin['model_error_pct']:.1f}%).")
@@ -211,7 +243,9 @@ def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict
         parts.append("There is no runner-up: no other combination was feasible.")
     if colocated is not None and best["mode"] != "colocated":
         parts.append(f"Colocated on the same {best['gpus']} GPUs would give {_thr(colocated)}, so this plan is "
-                     f"{best['gain_over_colocated_pct']:+.1f}% over colocated.")
+                     f"{best['gain_over_colocated_pct']:+.1f}% over colocated"
+                     + (f" ({100 * over_colocated['coverage']:.0f}% interval {100 * (over_colocated['low'] - 1):+.1f}%.."
+                        f"{100 * (over_colocated['high'] - 1):+.1f}%)" if over_colocated else "") + ".")
     return " ".join(parts)
 
 
@@ -234,7 +268,7 @@ def plan_best(base: SweepSpec, profile: Profile, gpus: int, objective: str = "th
     objective_key(objective)
     check_target(objective, target)
     doc = run_sweep(planning_spec(base, gpus, objective), profile, jobs=jobs, progress=progress)
-    return choose(doc, gpus, objective, target), doc
+    return choose(doc, gpus, objective, target, profile=profile if base.intervals else None), doc
 
 
 def chosen_plan(choice: dict[str, Any]) -> Plan:
@@ -251,5 +285,7 @@ def choice_summary(choice: dict[str, Any]) -> dict[str, Any]:
 
     return {"kind": "perfmodel.plan_choice", "objective": choice["objective"], "gpus_budget": choice["gpus_budget"],
             "plan": choice["best"]["plan"], "best": slim(choice["best"]), "runner_up": slim(choice["runner_up"]),
-            "runner_up_margin": choice.get("runner_up_margin"), "colocated": slim(choice["colocated"]), "candidates": choice["candidates"], "goal": choice.get("goal"),
+            "runner_up_margin": choice.get("runner_up_margin"),
+            "runner_up_ratio": choice.get("runner_up_ratio"), "colocated_ratio": choice.get("colocated_ratio"),
+            "colocated": slim(choice["colocated"]), "candidates": choice["candidates"], "goal": choice.get("goal"),
             "infeasible": choice["infeasible"], "explanation": choice["explanation"]}

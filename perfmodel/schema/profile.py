@@ -399,6 +399,9 @@ class Uncertainty:
     ``residual_sd_log``: scatter of log(predicted / published) at the calibrated points (model
     error a new point also carries). ``extrapolation_sd_log_per_doubling``: further model error per
     doubling of the GPU count beyond ``calibrated_gpus`` (from cross-validation, see its source).
+    ``extrapolation_pair_sd_log_per_doubling``: the same for the ratio of two plans' predictions
+    at one backbone and scale (what is common to both cancels); None where the cross-validation
+    did not give it (a ratio then takes the two errors as independent).
     """
 
     method: str
@@ -410,6 +413,7 @@ class Uncertainty:
     extrapolation_source: str = ""
     calibrated_gpus: tuple[int, ...] = ()
     calibrated_nodes: tuple[int, ...] = ()
+    extrapolation_pair_sd_log_per_doubling: float | None = None
 
     @classmethod
     def from_dict(cls, obj: Any, path: str) -> "Uncertainty":
@@ -423,7 +427,10 @@ class Uncertainty:
         source = f.str("extrapolation_source", "")
         gpus = f.any("calibrated_gpus", [])
         nodes = f.any("calibrated_nodes", [])
+        pair = f.any("extrapolation_pair_sd_log_per_doubling", None)
         f.done()
+        if pair is not None:
+            pair = check_float(f"{path}.extrapolation_pair_sd_log_per_doubling", pair, min=0.0)
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise ConfigError(f"{path}.parameters", "must be a list of parameter names")
         if (not isinstance(cov, list) or len(cov) != len(names)
@@ -438,7 +445,7 @@ class Uncertainty:
             if not isinstance(vals, list) or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in vals):
                 raise ConfigError(f"{path}.{key}", "must be a list of integers >= 1")
         return cls(method, coverage, tuple(names), rows, resid, per_doubling, source,
-                   tuple(sorted(set(gpus))), tuple(sorted(set(nodes))))
+                   tuple(sorted(set(gpus))), tuple(sorted(set(nodes))), pair)
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "coverage": self.coverage, "parameters": list(self.parameters),
@@ -446,7 +453,9 @@ class Uncertainty:
                 "residual_sd_log": self.residual_sd_log,
                 "extrapolation_sd_log_per_doubling": self.extrapolation_sd_log_per_doubling,
                 "extrapolation_source": self.extrapolation_source,
-                "calibrated_gpus": list(self.calibrated_gpus), "calibrated_nodes": list(self.calibrated_nodes)}
+                "calibrated_gpus": list(self.calibrated_gpus), "calibrated_nodes": list(self.calibrated_nodes),
+                **({"extrapolation_pair_sd_log_per_doubling": self.extrapolation_pair_sd_log_per_doubling}
+                   if self.extrapolation_pair_sd_log_per_doubling is not None else {})}
 
 
 @dataclass(frozen=True)
