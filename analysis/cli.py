@@ -10,10 +10,12 @@ from pathlib import Path
 
 import click
 
+from perfmodel.cliutil import version_option
 from perfmodel.schema.errors import ConfigError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@version_option()
 def cli() -> None:
     """Reports on sweeps, plans, predictions and measured runs."""
 

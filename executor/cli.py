@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from perfmodel.cliutil import fmt_number, run_click
+from perfmodel.cliutil import fmt_number, run_click, version_option
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.metrics import error_pct
 
@@ -34,6 +34,7 @@ def _positive(field: str, v: int) -> int:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@version_option()
 def cli() -> None:
     """Real LIBERO env workers, pi0.5 / GR00T N1.5 stand-in policies, PPO/GRPO learner."""
 

@@ -264,6 +264,8 @@ def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage
         out["dollars_per_million_env_steps"] = 1e6 / out["env_steps_per_gpu_hour"] * price
     if imported:
         out["rlinf_import"] = imported[0].to_dict()
+        if as_json:  # one list of caveats in the JSON (the text output has them on stderr already)
+            out["warnings"] = list(out.get("warnings") or []) + [f"{rlinf_config}: {w}" for w in imported[0].warnings]
     if as_json:
         click.echo(json.dumps(out, indent=2))
     else:

@@ -24,6 +24,8 @@ import click
 from perfmodel.schema.errors import ConfigError
 
 TRACEBACK_ENV = "VLAPERF_TRACEBACK"
+# Top-level modules of the ``executor`` extra (pyproject.toml): missing means not installed.
+EXECUTOR_EXTRAS = ("torch", "ray", "libero", "mujoco", "robosuite", "bddl")
 
 
 def _one_line(text: str) -> str:
@@ -69,6 +71,10 @@ def error_line(e: BaseException) -> tuple[str, int]:
         return f"error: input: {_one_line(str(e))}", 2
     if isinstance(e, RecursionError):
         return "error: input: nested too deeply", 2
+    if isinstance(e, ModuleNotFoundError) and (e.name or "").split(".")[0] in EXECUTOR_EXTRAS:
+        # `pip install -e .` (the planner) leaves the real components out: not a bug, a choice
+        return (f"error: install: the executor's real components are not installed (no module {e.name!r}); "
+                "install them with: pip install -e \".[executor]\" (torch, LIBERO, MuJoCo, Ray)"), 2
     return f"error: internal: {type(e).__name__}: {_one_line(str(e))} (rerun with --verbose for the traceback)", 1
 
 

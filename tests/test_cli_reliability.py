@@ -290,8 +290,9 @@ def test_unexpected_failure_is_one_line_and_verbose_shows_traceback(monkeypatch)
 # -- CLI conventions (issue 10 item 5) --------------------------------------------------------
 
 def test_version_and_bare_help():
-    r = run_main("--version")
-    assert r.returncode == 0 and "vlaperf" in r.stdout
+    for module in ("perfmodel.cli", "analysis.cli", "executor.cli"):
+        r = run_main("--version", module=module)
+        assert r.returncode == 0 and "vlaperf" in r.stdout, (module, r.stderr)
     r = run_main()
     assert r.returncode == 0 and "Usage: perfmodel" in r.stdout and r.stderr == ""
     r = run_main(module="analysis.cli")
@@ -349,3 +350,16 @@ def test_shell_completion_of_choices():
     r = subprocess.run([sys.executable, "-m", "perfmodel.cli"], capture_output=True, text=True, env=env, cwd=ROOT,
                        timeout=120)
     assert r.returncode == 0 and "streamer" in r.stdout and "colocated" not in r.stdout, r.stdout + r.stderr
+
+
+def test_executor_without_its_extras_says_how_to_install_them():
+    """`pip install -e .` installs the planner only: a command that needs torch (or Ray, LIBERO,
+    MuJoCo) says what to install, one line, exit 2, not an internal error."""
+    from perfmodel.cliutil import error_line
+
+    line, code = error_line(ModuleNotFoundError("No module named 'torch'", name="torch"))
+    assert code == 2 and ".[executor]" in line and "'torch'" in line and "\n" not in line
+    line, code = error_line(ModuleNotFoundError("No module named 'ray.util'", name="ray.util"))
+    assert code == 2 and ".[executor]" in line
+    line, code = error_line(ModuleNotFoundError("No module named 'nothing_of_ours'", name="nothing_of_ours"))
+    assert code == 1 and "internal" in line  # a module we do not expect missing is a bug, said so

@@ -15,6 +15,7 @@ from perfmodel.calibration.reference import published_plan
 from perfmodel.rlinf.emit import emit_yaml
 from perfmodel.rlinf.importer import load_rlinf
 from perfmodel.schema.errors import ConfigError
+from tests.conftest import run_cli
 from perfmodel.schema.profile import load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -168,6 +169,10 @@ def test_denoising_steps_differ_is_a_listed_warning(tmp_path: Path) -> None:
     (tmp_path / "model" / "pi0_5.yaml").write_text(PI05.replace("num_steps: 4", "num_steps: 5"))
     im = load_rlinf(cfg)
     assert any(w.startswith("actor.model.num_steps: 5") for w in im.warnings)
+    # predict --json lists it with the prediction's own caveats, not only on stderr
+    r = run_cli("predict", "--rlinf-config", str(cfg), "--json", "--no-interval")
+    assert r.returncode == 0, r.stderr
+    assert any("actor.model.num_steps: 5" in w for w in json.loads(r.stdout)["warnings"])
 
 
 @pytest.mark.parametrize("mode, gpus, ratio", [("colocated", 8, None), ("streamer", 16, "3:1"),
@@ -270,3 +275,19 @@ def test_executor_run_takes_an_rlinf_config_in_place_of_a_plan(tmp_path: Path) -
     r = run_main("run", "--rlinf-config", str(cfg), "--iterations", "0", module="executor.cli")
     assert r.exit_code == 2 and "iterations" in r.output
 
+
+
+@pytest.mark.parametrize("right, typo", [("update_epoch:", "update_epochs:"), ("num_nodes:", "num_node:"),
+                                         ("adv_type:", "adv_typ:"), ("task_type:", "task_typ:")])
+def test_a_misspelt_key_is_refused_not_defaulted(tmp_path: Path, right: str, typo: str) -> None:
+    """A key this tool reads, misspelt, would silently take its default and change the
+    prediction (update_epochs for update_epoch: 1 update epoch instead of 2): refused, naming
+    the misspelt key and the one meant."""
+    cfg = write_config(tmp_path)
+    text = cfg.read_text()
+    assert right in text
+    cfg.write_text(text.replace(right, typo, 1))
+    with pytest.raises(ConfigError) as e:
+        load_rlinf(cfg)
+    assert e.value.field.endswith(typo.rstrip(":")) and "did you mean" in str(e.value)
+    assert right.rstrip(":") in str(e.value) and "\n" not in str(e.value)

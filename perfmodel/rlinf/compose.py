@@ -20,6 +20,9 @@ from perfmodel.schema.errors import ConfigError
 
 FIELD = "--rlinf-config"
 _MISSING = object()
+# difflib similarity above which an absent key's neighbour counts as its misspelling
+# (update_epochs / update_epoch 0.96, num_node / num_nodes 0.94, adv_typ / adv_type 0.93)
+NEAR_MISS = 0.85
 
 
 class Composed:
@@ -40,6 +43,7 @@ class Composed:
         if v is _MISSING:
             if default is _MISSING:
                 raise ConfigError(key, f"is missing from {self.source}")
+            self._refuse_near_miss(key, default)
             return default
         if isinstance(v, (DictConfig, ListConfig)):
             try:
@@ -47,6 +51,28 @@ class Composed:
             except Exception as e:
                 raise ConfigError(key, f"cannot resolve {key} in {self.source}: {str(e).splitlines()[0]}") from None
         return v
+
+    def _refuse_near_miss(self, key: str, default: Any) -> None:
+        """A key read here is absent, so its default would be used: if the config has a key next
+        to it spelled almost the same (``update_epochs`` for ``update_epoch``), that is a typo the
+        user would otherwise never see in the prediction, so it is an error."""
+        import difflib
+
+        from omegaconf import DictConfig, OmegaConf
+
+        node, path = self._cfg, []
+        for seg in key.split("."):
+            if not isinstance(node, DictConfig):
+                return
+            if seg not in node:
+                close = difflib.get_close_matches(seg, [str(k) for k in node.keys()], n=1, cutoff=NEAR_MISS)
+                if close:
+                    where = ".".join(path + [close[0]])
+                    raise ConfigError(where, f"is not a key this tool reads; did you mean {'.'.join(path + [seg])}? "
+                                             f"(without it, {key} would default to {default!r}) in {self.source}")
+                return
+            path.append(seg)
+            node = OmegaConf.select(self._cfg, ".".join(path), default=None, throw_on_resolution_failure=False)
 
     def has(self, key: str) -> bool:
         return self.get(key, None) is not None
