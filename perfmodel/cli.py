@@ -84,7 +84,27 @@ def _check_gpu(gpu: str | None) -> None:
     _one_of("--gpu", gpu, GPU_NAMES)
 
 
+# Plan fields a predict option sets: an error about one names the option the user typed.
+OPTION_OF_FIELD = {"plan.max_staleness": ("max_staleness", "--staleness"), "plan.b_max": ("b_max", "--b-max"),
+                   "plan.t_max_s": ("t_max_s", "--t-max"),
+                   "plan.pipeline_stage_num": ("pipeline_stage_num", "--pipeline-stages")}
+
+
 def resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, ratio: str | None,
+                 plan_path: str | None, profile_path: str | None, knobs: dict[str, Any],
+                 rlinf_config: str | None = None, gpu: str | None = None, imported: list | None = None):
+    """``_resolve_plan``, with an error about a plan field that an option set naming the option."""
+    try:
+        return _resolve_plan(mode, gpus, backbone, ratio, plan_path, profile_path, knobs, rlinf_config, gpu,
+                             imported)
+    except ConfigError as e:
+        knob, option = OPTION_OF_FIELD.get(e.field, (None, None))
+        if knob is not None and knobs.get(knob) is not None:
+            raise ConfigError(option, e.message) from None
+        raise
+
+
+def _resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, ratio: str | None,
                  plan_path: str | None, profile_path: str | None, knobs: dict[str, Any],
                  rlinf_config: str | None = None, gpu: str | None = None, imported: list | None = None):
     """The plan and profile of a prediction, from a plan file or an RLinf config and/or options

@@ -363,3 +363,11 @@ def test_executor_without_its_extras_says_how_to_install_them():
     assert code == 2 and ".[executor]" in line
     line, code = error_line(ModuleNotFoundError("No module named 'nothing_of_ours'", name="nothing_of_ours"))
     assert code == 1 and "internal" in line  # a module we do not expect missing is a bug, said so
+
+
+@pytest.mark.parametrize("option, value", [("--staleness", "-1"), ("--b-max", "0"), ("--t-max", "-1"),
+                                           ("--pipeline-stages", "0")])
+def test_a_bad_option_value_is_named_by_its_option(option, value):
+    """The error names what the user typed (--staleness), not the plan field it sets."""
+    r = run_main("predict", "--mode", "rollout_async", "--gpus", "8", option, value)
+    assert r.returncode == 2 and r.stderr.startswith(f"error: {option}: "), r.stderr
