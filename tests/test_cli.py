@@ -122,7 +122,7 @@ def _bad(*args: str, field: str) -> None:
     (("--mode", "streamer", "--gpus", "eight"), "--gpus"),
     (("--gpus", "8"), "--mode"),
     (("--mode", "streamer"), "--gpus"),
-    (("--mode", "streamer", "--gpus", "8", "--pipeline-stages", "5"), "pipeline_stage_num"),
+    (("--mode", "streamer", "--gpus", "8", "--pipeline-stages", "5"), "--pipeline-stages"),
     (("--mode", "streamer", "--gpus", "8", "--replications", "0"), "--replications"),
     (("--mode", "streamer", "--gpus", "8", "--profile", "/nonexistent/p.json"), "profile"),
     (("--mode", "streamer", "--gpus", "8", "--plan", "/nonexistent/plan.json"), "plan"),
