@@ -291,3 +291,11 @@ def test_a_misspelt_key_is_refused_not_defaulted(tmp_path: Path, right: str, typ
         load_rlinf(cfg)
     assert e.value.field.endswith(typo.rstrip(":")) and "did you mean" in str(e.value)
     assert right.rstrip(":") in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_yaml_syntax_error_says_where(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path)
+    cfg.write_text(cfg.read_text().replace("num_nodes: 1", "num_nodes: [1", 1))
+    with pytest.raises(ConfigError) as e:
+        load_rlinf(cfg)
+    assert e.value.field == "--rlinf-config" and f"{cfg.name} line " in str(e.value) and "column" in str(e.value)

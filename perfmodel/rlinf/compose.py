@@ -107,9 +107,25 @@ def compose(path: str | Path) -> Composed:
                 cfg = hydra_compose(config_name=p.stem)
     except Exception as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ConfigError(FIELD, f"cannot compose {p.name} as RLinf does (Hydra): {msg}") from None
+        where = _yaml_error_at(p)
+        raise ConfigError(FIELD, f"cannot compose {p.name} as RLinf does (Hydra): {msg}"
+                                 + (f" ({where})" if where else "")) from None
     finally:
         GlobalHydra.instance().clear()
         if env_set:
             os.environ.pop("EMBODIED_PATH", None)
     return Composed(cfg, p.name)
+
+
+def _yaml_error_at(p: Path) -> str | None:
+    """Where a YAML syntax error is (Hydra's message drops the line): ``line L, column C: problem``."""
+    import yaml
+
+    try:
+        yaml.safe_load(p.read_text())
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark
+        return f"{p.name} line {mark.line + 1}, column {mark.column + 1}: {e.problem}" if mark else None
+    except Exception:  # noqa: BLE001 - only a hint for the message above
+        return None
+    return None
