@@ -213,3 +213,16 @@ def test_cli_sweep_ratios_all_without_intervals(tmp_path, scenario_dict):
     doc = json.loads(r.stdout)
     assert [row["allocation_ratio"] for row in doc["rows"]] == ["1:7", "1:3", "3:5", "1:1", "5:3", "3:1", "7:1"]
     assert doc["spec"]["intervals"] is False and doc["rows"][3]["throughput_low"] is None
+
+
+def test_best_per_gpu_count_names_the_modes_it_ties_with():
+    """rollout_async and streamer predict the same throughput in the published setup: the
+    summary line says so instead of naming one as best by row order."""
+    from perfmodel.planning.sweep import format_table
+    from perfmodel.schema.profile import load_profile
+
+    spec = SweepSpec(profile_ref="pi05", modes=("colocated", "rollout_async", "streamer"), gpus=(16,),
+                     ratios=("1:1",), intervals=False)
+    doc = run_sweep(spec, load_profile("pi05"), jobs=1)
+    line = next(l for l in format_table(doc).splitlines() if l.startswith("best at"))
+    assert "rollout_async" in line and "tied with streamer" in line and "colocated" not in line
