@@ -2,7 +2,8 @@
 
 Per-iteration lower bounds on each resource's busy time (mean costs):
 - env CPU: one worker's reset + chunk steps with all its envs in parallel on its cores;
-- inference: the worker's samples at the cheapest per-sample batch size it can form;
+- inference: the worker's samples at the cheapest per-sample GPU time of a batch size it can
+  form (a call's host-path latency, ``Costs.infer_latency_s``, does not hold the GPU);
 - actor: every micro-batch and optimizer step of the iteration (no overlap inside the actor);
 - synchronous modes add the phases (rollout, then training, then sync or swaps) since they
   never overlap; asynchronous modes overlap rollout with training.
@@ -38,17 +39,19 @@ def max_batch(costs: StageCosts) -> int:
 
 
 def cheapest_per_sample_s(costs: StageCosts, b_hi: int) -> float:
-    """min over batch sizes b in 1..b_hi of infer(b) / b, in O(table points): on each linear
-    piece of the curve, infer(b) / b = slope + c / b is monotone in b, so the minimum is at 1,
-    b_hi or an integer next to a breakpoint or to where a piece reaches zero."""
+    """min over batch sizes b in 1..b_hi of the GPU part of a call, infer_gpu(b) / b, in O(table
+    points): on each linear piece of the curve, infer_gpu(b) / b = slope + c / b is monotone in
+    b, so the minimum is at 1, b_hi or an integer next to a breakpoint or to where a piece
+    reaches zero."""
     curve = costs.profile.costs.infer_s
+    lat = costs.infer_latency_s
     cands = {1, b_hi}
-    pieces = [(curve.intercept, curve.slope)] if curve.model == "linear" else []
+    pieces = [(curve.intercept - lat, curve.slope)] if curve.model == "linear" else []
     if curve.model != "linear":
         pts = list(curve.points)
         for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
             slope = (y1 - y0) / (x1 - x0)
-            pieces.append((y0 - slope * x0, slope))
+            pieces.append((y0 - slope * x0 - lat, slope))
         cands |= {v for x, _ in pts for v in (math.floor(x), math.ceil(x))}
     for c, slope in pieces:
         if slope:
@@ -56,7 +59,7 @@ def cheapest_per_sample_s(costs: StageCosts, b_hi: int) -> float:
     cands = {b for b in cands if 1 <= b <= b_hi}
     if b_hi <= 4096:  # small ranges: every size, as before
         cands |= set(range(1, b_hi + 1))
-    return min(costs.infer_s(b) / b for b in cands)
+    return min(costs.infer_gpu_s(b) / b for b in cands)
 
 
 def actor_iteration_s(costs: StageCosts) -> float:
@@ -119,6 +122,8 @@ def closed_form_iteration_s(costs: StageCosts) -> float:
     else:
         if costs.driver_chunk_s() != 0:
             raise ValueError("the pipelined closed form assumes no driver cost per chunk step")
+        if costs.infer_latency_s != 0:
+            raise ValueError("the pipelined closed form assumes no host-path latency of inference calls")
         if costs.profile.costs.env_reset_s != 0:
             raise ValueError("the pipelined closed form assumes env_reset_s = 0")
         if costs.env_cores_used(n_g) < costs.cores_per_worker:

@@ -115,7 +115,17 @@ class StageCosts:
 
     # --- generators (rollout GPUs) ---
     def infer_s(self, batch: int) -> float:
+        """A call's whole time: host path (``infer_latency_s``) and GPU."""
         return self.profile.costs.infer_s(batch)
+
+    @property
+    def infer_latency_s(self) -> float:
+        """The part of every call off the GPU (Costs.infer_latency_s)."""
+        return self.profile.costs.infer_latency_s
+
+    def infer_gpu_s(self, batch: int) -> float:
+        """The part of a call that holds the GPU."""
+        return max(0.0, self.infer_s(batch) - self.infer_latency_s)
 
     # --- actor (training GPUs), one data-parallel group ---
     def micro_batching(self, batch: int) -> tuple[int, int]:

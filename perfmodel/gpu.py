@@ -36,6 +36,15 @@ def _curve(c: Curve, fixed: float, per_item: float) -> Curve:
     return replace(c, points=tuple((x, y * per_item) for x, y in c.points), samples=())
 
 
+def _shift(c: Curve, seconds: float) -> Curve:
+    """``c`` + ``seconds`` at every size (a linear curve's intercept, a table's points)."""
+    if not seconds:
+        return c
+    if c.model == "linear":
+        return replace(c, intercept=c.intercept + seconds, samples=())
+    return replace(c, points=tuple((x, y + seconds) for x, y in c.points), samples=())
+
+
 def profile_on(profile: Profile, gpu: str) -> Profile:
     """``profile`` with its GPU costs scaled to ``gpu`` (the same object when it is its own GPU)."""
     src = profile_gpu(profile)
@@ -45,7 +54,9 @@ def profile_on(profile: Profile, gpu: str) -> Profile:
     c = profile.costs
     costs: Costs = replace(
         c,
-        infer_s=_curve(c.infer_s, f.memory_time, f.compute_time),
+        # the host-path latency of a call (Costs.infer_latency_s) is not the GPU's: kept as is
+        infer_s=_shift(_curve(_shift(c.infer_s, -c.infer_latency_s), f.memory_time, f.compute_time),
+                       c.infer_latency_s),
         train_micro_batch_s=_curve(c.train_micro_batch_s, f.memory_time, f.compute_time),
         optimizer_step_s=c.optimizer_step_s * f.memory_time,
         offload_s=c.offload_s * f.pcie_time,

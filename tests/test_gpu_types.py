@@ -34,9 +34,12 @@ def test_costs_scale_by_the_bound_they_are_limited_by() -> None:
     assert profile_on(prof, "h100") is prof
     h, a, b = prof.costs, profile_on(prof, "a100").costs, profile_on(prof, "b200").costs
     # The batch-proportional part is compute-bound (FLOP/s ratio), the fixed part memory-bound
-    # (HBM ratio); env physics (CPU) is kept.
+    # (HBM ratio); a call's host-path latency (the bundled profiles' whole fixed per-call time)
+    # and env physics (CPU) are kept.
     assert a.infer_s.slope / h.infer_s.slope == pytest.approx(989 / 312)
-    assert a.infer_s.intercept / h.infer_s.intercept == pytest.approx(3350 / 2039)
+    assert h.infer_latency_s == h.infer_s.intercept > 0
+    assert a.infer_s.intercept == pytest.approx(h.infer_s.intercept) and a.infer_latency_s == h.infer_latency_s
+    assert a.train_micro_batch_s.intercept / h.train_micro_batch_s.intercept == pytest.approx(3350 / 2039)
     assert b.train_micro_batch_s(64) < h.train_micro_batch_s(64) < a.train_micro_batch_s(64)
     assert a.env_step_core_s == h.env_step_core_s
     # Through the plan: StageCosts reads the plan's cluster.gpu.

@@ -183,3 +183,81 @@ def test_intervals_stay_usable_at_the_calibrated_points(backbone):
         for mode in ("colocated", "disaggregated", "train_async", "rollout_async", "streamer"):
             res = predict(published_plan(prof, mode, gpus, "1:1"), prof)
             assert res["throughput_interval"]["width_pct"] < 40, (mode, gpus)
+
+
+def _first_spans(res, n: int = 16) -> list[tuple]:
+    spans = [(s[0], s[2], round(s[3], 9), round(s[4], 9)) for s in res.recorder.spans
+             if s[1] in ("env_worker_0", "rollout_gpu_0")]
+    return sorted(spans, key=lambda x: (x[2], x[1]))[:n]
+
+
+def test_inference_host_latency_leaves_the_gpu_to_other_calls(scenario_dict):
+    """Costs.infer_latency_s: the host-path part of a call does not hold the GPU. Dynamic batching,
+    one rollout GPU, 4 groups of 4 envs on 16 cores, batches of one group (b_max 4): a call is
+    0.2 s + 0.05 s x 4 = 0.4 s, a chunk step 5 x 0.1 = 0.5 s. With 0.2 s of it host latency the
+    four first calls wait their latency together (0.5-0.7 s) and then take the GPU 0.2 s each;
+    without it each call holds the GPU its whole 0.4 s, so the groups queue twice as long."""
+    scenario_dict["node"]["actor_cpu_cores_per_gpu"] = 0
+    got = {}
+    for latency in (0.0, 0.2):
+        scenario_dict["costs"]["infer_latency_s"] = latency
+        prof = Profile.from_dict(scenario_dict)
+        plan = published_plan(prof, "rollout_async", 2, "1:1", b_max=4)
+        got[latency] = simulate(plan, prof, iterations=2, warmup=1, trace=True)
+    resets = [("env_reset", f"group_{g}", 0.0, 0.5) for g in range(4)]
+    assert _first_spans(got[0.2]) == resets + [
+        ("inference", "inference", 0.7, 0.9), ("env_step", "group_0", 0.9, 1.4),
+        ("inference", "inference", 0.9, 1.1), ("env_step", "group_1", 1.1, 1.6),
+        ("inference", "inference", 1.1, 1.3), ("env_step", "group_2", 1.3, 1.8),
+        ("inference", "inference", 1.3, 1.5), ("env_step", "group_3", 1.5, 2.0),
+        # group 0 asks again at 1.4, waits its latency to 1.6, and finds the GPU free
+        ("inference", "inference", 1.6, 1.8), ("env_step", "group_0", 1.8, 2.3),
+        ("inference", "inference", 1.8, 2.0), ("env_step", "group_1", 2.0, 2.5)]
+    assert _first_spans(got[0.0]) == resets + [
+        ("inference", "inference", 0.5, 0.9), ("env_step", "group_0", 0.9, 1.4),
+        ("inference", "inference", 0.9, 1.3), ("env_step", "group_1", 1.3, 1.8),
+        ("inference", "inference", 1.3, 1.7), ("env_step", "group_2", 1.7, 2.2),
+        ("inference", "inference", 1.7, 2.1), ("env_step", "group_3", 2.1, 2.6),
+        ("inference", "inference", 2.1, 2.5), ("env_step", "group_0", 2.5, 3.0),
+        ("inference", "inference", 2.5, 2.9), ("env_step", "group_1", 2.9, 3.4)]
+    assert got[0.2].throughput_env_steps_per_s > got[0.0].throughput_env_steps_per_s
+    # In lock-step the latency waits in series like the rest of the call: nothing changes but
+    # where the GPU span starts.
+    lock = {}
+    for latency in (0.0, 0.2):
+        scenario_dict["costs"]["infer_latency_s"] = latency
+        prof = Profile.from_dict(scenario_dict)
+        lock[latency] = simulate(published_plan(prof, "disaggregated", 2, "1:1"), prof, iterations=2, warmup=1,
+                                 trace=True)
+    assert lock[0.2].throughput_env_steps_per_s == pytest.approx(lock[0.0].throughput_env_steps_per_s, rel=1e-12)
+    first = [s for s in _first_spans(lock[0.2]) if s[0] == "inference"][0]
+    assert first[2:] == (0.5 + 0.2, 0.5 + 0.2 + 0.05 * 16)  # 16 envs: 0.2 s host, then 0.8 s on the GPU
+
+
+def test_inference_latency_field_and_the_gpu_part(scenario_dict):
+    from perfmodel.bound import bound
+    from perfmodel.gpu import profile_on
+
+    prof = Profile.from_dict(scenario_dict)
+    assert prof.costs.infer_latency_s == 0.0 and "infer_latency_s" not in prof.to_dict()["costs"]
+    for bad in (-0.1, 0.3):  # negative; more than a whole call of one env (0.25 s)
+        scenario_dict["costs"]["infer_latency_s"] = bad
+        with pytest.raises(ConfigError) as e:
+            Profile.from_dict(scenario_dict)
+        assert e.value.field == "profile.costs.infer_latency_s"
+    scenario_dict["costs"]["infer_latency_s"] = 0.2
+    prof = Profile.from_dict(scenario_dict)
+    plan = published_plan(prof, "rollout_async", 2, "1:1")
+    c = StageCosts(plan, prof)
+    assert c.infer_s(4) == pytest.approx(0.4) and c.infer_gpu_s(4) == pytest.approx(0.2)
+    # The bound's inference time is GPU time only: 0.05 s per sample here.
+    w = plan.workload
+    samples = plan.envs_per_worker * w.chunk_steps_per_epoch * w.rollout_epoch
+    assert bound(c).inference_s == pytest.approx(samples * 0.05)
+    # Another GPU scales the GPU part of a call, not the host path.
+    other = profile_on(load_profile("pi05"), "a100")
+    base = load_profile("pi05").costs
+    lat = base.infer_latency_s
+    assert lat > 0 and other.costs.infer_latency_s == lat
+    ratio = (other.costs.infer_s(8) - lat) / (base.infer_s(8) - lat)
+    assert ratio > 1 and other.costs.infer_s.intercept == pytest.approx(lat)  # the fixed part is all host

@@ -31,7 +31,7 @@ def fit_linear(samples: list[tuple[float, list[float]]], origin: bool = False) -
         slope, intercept = (float(v) for v in np.polyfit(xs, ys, 1, w=w))
     if slope < 0:  # noise swamped the size dependence (a cost never falls with size): a constant
         slope, intercept = 0.0, float((w * w * ys).sum() / (w * w).sum())
-    if intercept + slope * xs.min() <= 0:  # keep times positive: refit through the origin
+    if intercept < 0:  # a fixed cost is never negative (noise tilted the line): its bound, through 0
         slope, intercept = through_origin()
     errs = [abs(intercept + slope * x - statistics.median(yv)) / statistics.median(yv) * 100 for x, yv in samples]
     return {"model": "linear", "intercept": float(intercept), "slope": float(slope),

@@ -4,7 +4,8 @@ The free parameters are physical quantities with bounds, shared where the physic
 - Shared (LIBERO, the cluster, RLinf's pipeline): the effective time of one env step on one
   core of the node (physics + rendering), the per-GPU inter-node bandwidth, the actor's CPU
   cores, the lock-step barrier cost, the fixed times per micro-batch and per optimizer step,
-  the offload bandwidth, and the fixed per-call inference overhead (the same generation path).
+  the offload bandwidth, and the fixed per-call inference overhead (the same generation path;
+  host-path latency, ``Costs.infer_latency_s``: the GPU serves other calls meanwhile).
 - Per backbone: the model-FLOPs utilisation (MFU) of inference and of training, and the
   policy's host work per observation on the env cores (``obs_cpu_s``).
 Everything else comes from the backbone's shapes (FLOPs and bytes, perfmodel.backbones) and
@@ -98,7 +99,8 @@ PARAMS = (
     # Shared: the per-call host path (observations over Ray to the generator, collation, Python
     # and launches of RLinf's huggingface generation backend) is the same pipeline for both
     # backbones; what differs per backbone is the per-sample work (infer_mfu).
-    Param("infer_overhead_s", 1e-3, 3.0, 0.8, "s", True, "fixed time per inference call"),
+    Param("infer_overhead_s", 1e-3, 3.0, 0.8, "s", True,
+          "fixed time per inference call, on the host path (the GPU serves other calls meanwhile)"),
     Param("train_mfu", 0.01, 0.7, 0.1, "", False, "model-FLOPs utilisation of training"),
     Param("obs_cpu_s", 1e-3, 3.0, 0.1, "s", False,
           "CPU seconds per env and chunk step of the policy's host work on the env cores (observation "
@@ -175,6 +177,9 @@ def build_profile(backbone: Backbone, values: dict[str, float], env_memory_gb: f
         fsdp_gather_bytes=float((base.params + base.trained_params) * 2),
         optimizer_fixed_s=v("optimizer_fixed_s"),
         obs_cpu_s=v("obs_cpu_s"),
+        # The fixed per-call time is the host path (observations over Ray to the generator,
+        # collation, launches, actions back): the GPU serves other calls meanwhile.
+        infer_latency_s=v("infer_overhead_s"),
         weights_gb=backbone.weight_bytes() / 1e9,
         trained_parts={name: {"train_flops_scale": b.train_flops() / base.train_flops(),
                               "trained_bytes_scale": b.trained_params / base.trained_params,
@@ -209,7 +214,8 @@ def assumptions(backbone: Backbone) -> dict[str, Any]:
         "env_core_efficiency": "1.0: env_step_core_s is the effective per-core time at full load",
         "policy_host_work": "obs_cpu_s (fitted per backbone): the policy's host work per observation runs "
         "on the env worker's cores and competes with env stepping; the per-call inference overhead is "
-        "shared by both backbones (the same RLinf huggingface generation path)",
+        "shared by both backbones (the same RLinf huggingface generation path) and is host-path latency "
+        "(infer_latency_s): the GPU serves other calls meanwhile",
         "pipeline_stage_num": "1 in the published runs (not published); rollout_async batches dynamically",
         "staleness": "max_staleness 1 for the asynchronous modes (not published)",
         "trained_part": "action expert/head + value head, VLM frozen (RL-VLA3 model/pi0_5.yaml "

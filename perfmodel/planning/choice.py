@@ -163,9 +163,11 @@ def _thr(r: dict[str, Any]) -> str:
 
 
 # Why the simulator ties these two modes (docs/metrics.md: when streamer beats rollout_async).
-STREAMING_TIE = ("streaming training only starts the trainer's first pass earlier, which gains nothing "
-                 "while the rollout, not the trainer, is the bottleneck; the published 8- and 16-GPU runs show "
-                 "streamer 0-4% faster than rollout_async, which this model does not reproduce.")
+STREAMING_TIE = ("streaming training only lets the trainer start on a global batch before all of it has "
+                 "arrived, which gains nothing when the samples arrive in whole global batches (every env "
+                 "group ends its episodes together) or when the trainer has no idle time to fill; the "
+                 "published 8- and 16-GPU runs show streamer 0-4% faster than rollout_async, which this model "
+                 "does not reproduce.")
 
 
 def ratio_to(best: dict[str, Any], other: dict[str, Any], profile: Profile, seed: int = 0) -> dict[str, Any] | None:

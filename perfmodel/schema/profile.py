@@ -256,6 +256,12 @@ class Costs:
         back), on top of the ``num_action_chunks`` env steps: it competes with env stepping for
         the cores, so it bounds a CPU-bound rollout as env stepping does. Fitted per backbone in
         the bundled profiles; 0 in measured ones (their driver and inference costs hold it).
+    infer_latency_s: seconds of every inference call spent on the host path while the GPU is free
+        for other calls (observations to the generator and actions back, collation, launches):
+        part of ``infer_s``, which stays a call's whole time; the GPU is held for the rest. In
+        lock-step it waits in series like the rest of the call; under dynamic batching the calls
+        of other env groups use the GPU meanwhile. The fixed per-call time of the bundled
+        profiles; 0 in measured ones (the stand-ins' calls run on the measuring device itself).
     """
 
     env_step_core_s: float
@@ -278,6 +284,7 @@ class Costs:
     env_density: dict = field(default_factory=dict)
     driver_chunk_step_s: dict = field(default_factory=dict)
     obs_cpu_s: float = 0.0
+    infer_latency_s: float = 0.0
 
     @classmethod
     def from_dict(cls, obj: Any, path: str) -> "Costs":
@@ -303,18 +310,22 @@ class Costs:
             env_density=_env_density(f.any("env_density", {}), f.sub("env_density")),
             driver_chunk_step_s=_driver_costs(f.any("driver_chunk_step_s", {}), f.sub("driver_chunk_step_s")),
             obs_cpu_s=f.float("obs_cpu_s", 0.0, min=0.0),
+            infer_latency_s=f.float("infer_latency_s", 0.0, min=0.0),
         )
         f.done()
         for name in ("infer_s", "train_micro_batch_s"):
             curve: Curve = getattr(c, name)
             if curve(1) <= 0:
                 raise ConfigError(f"{path}.{name}", "must give a positive time at size 1")
+        if c.infer_latency_s > c.infer_s(1):
+            raise ConfigError(f"{path}.infer_latency_s", f"must be at most infer_s at batch 1 ({c.infer_s(1):g} s), "
+                                                         f"the part of a call that is off the GPU; got {c.infer_latency_s:g}")
         return c
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {}
         for k, v in self.__dict__.items():
-            if k in ("env_density", "driver_chunk_step_s", "obs_cpu_s") and not v:
+            if k in ("env_density", "driver_chunk_step_s", "obs_cpu_s", "infer_latency_s") and not v:
                 continue  # absent in profiles that do not have them
             if k == "env_density":
                 v = {kind: c.to_dict() for kind, c in v.items()}

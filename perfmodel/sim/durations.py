@@ -50,6 +50,10 @@ class Durations:
     def infer(self, batch: int) -> float:
         return self._noisy(self.costs.infer_s(batch), self.var.infer_cv)
 
+    def infer_latency(self) -> float:
+        """The host-path part of every call (off the GPU; Costs.infer_latency_s)."""
+        return self.costs.infer_latency_s
+
     def micro_batch(self, samples: int) -> float:
         return self._noisy(self.costs.micro_batch_s(samples), self.var.train_cv)
 

@@ -104,6 +104,9 @@ class InferenceServer:
     Lock-step modes call ``infer`` directly: one env group's observations are one call.
     Dynamic batching (``run``): requests queue; a batch fires as ``rules.batch_fires`` says,
     once ``b_max`` envs wait or ``t_max`` has passed, whichever comes first.
+    A call first spends its host-path latency (``Durations.infer_latency``) without the GPU,
+    then holds the GPU for the rest; under dynamic batching a fired batch goes its own way, so
+    the GPU serves other batches during its latency.
     """
 
     def __init__(self, env: simpy.Environment, name: str, gpu: simpy.Resource, dur: Durations,
@@ -116,14 +119,23 @@ class InferenceServer:
         self.calls = 0
 
     def infer(self, envs: int) -> Gen:
+        total = self.dur.infer(envs)
+        latency = min(total, self.dur.infer_latency())
+        if latency > 0:  # the host path: the GPU is free meanwhile
+            yield self.env.timeout(latency)
         self.rec.count(f"queue_depth/{self.name}", self.env.now, envs)
         with self.gpu.request() as slot:
             yield slot
             self.rec.count(f"queue_depth/{self.name}", self.env.now, -envs)
             start = self.env.now
-            yield self.env.timeout(self.dur.infer(envs))
+            yield self.env.timeout(total - latency)
             self.rec.span("inference", self.name, "inference", start, self.env.now, batch=envs)
         self.calls += 1
+
+    def _serve(self, batch: list[InferenceRequest], envs: int) -> Gen:
+        yield from self.infer(envs)
+        for r in batch:
+            r.done.succeed()
 
     def submit(self, envs: int) -> simpy.Event:
         req = InferenceRequest(envs, self.env.event())
@@ -155,9 +167,10 @@ class InferenceServer:
                 n += req.envs
             self.waiting_envs -= n
             self.rec.count(f"queue_depth/{self.name}", env.now, -n)
-            yield from self.infer(n)
-            for r in batch:
-                r.done.succeed()
+            if self.dur.infer_latency() > 0:
+                env.process(self._serve(batch, n))  # its latency does not hold the next batch
+                continue
+            yield from self._serve(batch, n)
 
 
 class SampleBuffer:
@@ -340,11 +353,13 @@ class EnvWorker:
                 t = end
             infer, step = (0.0, 0.0) if drawn else (self.dur.infer(n), self.dur.env_chunk(n, True))
             driver = self.costs.driver_chunk_s()  # the run's orchestration (0 unless measured)
+            latency = self.dur.infer_latency()
             infer_span = rec.spans_of("inference", server.name, "inference", batch=n)
             step_span = rec.spans_of("env_step", self.name, lane, envs=n, version=self.version)
             for _chunk in range(w.chunk_steps_per_epoch):
-                end = t + (self.dur.infer(n) if drawn else infer)
-                infer_span((t, end, 1.0))
+                call = self.dur.infer(n) if drawn else infer
+                end = t + call
+                infer_span((t + min(call, latency), end, 1.0))  # the GPU part, after the host path
                 t = end
                 s = self.dur.env_chunk(n, True) if drawn else step
                 if s > 0:
@@ -371,8 +386,8 @@ class _Tabulated:
 
     rng = None
 
-    def __init__(self, reset: float, chunk: float, infer: dict[int, float]) -> None:
-        self.reset, self.chunk, self.infer_table = reset, chunk, infer
+    def __init__(self, reset: float, chunk: float, infer: dict[int, float], latency: float) -> None:
+        self.reset, self.chunk, self.infer_table, self.latency = reset, chunk, infer, latency
 
     def env_reset(self, n: int) -> float:
         return self.reset
@@ -382,6 +397,9 @@ class _Tabulated:
 
     def infer(self, batch: int) -> float:
         return self.infer_table[batch]
+
+    def infer_latency(self) -> float:
+        return self.latency
 
 
 _RECORDINGS: OrderedDict[tuple, RolloutRecording] = OrderedDict()
@@ -397,13 +415,13 @@ def record_rollout(costs: StageCosts, dur: Durations, n: int, groups: int, dynam
     infer = {j * n: dur.infer(j * n) for j in range(1, groups + 1)}
     key = (n, groups, dynamic, b_max, t_max, w.rollout_epoch, w.chunk_steps_per_epoch, costs.cores_per_worker,
            costs.env_cores_used(n), dur.env_reset(n), dur.env_chunk(n, not dynamic), tuple(sorted(infer.items())),
-           costs.driver_chunk_s())
+           costs.driver_chunk_s(), dur.infer_latency())
     hit = _RECORDINGS.get(key)
     if hit is not None:
         _RECORDINGS.move_to_end(key)
         return hit
     env, rec = simpy.Environment(), Recorder()
-    tab = _Tabulated(key[9], key[10], infer)
+    tab = _Tabulated(key[9], key[10], infer, dur.infer_latency())
     server = InferenceServer(env, "rollout_gpu_0", simpy.Resource(env, 1), tab, rec, b_max, t_max)
     worker = EnvWorker(env, 0, n * groups, groups, costs, tab, rec, server, SampleBuffer(env), WeightStore(env),
                        RolloutLog(env, 1), staleness=0, dynamic=dynamic, collapse=False)
