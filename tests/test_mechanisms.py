@@ -261,3 +261,19 @@ def test_inference_latency_field_and_the_gpu_part(scenario_dict):
     assert lat > 0 and other.costs.infer_latency_s == lat
     ratio = (other.costs.infer_s(8) - lat) / (base.infer_s(8) - lat)
     assert ratio > 1 and other.costs.infer_s.intercept == pytest.approx(lat)  # the fixed part is all host
+
+
+@pytest.mark.parametrize("mode", ["rollout_async", "disaggregated"])
+@pytest.mark.parametrize("b_max, t_max", [(4, 0.05), (16, 0.3), (40, 0.3), (None, 0.05)])
+def test_a_vanishing_latency_is_no_latency(scenario_dict, mode, b_max, t_max):
+    """The host-path latency enters continuously: a request in transit for a nanosecond gives
+    the timeline of none, however the batches form (a first version let every batch go its own
+    way once any latency was set, and jumped by 21 %)."""
+    scenario_dict["costs"]["env_step_core_s"] = 0.03
+    knobs = {"b_max": b_max, "t_max_s": t_max} if mode == "rollout_async" else {}
+    thr = {}
+    for latency in (0.0, 1e-9):
+        scenario_dict["costs"]["infer_latency_s"] = latency
+        prof = Profile.from_dict(scenario_dict)
+        thr[latency] = simulate(published_plan(prof, mode, 8, "1:1", **knobs), prof).throughput_env_steps_per_s
+    assert thr[1e-9] == pytest.approx(thr[0.0], rel=1e-6)

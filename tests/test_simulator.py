@@ -226,12 +226,16 @@ COLLAPSE_CASES = [(2, "1:1", 1), (8, "1:1", 1), (8, "1:3", 1), (12, "1:2", 1), (
                   (32, "1:1", 1), (8, "1:1", 2), (16, "1:1", 4)]
 
 
+@pytest.mark.parametrize("latency", [0.0, 0.1])
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("gpus,ratio,stages", COLLAPSE_CASES)
-def test_collapsed_equals_event_by_event_exactly(scenario_profile, mode, gpus, ratio, stages):
+def test_collapsed_equals_event_by_event_exactly(scenario_dict, mode, gpus, ratio, stages, latency):
     """Deterministic costs: the collapsed blocks give bit-for-bit the event-by-event timeline;
     a worker with several env groups replays one recorded iteration shifted to each start
-    (perfmodel.sim.workers), equal up to float rounding."""
+    (perfmodel.sim.workers), equal up to float rounding. With and without a host-path latency
+    of the inference calls (Costs.infer_latency_s)."""
+    scenario_dict["costs"]["infer_latency_s"] = latency
+    scenario_profile = Profile.from_dict(scenario_dict)
     plan = published_plan(scenario_profile, mode, gpus, None if mode == "colocated" else ratio,
                           pipeline_stage_num=stages)
     replayed = plan.placement.env_groups > 1 or plan.mechanisms.dynamic_batching

@@ -256,11 +256,12 @@ class Costs:
         back), on top of the ``num_action_chunks`` env steps: it competes with env stepping for
         the cores, so it bounds a CPU-bound rollout as env stepping does. Fitted per backbone in
         the bundled profiles; 0 in measured ones (their driver and inference costs hold it).
-    infer_latency_s: seconds of every inference call spent on the host path while the GPU is free
-        for other calls (observations to the generator and actions back, collation, launches):
-        part of ``infer_s``, which stays a call's whole time; the GPU is held for the rest. In
-        lock-step it waits in series like the rest of the call; under dynamic batching the calls
-        of other env groups use the GPU meanwhile. The fixed per-call time of the bundled
+    infer_latency_s: seconds of every inference request spent on the host path while the GPU is
+        free (observations to the generator and actions back, collation, launches): part of
+        ``infer_s``, which stays a lone call's whole time; the GPU is held for the rest. A
+        lock-step group waits it in series with its call; under dynamic batching each group's
+        request is in transit on its own while other groups' batches use the GPU
+        (perfmodel.sim.workers.InferenceServer). The fixed per-call time of the bundled
         profiles; 0 in measured ones (the stand-ins' calls run on the measuring device itself).
     """
 

@@ -28,7 +28,7 @@ class Durations:
         if rng is None:  # deterministic: each duration is its mean, computed once per argument
             self.env_chunk = _memo(self.env_chunk)  # type: ignore[method-assign]
             self.env_reset = _memo(self.env_reset)  # type: ignore[method-assign]
-            self.infer = _memo(self.infer)  # type: ignore[method-assign]
+            self.infer_gpu = _memo(self.infer_gpu)  # type: ignore[method-assign]
             self.micro_batch = _memo(self.micro_batch)  # type: ignore[method-assign]
 
     def _noisy(self, mean: float, cv: float) -> float:
@@ -47,8 +47,9 @@ class Durations:
     def env_reset(self, n: int) -> float:
         return self._noisy(self.costs.env_reset_s(n), group_mean_cv(self.var.env_step_cv, n, 1))
 
-    def infer(self, batch: int) -> float:
-        return self._noisy(self.costs.infer_s(batch), self.var.infer_cv)
+    def infer_gpu(self, batch: int) -> float:
+        """The GPU part of a call; ``infer_cv`` is its spread (the host-path latency is the mean)."""
+        return self._noisy(self.costs.infer_gpu_s(batch), self.var.infer_cv)
 
     def infer_latency(self) -> float:
         """The host-path part of every call (off the GPU; Costs.infer_latency_s)."""

@@ -102,11 +102,15 @@ class InferenceServer:
     """Rollout inference on one GPU.
 
     Lock-step modes call ``infer`` directly: one env group's observations are one call.
-    Dynamic batching (``run``): requests queue; a batch fires as ``rules.batch_fires`` says,
-    once ``b_max`` envs wait or ``t_max`` has passed, whichever comes first.
-    A call first spends its host-path latency (``Durations.infer_latency``) without the GPU,
-    then holds the GPU for the rest; under dynamic batching a fired batch goes its own way, so
-    the GPU serves other batches during its latency.
+    Dynamic batching (``submit`` + ``run``): requests queue; a batch fires as
+    ``rules.batch_fires`` says, once ``b_max`` envs wait or ``t_max`` has passed, whichever comes
+    first; the batcher waits for each batch's GPU work before forming the next (as the
+    executor's batcher does).
+    Every request first spends the host-path latency (``Durations.infer_latency``: its
+    observations on their way to the generator, its actions back) without the GPU: a lock-step
+    group waits it in series with its call; under dynamic batching each group's request is in
+    transit on its own, so other groups' batches use the GPU meanwhile. At latency 0 both paths
+    are the plain ones.
     """
 
     def __init__(self, env: simpy.Environment, name: str, gpu: simpy.Resource, dur: Durations,
@@ -119,33 +123,43 @@ class InferenceServer:
         self.calls = 0
 
     def infer(self, envs: int) -> Gen:
-        total = self.dur.infer(envs)
-        latency = min(total, self.dur.infer_latency())
-        if latency > 0:  # the host path: the GPU is free meanwhile
+        """One lock-step call: the host-path latency, then the GPU."""
+        latency = self.dur.infer_latency()
+        if latency > 0:
             yield self.env.timeout(latency)
+        yield from self._gpu(envs)
+
+    def _gpu(self, envs: int) -> Gen:
         self.rec.count(f"queue_depth/{self.name}", self.env.now, envs)
         with self.gpu.request() as slot:
             yield slot
             self.rec.count(f"queue_depth/{self.name}", self.env.now, -envs)
             start = self.env.now
-            yield self.env.timeout(total - latency)
+            yield self.env.timeout(self.dur.infer_gpu(envs))
             self.rec.span("inference", self.name, "inference", start, self.env.now, batch=envs)
         self.calls += 1
 
-    def _serve(self, batch: list[InferenceRequest], envs: int) -> Gen:
-        yield from self.infer(envs)
-        for r in batch:
-            r.done.succeed()
-
     def submit(self, envs: int) -> simpy.Event:
+        """A dynamic-batching request: it joins the queue once its latency has passed."""
         req = InferenceRequest(envs, self.env.event())
+        latency = self.dur.infer_latency()
+        if latency > 0:
+            self.env.process(self._arrive(req, latency))
+        else:
+            self._enqueue(req)
+        return req.done
+
+    def _arrive(self, req: InferenceRequest, latency: float) -> Gen:
+        yield self.env.timeout(latency)
+        self._enqueue(req)
+
+    def _enqueue(self, req: InferenceRequest) -> None:
         self.queue.append(req)
-        self.waiting_envs += envs
-        self.rec.count(f"queue_depth/{self.name}", self.env.now, envs)
+        self.waiting_envs += req.envs
+        self.rec.count(f"queue_depth/{self.name}", self.env.now, req.envs)
         if self._wake is not None and self.waiting_envs >= self._wake[0]:
             self._wake[1].succeed()
             self._wake = None
-        return req.done
 
     def _until(self, envs: int) -> simpy.Event:
         ev = self.env.event()
@@ -167,10 +181,9 @@ class InferenceServer:
                 n += req.envs
             self.waiting_envs -= n
             self.rec.count(f"queue_depth/{self.name}", env.now, -n)
-            if self.dur.infer_latency() > 0:
-                env.process(self._serve(batch, n))  # its latency does not hold the next batch
-                continue
-            yield from self._serve(batch, n)
+            yield from self._gpu(n)
+            for r in batch:
+                r.done.succeed()
 
 
 class SampleBuffer:
@@ -351,15 +364,15 @@ class EnvWorker:
                 end = t + reset
                 rec.span("env_reset", self.name, lane, t, end, units=cores, envs=n, version=self.version)
                 t = end
-            infer, step = (0.0, 0.0) if drawn else (self.dur.infer(n), self.dur.env_chunk(n, True))
+            infer, step = (0.0, 0.0) if drawn else (self.dur.infer_gpu(n), self.dur.env_chunk(n, True))
             driver = self.costs.driver_chunk_s()  # the run's orchestration (0 unless measured)
             latency = self.dur.infer_latency()
             infer_span = rec.spans_of("inference", server.name, "inference", batch=n)
             step_span = rec.spans_of("env_step", self.name, lane, envs=n, version=self.version)
             for _chunk in range(w.chunk_steps_per_epoch):
-                call = self.dur.infer(n) if drawn else infer
-                end = t + call
-                infer_span((t + min(call, latency), end, 1.0))  # the GPU part, after the host path
+                t += latency  # the host path, then the GPU (the event path's order of additions)
+                end = t + (self.dur.infer_gpu(n) if drawn else infer)
+                infer_span((t, end, 1.0))
                 t = end
                 s = self.dur.env_chunk(n, True) if drawn else step
                 if s > 0:
@@ -395,7 +408,7 @@ class _Tabulated:
     def env_chunk(self, n: int, lockstep: bool) -> float:
         return self.chunk
 
-    def infer(self, batch: int) -> float:
+    def infer_gpu(self, batch: int) -> float:
         return self.infer_table[batch]
 
     def infer_latency(self) -> float:
@@ -412,7 +425,7 @@ def record_rollout(costs: StageCosts, dur: Durations, n: int, groups: int, dynam
     every number it depends on: the workload's epochs and chunk steps, the worker's cores, the
     batching knobs and the durations of a reset, a chunk step and each batch size it can form."""
     w = costs.plan.workload
-    infer = {j * n: dur.infer(j * n) for j in range(1, groups + 1)}
+    infer = {j * n: dur.infer_gpu(j * n) for j in range(1, groups + 1)}
     key = (n, groups, dynamic, b_max, t_max, w.rollout_epoch, w.chunk_steps_per_epoch, costs.cores_per_worker,
            costs.env_cores_used(n), dur.env_reset(n), dur.env_chunk(n, not dynamic), tuple(sorted(infer.items())),
            costs.driver_chunk_s(), dur.infer_latency())
