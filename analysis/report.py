@@ -301,6 +301,16 @@ def num(v: Any, digits: int = 3) -> str:
     return out.rstrip("0").rstrip(".") if "." in out else out
 
 
+def _ratio_text(r: dict[str, Any] | None, what: str) -> str:
+    """``perfmodel plan``'s interval of the best plan's throughput over another's (what moves
+    both alike cancelled), and whether the model orders the two; empty when the input has none."""
+    if not r:
+        return ""
+    return (f"; best {what} {100 * (r['ratio'] - 1):+.1f}%, {100 * r['coverage']:.0f}% interval "
+            f"{100 * (r['low'] - 1):+.1f}%..{100 * (r['high'] - 1):+.1f}%: "
+            + ("the model orders the two" if r["resolved"] else "the model cannot order the two"))
+
+
 def chosen_rows(inp: Inputs, b: Built) -> list[tuple[str, str]]:
     c = inp.choice[1]
     best, p = c["best"], b.chosen
@@ -333,10 +343,12 @@ def chosen_rows(inp: Inputs, b: Built) -> list[tuple[str, str]]:
         r = c["runner_up"]
         rows.append(("runner-up", f"{r['mode']} {r['gpus']} GPUs {r.get('allocation_ratio') or ''}: "
                                   f"{num(r['throughput_env_steps_per_s'])} env steps/s "
-                                  f"({100 * (r['throughput_env_steps_per_s'] / best['throughput_env_steps_per_s'] - 1):+.1f}%)"))
+                                  f"({100 * (r['throughput_env_steps_per_s'] / best['throughput_env_steps_per_s'] - 1):+.1f}%)"
+                                  + _ratio_text(c.get("runner_up_ratio"), "over the runner-up")))
     if best.get("gain_over_colocated_pct") is not None and best["mode"] != "colocated":
         rows.append(("vs colocated", f"{best['gain_over_colocated_pct']:+.1f}% (colocated "
-                                     f"{num(best.get('colocated_throughput_env_steps_per_s'))} env steps/s)"))
+                                     f"{num(best.get('colocated_throughput_env_steps_per_s'))} env steps/s)"
+                                     + _ratio_text(c.get("colocated_ratio"), "over colocated")))
     if p.beyond_calibrated:
         rows.append(("calibrated scale", f"EXTRAPOLATED: {best['gpus']} GPUs is beyond the calibrated "
                                          f"{', '.join(map(str, b.calibrated))} GPUs"))

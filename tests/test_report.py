@@ -405,3 +405,28 @@ def test_overlapping_modes_stay_visible_in_chromium(inputs, tmp_path):
     png = shot.read_bytes()
     counts = {m: _pixels_near(png, s.color) for m, s in MODE_STYLES.items()}
     assert all(n >= 30 for n in counts.values()), counts
+
+
+def test_chosen_plan_shows_the_ratio_intervals_of_perfmodel_plan(inputs):
+    """`perfmodel plan` with a profile gives best / runner-up and best / colocated as intervals;
+    the chosen-plan table quotes them and whether the model orders the two plans."""
+    from analysis.report import chosen_rows
+
+    from perfmodel.schema.profile import load_profile
+
+    pi05 = load_profile("pi05")  # a fitted profile: it has the uncertainty the ratios need
+    doc = run_sweep(SweepSpec(profile_ref="pi05", modes=("colocated", "disaggregated", "rollout_async"), gpus=(16,),
+                              ratios=("1:1",), intervals=False), pi05, jobs=1)
+    choice = choose(doc, 16, "throughput", profile=pi05)
+    assert choice["runner_up_ratio"] is not None and choice["runner_up"]["mode"] == "colocated"
+    path = write_json(inputs["dir"] / "choice_ratio.json", choice_summary(choice))
+    inp = load_inputs(sweeps=[str(write_json(inputs["dir"] / "sweep_pi05.json", doc))], choice=str(path))
+    rows = dict(chosen_rows(inp, build(inp)))
+    r = choice["runner_up_ratio"]
+    assert f"{100 * (r['low'] - 1):+.1f}%..{100 * (r['high'] - 1):+.1f}%" in rows["runner-up"]
+    assert ("the model orders the two" if r["resolved"] else "cannot order") in rows["runner-up"]
+    if choice["colocated_ratio"]:
+        assert "interval" in rows["vs colocated"]
+    # without the ratios (a plan chosen from a sweep file alone) the rows say nothing of them
+    rows = dict(chosen_rows(full_inputs(inputs), build(full_inputs(inputs))))
+    assert "interval" not in rows["runner-up"]
