@@ -157,9 +157,24 @@ def test_best_over_runner_up_and_colocated_as_intervals_of_the_ratio():
     a, b = chosen_plan(choice), Plan.from_dict(ru["plan"], "plan")
     run = lambda pl, pr: simulate(pl, pr).throughput_env_steps_per_s  # noqa: E731
     want, _ = ratio_interval(a, b, prof, run(a, prof), run(b, prof), run)
-    assert r == want and r["resolved"] and r["low"] > 1
-    assert choice["colocated_ratio"] == want  # here the runner-up is colocated
+    assert r == {**want, "measure": "throughput"} and r["resolved"] and r["low"] > 1
+    assert choice["colocated_ratio"] == r  # here the runner-up is colocated
     assert "the model orders the two" in choice["explanation"]
     assert f"{100 * (r['low'] - 1):+.1f}%..{100 * (r['high'] - 1):+.1f}%" in choice["explanation"]
     # From a sweep file alone (no profile) there is no ratio, and nothing claims one.
     assert choose(doc, 16, "throughput")["runner_up_ratio"] is None
+
+
+def test_the_cost_objective_compares_env_steps_per_gpu_hour():
+    """Chosen by env steps per GPU-hour, possibly on fewer GPUs than the runner-up: the ratio
+    interval is of that measure (the throughput ratio x the GPU counts' ratio, exactly)."""
+    from perfmodel.schema.profile import load_profile
+
+    prof = load_profile("pi05")
+    spec = SweepSpec(profile_ref="pi05", modes=("colocated", "rollout_async"), gpus=(8, 16), ratios=("1:1",))
+    choice, doc = plan_best(spec, prof, 16, "cost", jobs=1)
+    best, ru, r = choice["best"], choice["runner_up"], choice["runner_up_ratio"]
+    assert r["measure"] == "env steps per GPU-hour"
+    assert r["ratio"] == pytest.approx(best["env_steps_per_gpu_hour"] / ru["env_steps_per_gpu_hour"], rel=1e-9)
+    assert r["low"] < r["ratio"] < r["high"] and "% env steps per GPU-hour (90% interval" in choice["explanation"]
+    assert plan_best(spec, prof, 16, "throughput", jobs=1)[0]["runner_up_ratio"]["measure"] == "throughput"

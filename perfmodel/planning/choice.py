@@ -102,7 +102,8 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
                 "best": time_and_money(best, target[0], price),
                 "runner_up": time_and_money(runner, target[0], price) if runner else None}
     seed = doc.get("spec", {}).get("seed", 0)
-    ratio = ratio_to(best, runner, profile, seed) if runner and profile else None
+    # the cost and time objectives compare env steps per GPU-hour (plans on different GPU counts)
+    ratio = ratio_to(best, runner, profile, seed, per_gpu_hour=objective != "throughput") if runner and profile else None
     over_colocated = (ratio_to(best, colocated[0], profile, seed)
                       if colocated and profile and best["mode"] != "colocated" else None)
     explanation = explain(best, runner, colocated[0] if colocated else None, objective, gpus, price, len(cands),
@@ -170,10 +171,12 @@ STREAMING_TIE = ("streaming training only lets the trainer start on a global bat
                  "does not reproduce.")
 
 
-def ratio_to(best: dict[str, Any], other: dict[str, Any], profile: Profile, seed: int = 0) -> dict[str, Any] | None:
+def ratio_to(best: dict[str, Any], other: dict[str, Any], profile: Profile, seed: int = 0,
+             per_gpu_hour: bool = False) -> dict[str, Any] | None:
     """The 90 % interval of best / other throughput on ``profile`` (uncertainty.ratio_interval:
     what moves both plans alike cancels), from the first replication of each as the point
-    intervals are; None when the profile gives no interval."""
+    intervals are; None when the profile gives no interval. ``per_gpu_hour``: of env steps per
+    GPU-hour instead (the throughput ratio x other's GPUs / best's, an exact factor)."""
     from perfmodel.calibration.uncertainty import ratio_interval
     from perfmodel.simulate import simulate
 
@@ -182,6 +185,13 @@ def ratio_to(best: dict[str, Any], other: dict[str, Any], profile: Profile, seed
 
     a, b = Plan.from_dict(best["plan"], "plan"), Plan.from_dict(other["plan"], "plan")
     iv, _ = ratio_interval(a, b, profile, run(a, profile), run(b, profile), run)
+    if iv is None:
+        return None
+    iv["measure"] = "throughput"
+    if per_gpu_hour:
+        f = other["gpus"] / best["gpus"]
+        iv.update(ratio=iv["ratio"] * f, low=iv["low"] * f, high=iv["high"] * f, measure="env steps per GPU-hour")
+        iv["resolved"] = bool(iv["low"] > 1.0 or iv["high"] < 1.0)
     return iv
 
 
@@ -235,7 +245,7 @@ def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict
             lo, hi = 100 * (ratio["low"] - 1), 100 * (ratio["high"] - 1)
             verdict = ("the model orders the two" if ratio["resolved"] else
                        "the interval includes 0, so the model cannot order the two")
-            parts.append(f"Best over runner-up: {100 * (ratio['ratio'] - 1):+.1f}% throughput "
+            parts.append(f"Best over runner-up: {100 * (ratio['ratio'] - 1):+.1f}% {ratio['measure']} "
                          f"({100 * ratio['coverage']:.0f}% interval {lo:+.1f}%..{hi:+.1f}%, what moves both alike "
                          f"cancelled): {verdict}.")
         elif not margin["resolvable"]:
