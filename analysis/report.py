@@ -306,9 +306,11 @@ def _ratio_text(r: dict[str, Any] | None, what: str) -> str:
     both alike cancelled), and whether the model orders the two; empty when the input has none."""
     if not r:
         return ""
-    return (f"; best {what} {100 * (r['ratio'] - 1):+.1f}%, {100 * r['coverage']:.0f}% interval "
-            f"{100 * (r['low'] - 1):+.1f}%..{100 * (r['high'] - 1):+.1f}%: "
-            + ("the model orders the two" if r["resolved"] else "the model cannot order the two"))
+    verdict = ("measurement spread only" if r["resolved"] is None else
+               "the model orders the two" if r["resolved"] else "the model cannot order the two")
+    return (f"; best {what} {100 * (r['ratio'] - 1):+.1f}% {r.get('measure', 'throughput')}, "
+            f"{100 * r['coverage']:.0f}% interval {100 * (r['low'] - 1):+.1f}%..{100 * (r['high'] - 1):+.1f}%: "
+            + verdict)
 
 
 def chosen_rows(inp: Inputs, b: Built) -> list[tuple[str, str]]:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import run_cli, write_json
+from conftest import ROOT, run_cli, write_json
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.plan import Plan
 from perfmodel.planning.choice import choose, chosen_plan, plan_best
@@ -178,3 +178,17 @@ def test_the_cost_objective_compares_env_steps_per_gpu_hour():
     assert r["ratio"] == pytest.approx(best["env_steps_per_gpu_hour"] / ru["env_steps_per_gpu_hour"], rel=1e-9)
     assert r["low"] < r["ratio"] < r["high"] and "% env steps per GPU-hour (90% interval" in choice["explanation"]
     assert plan_best(spec, prof, 16, "throughput", jobs=1)[0]["runner_up_ratio"]["measure"] == "throughput"
+
+
+def test_a_measured_profile_does_not_claim_an_order():
+    """A measured profile's interval is its measurement spread only (no model error): the ratio
+    is printed but not as the model ordering two plans; predictions within rounding are a tie."""
+    from perfmodel.schema.profile import load_profile
+
+    prof = load_profile(str(ROOT / "profiles" / "pi05_tiny_cpu.json"))
+    spec = SweepSpec(profile_ref="pi05_tiny_cpu", modes=("colocated", "rollout_async", "streamer"), gpus=(2,),
+                     ratios=("1:1",))
+    choice, _ = plan_best(spec, prof, 2, "throughput", jobs=1)
+    assert choice["runner_up_margin"]["tie"]  # rollout_async and streamer, 1e-6 apart
+    assert choice["colocated_ratio"]["resolved"] is None
+    assert "measurement spread only)" in choice["explanation"].split("Colocated on")[1]

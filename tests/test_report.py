@@ -425,8 +425,9 @@ def test_chosen_plan_shows_the_ratio_intervals_of_perfmodel_plan(inputs):
     r = choice["runner_up_ratio"]
     assert f"{100 * (r['low'] - 1):+.1f}%..{100 * (r['high'] - 1):+.1f}%" in rows["runner-up"]
     assert ("the model orders the two" if r["resolved"] else "cannot order") in rows["runner-up"]
-    if choice["colocated_ratio"]:
-        assert "interval" in rows["vs colocated"]
+    c = choice["colocated_ratio"]  # here the runner-up is colocated: the same ratio
+    assert c == r and f"{100 * (c['low'] - 1):+.1f}%..{100 * (c['high'] - 1):+.1f}%" in rows["vs colocated"]
+    assert "% throughput, 90% interval" in rows["runner-up"]
     # without the ratios (a plan chosen from a sweep file alone) the rows say nothing of them
     rows = dict(chosen_rows(full_inputs(inputs), build(full_inputs(inputs))))
     assert "interval" not in rows["runner-up"]

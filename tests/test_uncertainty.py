@@ -221,13 +221,19 @@ def test_ratio_interval_cancels_what_moves_both_plans_alike():
     # without it the two points' rates as independent.
     u = Uncertainty(method="t", residual_sd_log=0.0, extrapolation_sd_log_per_doubling=0.1,
                     extrapolation_pair_sd_log_per_doubling=0.05)
-    same = ratio_from_deltas(2.0, 1.0, [0.1, -0.2], [0.1, -0.2], u, 0.0, "x")
+    same = ratio_from_deltas(2.0, 1.0, [0.1, -0.2], [0.1, -0.2], u, (0.0, 0.0), True, "x")
     assert same["half_width_log"] == 0.0 and same["ratio"] == 2.0 and same["resolved"]
-    opposite = ratio_from_deltas(1.0, 1.0, [0.1], [-0.1], u, 0.0, "x")
+    opposite = ratio_from_deltas(1.0, 1.0, [0.1], [-0.1], u, (0.0, 0.0), True, "x")
     assert opposite["half_width_log"] == pytest.approx(Z * 0.2)
-    assert ratio_from_deltas(1.0, 1.0, [], [], u, 2.0, "x")["half_width_log"] == pytest.approx(Z * 0.05 * 2)
+    assert ratio_from_deltas(1.0, 1.0, [], [], u, (2.0, 1.0), True, "x")["half_width_log"] == pytest.approx(Z * 0.05 * 2)
+    # Plans on different GPU counts: nothing is known to cancel, each plan's own error per doubling.
+    across = ratio_from_deltas(1.0, 1.0, [], [], u, (2.0, 1.0), False, "x")["half_width_log"]
+    assert across == pytest.approx(Z * 0.1 * math.sqrt(2 ** 2 + 1 ** 2))
+    # A measured profile's ratio (no model error) does not claim to order the plans.
+    assert ratio_from_deltas(1.0, 2.0, [0.0], [0.0], None, (0.0, 0.0), True, "x")["resolved"] is None
     indep = Uncertainty(method="t", extrapolation_sd_log_per_doubling=0.1)
-    assert ratio_from_deltas(1.0, 1.0, [], [], indep, 1.0, "x")["half_width_log"] == pytest.approx(Z * 0.1 * math.sqrt(2))
+    assert ratio_from_deltas(1.0, 1.0, [], [], indep, (1.0, 1.0), True, "x")["half_width_log"] == pytest.approx(
+        Z * 0.1 * math.sqrt(2))
 
 
 def test_pair_error_per_doubling_from_a_cross_validation():

@@ -139,7 +139,7 @@ def held_out_intervals(values: dict[str, float], train: list[ReferencePoint], te
         for b in done[i + 1:]:
             if a is None or b is None or (a[0].backbone, a[0].gpus) != (b[0].backbone, b[0].gpus):
                 continue
-            r = ratio_from_deltas(a[1], b[1], a[2], b[2], profiles[a[0].backbone].uncertainty, max(a[3], b[3]), a[4])
+            r = ratio_from_deltas(a[1], b[1], a[2], b[2], profiles[a[0].backbone].uncertainty, (a[3], b[3]), True, a[4])
             published = a[0].throughput_env_steps_per_s / b[0].throughput_env_steps_per_s
             pairs.append({"backbone": a[0].backbone, "gpus": a[0].gpus, "a": a[0].mode, "b": b[0].mode,
                           "published_ratio": published, "predicted_ratio": r["ratio"], "low": r["low"],

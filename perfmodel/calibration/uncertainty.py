@@ -402,33 +402,42 @@ def ratio_interval(plan_a: Plan, plan_b: Plan, profile: Profile, thr_a: float, t
     if isinstance(b, str):
         return None, b
     unc = profile.uncertainty
-    d = max(extrapolation(p, unc)["doublings_beyond"] for p in (plan_a, plan_b)) if unc else 0.0
-    return ratio_from_deltas(thr_a, thr_b, a[0], b[0], unc, d, a[1]), None
+    d = tuple(extrapolation(p, unc)["doublings_beyond"] if unc else 0.0 for p in (plan_a, plan_b))
+    same_scale = plan_a.cluster.gpus == plan_b.cluster.gpus
+    return ratio_from_deltas(thr_a, thr_b, a[0], b[0], unc, d, same_scale, a[1]), None
 
 
 def ratio_from_deltas(thr_a: float, thr_b: float, deltas_a: list[float], deltas_b: list[float],
-                      unc: Uncertainty | None, doublings: float, covered: str) -> dict[str, Any]:
+                      unc: Uncertainty | None, doublings: tuple[float, float], same_scale: bool,
+                      covered: str) -> dict[str, Any]:
     """The interval of thr_a / thr_b, where what moves both alike cancels. Parameters: the same
     perturbation directions for both (``sd_deltas``), so their changes subtract. Model error:
-    the two points' residual errors as independent (sqrt(2) s). Extrapolation: the
-    cross-validated error of a ratio per doubling (``extrapolation_pair_sd_log_per_doubling``;
-    without it, the two points' errors as independent) over ``doublings``, the farther plan's.
-    ``resolved``: the interval excludes 1, so the model orders the two plans."""
+    the two points' residual errors as independent (sqrt(2) s). Extrapolation over
+    ``doublings`` (each plan's): at one GPU count, the cross-validated error of a ratio per
+    doubling (``extrapolation_pair_sd_log_per_doubling``, measured on pairs at one count; without
+    it, the two errors as independent); at two GPU counts nothing is known to cancel, so each
+    plan's own per-doubling error, independent. ``resolved``: the interval excludes 1, so the
+    model orders the two plans; None for a measured profile, whose interval is the measurement
+    spread only (no model error), which cannot say that."""
     param_var = sum((x - y) ** 2 for x, y in zip(deltas_a, deltas_b))
     model_var = extra_var = 0.0
-    source = "measurement spread only"
+    source = "measurement spread only (no model error)"
     if unc is not None:
         model_var = 2 * unc.residual_sd_log ** 2
+        single = unc.extrapolation_sd_log_per_doubling
         rate = unc.extrapolation_pair_sd_log_per_doubling
-        source = "cross-validated error of a ratio per doubling"
-        if rate is None:
-            rate, source = math.sqrt(2) * unc.extrapolation_sd_log_per_doubling, "the two errors per doubling as independent"
-        extra_var = (rate * doublings) ** 2
+        if same_scale and rate is not None:
+            source = "cross-validated error of a ratio per doubling"
+            extra_var = (rate * max(doublings)) ** 2
+        else:
+            source = ("the two plans' errors per doubling as independent"
+                      + ("" if same_scale else " (plans on different GPU counts)"))
+            extra_var = sum((single * d) ** 2 for d in doublings)
     half = Z * math.sqrt(param_var + model_var + extra_var)
     ratio = thr_a / thr_b
     low, high = ratio * math.exp(-half), ratio * math.exp(half)
     return {"ratio": ratio, "low": low, "high": high, "coverage": unc.coverage if unc else COVERAGE,
-            "resolved": bool(low > 1.0 or high < 1.0), "half_width_log": half,
+            "resolved": bool(low > 1.0 or high < 1.0) if unc is not None else None, "half_width_log": half,
             "components_pct": {"parameters_pct": round(100 * Z * math.sqrt(param_var), 3),
                                "model_pct": round(100 * Z * math.sqrt(model_var), 3),
                                "extrapolation_pct": round(100 * Z * math.sqrt(extra_var), 3)},

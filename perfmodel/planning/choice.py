@@ -116,7 +116,7 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
         "gpus_budget": gpus,
         "best": best,
         "runner_up": runner,
-        "runner_up_margin": runner_up_margin(best, runner) if runner else None,
+        "runner_up_margin": runner_up_margin(best, runner, objective) if runner else None,
         "runner_up_ratio": ratio,
         "colocated_ratio": over_colocated,
         "colocated": colocated[0] if colocated else None,
@@ -191,23 +191,32 @@ def ratio_to(best: dict[str, Any], other: dict[str, Any], profile: Profile, seed
     if per_gpu_hour:
         f = other["gpus"] / best["gpus"]
         iv.update(ratio=iv["ratio"] * f, low=iv["low"] * f, high=iv["high"] * f, measure="env steps per GPU-hour")
-        iv["resolved"] = bool(iv["low"] > 1.0 or iv["high"] < 1.0)
+        if iv["resolved"] is not None:
+            iv["resolved"] = bool(iv["low"] > 1.0 or iv["high"] < 1.0)
     return iv
 
 
-def runner_up_margin(best: dict[str, Any], runner: dict[str, Any]) -> dict[str, Any]:
-    """How far the runner-up's predicted throughput is from the best's, against the model's
-    residual error at the calibrated points (the interval's ``model_pct`` term, one sd): a gap
-    below it is not resolved by the model; an exact tie leaves the choice to the sweep order."""
+# Predictions closer than this (relative) are the same number: simulation rounding, not a gap.
+TIE_REL = 1e-4
+
+
+def runner_up_margin(best: dict[str, Any], runner: dict[str, Any], objective: str = "throughput") -> dict[str, Any]:
+    """How far the runner-up is from the best on the objective's measure (throughput, or env
+    steps per GPU-hour for cost and time), against the model's residual error at the calibrated
+    points (the interval's ``model_pct`` term, one sd): a gap below it is not resolved by the
+    model; a tie (within TIE_REL) leaves the choice to the sweep order."""
     from perfmodel.calibration.uncertainty import Z
 
-    gap = abs(math.log(runner["throughput_env_steps_per_s"] / best["throughput_env_steps_per_s"]))
+    key = "throughput_env_steps_per_s" if objective == "throughput" else "env_steps_per_gpu_hour"
+    gap = abs(math.log(runner[key] / best[key]))
     iv = (best.get("prediction") or {}).get("throughput_interval") or {}
     model = (iv.get("components_pct") or {}).get("model_pct")
     sd = model / (100 * Z) if model else None
-    return {"gap_pct": 100 * math.expm1(gap), "tie": gap < 1e-9,
+    tie = gap < TIE_REL
+    return {"measure": "throughput" if objective == "throughput" else "env steps per GPU-hour",
+            "gap_pct": 100 * math.expm1(gap), "tie": tie,
             "model_error_pct": None if sd is None else 100 * sd,
-            "resolvable": gap >= 1e-9 and (sd is None or gap >= sd)}
+            "resolvable": not tie and (sd is None or gap >= sd)}
 
 
 def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict[str, Any] | None,
@@ -236,14 +245,17 @@ def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict
         parts.append(f"The runner-up, {_describe(runner)}"
                      + f", would give {_thr(runner)} ({rel:+.1f}% throughput, {cost_rel:+.1f}% env steps per "
                      f"GPU-hour), bottleneck {runner['bottleneck']}.")
-        margin = runner_up_margin(best, runner)
+        margin = runner_up_margin(best, runner, objective)
         if margin["tie"]:
-            parts.append("The two tie (the same predicted throughput), so the order is the sweep's, not a prediction"
+            parts.append(f"The two tie (the same predicted {margin['measure']}), so the order is the sweep's, not a "
+                         "prediction"
                          + (f": {STREAMING_TIE}" if {best["mode"], runner["mode"]} == {"rollout_async", "streamer"}
                             else "."))
         elif ratio is not None:
             lo, hi = 100 * (ratio["low"] - 1), 100 * (ratio["high"] - 1)
-            verdict = ("the model orders the two" if ratio["resolved"] else
+            verdict = ("the measured profile's spread only, without the model's own error, so it cannot say "
+                       "whether the model orders the two" if ratio["resolved"] is None else
+                       "the model orders the two" if ratio["resolved"] else
                        "the interval includes 0, so the model cannot order the two")
             parts.append(f"Best over runner-up: {100 * (ratio['ratio'] - 1):+.1f}% {ratio['measure']} "
                          f"({100 * ratio['coverage']:.0f}% interval {lo:+.1f}%..{hi:+.1f}%, what moves both alike "
@@ -257,7 +269,9 @@ def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict
         parts.append(f"Colocated on the same {best['gpus']} GPUs would give {_thr(colocated)}, so this plan is "
                      f"{best['gain_over_colocated_pct']:+.1f}% over colocated"
                      + (f" ({100 * over_colocated['coverage']:.0f}% interval {100 * (over_colocated['low'] - 1):+.1f}%.."
-                        f"{100 * (over_colocated['high'] - 1):+.1f}%)" if over_colocated else "") + ".")
+                        f"{100 * (over_colocated['high'] - 1):+.1f}%"
+                        + (", measurement spread only" if over_colocated["resolved"] is None else "") + ")"
+                        if over_colocated else "") + ".")
     return " ".join(parts)
 
 

@@ -490,11 +490,13 @@ def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
         lines.append("note: steps/$ needs --gpu-hour-price")
     else:
         lines.append(f"note: steps/$ at ${price:g} per GPU-hour")
+    from perfmodel.planning.choice import TIE_REL
+
     for b in s["best_per_gpus"]:
         # modes the model cannot tell from the best (the same predicted throughput)
         tied = sorted({r["mode"] for r in doc["rows"] if r["status"] == "ok" and r["gpus"] == b["gpus"]
                        and r["mode"] != b["mode"]
-                       and math.isclose(r["throughput_env_steps_per_s"], b["throughput_env_steps_per_s"], rel_tol=1e-9)})
+                       and math.isclose(r["throughput_env_steps_per_s"], b["throughput_env_steps_per_s"], rel_tol=TIE_REL)})
         lines.append(f"best at {b['gpus']:>4} GPUs: {b['mode']} {b['allocation_ratio'] or ''} "
                      f"{b['throughput_env_steps_per_s']:.2f} env steps/s"
                      + (f", tied with {', '.join(tied)}" if tied else "") + f" (rows[{b['index']}] of --json)")
