@@ -196,11 +196,12 @@ def validation(in_sample_pts, in_sample_title: str, cv_pts, cv_title: str) -> by
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5), squeeze=False)
     for ax, (title, pts) in zip(axes[0], panels):
         for r in sorted(pts, key=lambda r: mode_order(r["mode"])):
-            ax.plot([r["published"]], [r["predicted"]], **_mode_kw(r["mode"], line=False))
+            kw = _mode_kw(r["mode"], line=False)
+            ax.plot([r["published"]], [r["predicted"]], **kw)
             iv = r.get("interval")
             if iv:  # a held-out point's 90 % prediction interval, as its fold's fit printed it
                 ax.errorbar([r["published"]], [r["predicted"]], yerr=[[r["predicted"] - iv["low"]], [iv["high"] - r["predicted"]]],
-                            fmt="none", ecolor=_mode_kw(r["mode"], line=False).get("color", "gray"), alpha=0.5, lw=1)
+                            fmt="none", ecolor=kw["color"], alpha=0.5, lw=1)
         allv = [v for r in pts for v in (r["published"], r["predicted"])]
         allv += [v for r in pts if r.get("interval") for v in (r["interval"]["low"], r["interval"]["high"])]
         lo, hi = min(allv) * 0.8, max(allv) * 1.25

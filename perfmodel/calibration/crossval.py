@@ -100,12 +100,14 @@ def interval_coverage(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def held_out_intervals(values: dict[str, float], train: list[ReferencePoint], test: list[ReferencePoint],
-                       other_folds: list[dict[str, Any]]) -> tuple[list[dict[str, Any] | None], list[dict[str, Any]]]:
+                       predicted: list[float], other_folds: list[dict[str, Any]]
+                       ) -> tuple[list[dict[str, Any] | None], list[dict[str, Any]]]:
     """Each held-out point's prediction interval, and for every pair of held-out points of one
     backbone and GPU count the interval of their throughput ratio, built as the tool's own are
     (perfmodel/calibration/uncertainty.py) from what the fold saw: the covariance and residual
     scatter of its own fit (``analyse`` on its training points) and, per doubling beyond its GPU
-    counts, the RMS log error of the *other* folds' predictions (never the fold's own errors)."""
+    counts, the RMS log error of the *other* folds' predictions (never the fold's own errors).
+    ``predicted``: the fold's predictions of ``test``, the centres of the intervals."""
     from perfmodel.calibration.calibrate import predict_plan, profiles_from_values, reference_plan
     from perfmodel.calibration.uncertainty import (analyse, attach, extrapolation, interval_from_deltas,
                                                    ratio_from_deltas, sd_deltas)
@@ -118,10 +120,9 @@ def held_out_intervals(values: dict[str, float], train: list[ReferencePoint], te
         profiles[b] = attach(replace(prof, provenance={**prof.provenance, "parameters": own}), unc[b])
     points: list[dict[str, Any] | None] = []
     done: list[tuple[ReferencePoint, float, list[float], float, str] | None] = []
-    for pt in test:
+    for pt, thr in zip(test, predicted):
         prof = profiles[pt.backbone]
         plan = reference_plan(prof, pt)
-        thr = predict_plan(plan, prof)
         got = sd_deltas(plan, prof, thr, predict_plan)
         if isinstance(got, str):
             points.append(None)
@@ -260,7 +261,8 @@ def _run_design(points: list[ReferencePoint], design: str, max_evals: int,
         for i, ((label, train, test), f) in enumerate(zip(splits, folds)):
             if progress:
                 progress(f"{label}: prediction intervals of the held-out points", -1, float("nan"))
-            ivs, pairs = held_out_intervals(f["fit"]["values"], train, test, folds[:i] + folds[i + 1:])
+            ivs, pairs = held_out_intervals(f["fit"]["values"], train, test, [r["predicted"] for r in f["points"]],
+                                            folds[:i] + folds[i + 1:])
             for r, iv in zip(f["points"], ivs):
                 r["interval"] = iv
             f["pairs"] = pairs
@@ -366,8 +368,10 @@ def format_report(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _rounded(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: round(v, 3) if isinstance(v, float) else v for k, v in d.items()}
+def _interval_checks(summary: dict[str, Any]) -> dict[str, Any]:
+    """A design summary's held-out interval and ratio checks, rounded, as a profile keeps them."""
+    return {k: {n: round(v, 3) if isinstance(v, float) else v for n, v in summary[k].items()}
+            for k in ("interval", "pairs") if summary.get(k)}
 
 
 def provenance_record(doc: dict[str, Any], backbone: str) -> dict[str, Any]:
@@ -386,19 +390,11 @@ def provenance_record(doc: dict[str, Any], backbone: str) -> dict[str, Any]:
         out.update(design=DESIGN_NOTES["scale"],
                    folds=[{"fit_gpus": f["fit_gpus"], "predict_gpus": f["predict_gpus"], **(pick(f["summary"]) or {})}
                           for f in doc["folds"]],
-                   overall=pick(doc["summary"]))
-        if doc["summary"].get("interval"):
-            out["interval"] = _rounded(doc["summary"]["interval"])
-        if doc["summary"].get("pairs"):
-            out["pairs"] = _rounded(doc["summary"]["pairs"])
+                   overall=pick(doc["summary"]), **_interval_checks(doc["summary"]))
     g = doc.get("group_out")
     if g:
         out["group_out"] = {"design": g["description"],
                             "folds": [{"label": f["label"], **(pick(f["summary"]) or {})} for f in g["folds"]
                                       if pick(f["summary"])],
-                            "overall": pick(g["summary"])}
-        if g["summary"].get("interval"):
-            out["group_out"]["interval"] = _rounded(g["summary"]["interval"])
-        if g["summary"].get("pairs"):
-            out["group_out"]["pairs"] = _rounded(g["summary"]["pairs"])
+                            "overall": pick(g["summary"]), **_interval_checks(g["summary"])}
     return out

@@ -68,18 +68,26 @@ DEFAULT_PER_DOUBLING = (math.log(1.064), "issue 13: fit on 8 GPUs, predict 16 GP
 # --------------------------------------------------------------------------------------------
 
 
-def per_doubling_from_crossval(doc: dict[str, Any]) -> tuple[float, str] | None:
-    """RMS over cross-validated points of log(1 + error) / doublings between fit and prediction
-    scale (``perfmodel validate --cross-validate --json``)."""
-    rates = []
-    for fold in doc.get("folds", []):
+def _extrapolated_log_errors(doc: dict[str, Any]) -> dict[tuple[int, str, int], tuple[float, list[float]]]:
+    """The cross-validated points predicted beyond their fold's GPU counts (``perfmodel validate
+    --cross-validate --json``), by (fold, backbone, GPU count): (doublings between fit and
+    prediction scale, each point's log(1 + error))."""
+    out: dict[tuple[int, str, int], tuple[float, list[float]]] = {}
+    for i, fold in enumerate(doc.get("folds", [])):
         fit_gpus = fold.get("fit_gpus") or []
         for p in fold.get("points", []):
             if not fit_gpus or p.get("error_pct") is None:
                 continue
             d = min(abs(math.log2(p["gpus"] / g)) for g in fit_gpus)
             if d > 0:
-                rates.append(math.log1p(p["error_pct"] / 100.0) / d)
+                out.setdefault((i, p["backbone"], p["gpus"]), (d, []))[1].append(math.log1p(p["error_pct"] / 100.0))
+    return out
+
+
+def per_doubling_from_crossval(doc: dict[str, Any]) -> tuple[float, str] | None:
+    """RMS over cross-validated points of log(1 + error) / doublings between fit and prediction
+    scale."""
+    rates = [e / d for d, errs in _extrapolated_log_errors(doc).values() for e in errs]
     if not rates:
         return None
     return float(math.sqrt(np.mean(np.square(rates)))), f"cross-validation: RMS log error per doubling over {len(rates)} points"
@@ -89,17 +97,8 @@ def pair_per_doubling_from_crossval(doc: dict[str, Any]) -> float | None:
     """RMS over pairs of cross-validated points of one fold, backbone and GPU count of the
     difference of their log(1 + error), per doubling: the extrapolation error of a ratio of two
     predictions, where what both share (a scale-wide miss) cancels."""
-    rates = []
-    for fold in doc.get("folds", []):
-        fit_gpus = fold.get("fit_gpus") or []
-        groups: dict[tuple[str, int], list[float]] = {}
-        for p in fold.get("points", []):
-            if fit_gpus and p.get("error_pct") is not None:
-                groups.setdefault((p["backbone"], p["gpus"]), []).append(math.log1p(p["error_pct"] / 100.0))
-        for (_, gpus), errs in groups.items():
-            d = min(abs(math.log2(gpus / g)) for g in fit_gpus)
-            if d > 0:
-                rates += [(a - b) / d for i, a in enumerate(errs) for b in errs[i + 1:]]
+    rates = [(a - b) / d for d, errs in _extrapolated_log_errors(doc).values()
+             for i, a in enumerate(errs) for b in errs[i + 1:]]
     return float(math.sqrt(np.mean(np.square(rates)))) if rates else None
 
 
@@ -395,16 +394,30 @@ def ratio_interval(plan_a: Plan, plan_b: Plan, profile: Profile, thr_a: float, t
                    run: Callable[[Plan, Profile], float]) -> tuple[dict[str, Any] | None, str | None]:
     """The interval of thr_a / thr_b, two plans on one profile (``ratio_from_deltas``), or None
     and why."""
+    return ratio_intervals(plan_a, thr_a, [(plan_b, thr_b)], profile, run)[0]
+
+
+def ratio_intervals(plan_a: Plan, thr_a: float, others: list[tuple[Plan, float]], profile: Profile,
+                    run: Callable[[Plan, Profile], float]) -> list[tuple[dict[str, Any] | None, str | None]]:
+    """``ratio_interval`` of ``plan_a`` against each of ``others`` (plan, throughput), with
+    ``plan_a``'s direction changes simulated once."""
     a = sd_deltas(plan_a, profile, thr_a, run)
     if isinstance(a, str):
-        return None, a
-    b = sd_deltas(plan_b, profile, thr_b, run)
-    if isinstance(b, str):
-        return None, b
+        return [(None, a)] * len(others)
     unc = profile.uncertainty
-    d = tuple(extrapolation(p, unc)["doublings_beyond"] if unc else 0.0 for p in (plan_a, plan_b))
-    same_scale = plan_a.cluster.gpus == plan_b.cluster.gpus
-    return ratio_from_deltas(thr_a, thr_b, a[0], b[0], unc, d, same_scale, a[1]), None
+
+    def doublings(p: Plan) -> float:
+        return extrapolation(p, unc)["doublings_beyond"] if unc else 0.0
+
+    out: list[tuple[dict[str, Any] | None, str | None]] = []
+    for plan_b, thr_b in others:
+        b = sd_deltas(plan_b, profile, thr_b, run)
+        if isinstance(b, str):
+            out.append((None, b))
+            continue
+        out.append((ratio_from_deltas(thr_a, thr_b, a[0], b[0], unc, (doublings(plan_a), doublings(plan_b)),
+                                      plan_a.cluster.gpus == plan_b.cluster.gpus, a[1]), None))
+    return out
 
 
 def ratio_from_deltas(thr_a: float, thr_b: float, deltas_a: list[float], deltas_b: list[float],

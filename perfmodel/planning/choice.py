@@ -101,13 +101,18 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
         goal = {"target_env_steps": target[0], "within_hours": target[1], "gpu_hour_price": price,
                 "best": time_and_money(best, target[0], price),
                 "runner_up": time_and_money(runner, target[0], price) if runner else None}
-    seed = doc.get("spec", {}).get("seed", 0)
-    # the cost and time objectives compare env steps per GPU-hour (plans on different GPU counts)
-    ratio = ratio_to(best, runner, profile, seed, per_gpu_hour=objective != "throughput") if runner and profile else None
-    over_colocated = (ratio_to(best, colocated[0], profile, seed)
-                      if colocated and profile and best["mode"] != "colocated" else None)
+    ratio = over_colocated = None
+    if profile is not None:
+        # the runner-up may be the colocated row itself: each plan once
+        others = list({id(r): r for r in (runner, colocated[0] if colocated and best["mode"] != "colocated" else None)
+                       if r}.values())
+        got = dict(zip(map(id, others), ratios_to(best, others, profile, doc.get("spec", {}).get("seed", 0))))
+        # the cost and time objectives compare env steps per GPU-hour (plans on different GPU counts)
+        ratio = per_objective(got[id(runner)], best, runner, objective) if runner else None
+        over_colocated = got.get(id(colocated[0])) if colocated else None
+    margin = runner_up_margin(best, runner, objective) if runner else None
     explanation = explain(best, runner, colocated[0] if colocated else None, objective, gpus, price, len(cands),
-                          ratio, over_colocated)
+                          margin, ratio, over_colocated)
     if goal is not None:
         explanation = _time_sentence(goal, best, runner) + " " + explanation
     return {
@@ -116,7 +121,7 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
         "gpus_budget": gpus,
         "best": best,
         "runner_up": runner,
-        "runner_up_margin": runner_up_margin(best, runner, objective) if runner else None,
+        "runner_up_margin": margin,
         "runner_up_ratio": ratio,
         "colocated_ratio": over_colocated,
         "colocated": colocated[0] if colocated else None,
@@ -171,29 +176,36 @@ STREAMING_TIE = ("streaming training only lets the trainer start on a global bat
                  "does not reproduce.")
 
 
-def ratio_to(best: dict[str, Any], other: dict[str, Any], profile: Profile, seed: int = 0,
-             per_gpu_hour: bool = False) -> dict[str, Any] | None:
-    """The 90 % interval of best / other throughput on ``profile`` (uncertainty.ratio_interval:
-    what moves both plans alike cancels), from the first replication of each as the point
-    intervals are; None when the profile gives no interval. ``per_gpu_hour``: of env steps per
-    GPU-hour instead (the throughput ratio x other's GPUs / best's, an exact factor)."""
-    from perfmodel.calibration.uncertainty import ratio_interval
+def ratios_to(best: dict[str, Any], others: list[dict[str, Any]], profile: Profile,
+              seed: int = 0) -> list[dict[str, Any] | None]:
+    """The 90 % interval of best / other throughput on ``profile`` for each of ``others``
+    (uncertainty.ratio_intervals: what moves both plans alike cancels; the best's changes
+    simulated once), from the first replication of each as the point intervals are; None where
+    the profile gives no interval."""
+    from perfmodel.calibration.uncertainty import ratio_intervals
     from perfmodel.simulate import simulate
 
     def run(pl: Plan, pr: Profile) -> float:
         return simulate(pl, pr, seed=seed if pr.variability.any else None).throughput_env_steps_per_s
 
-    a, b = Plan.from_dict(best["plan"], "plan"), Plan.from_dict(other["plan"], "plan")
-    iv, _ = ratio_interval(a, b, profile, run(a, profile), run(b, profile), run)
-    if iv is None:
-        return None
-    iv["measure"] = "throughput"
-    if per_gpu_hour:
-        f = other["gpus"] / best["gpus"]
-        iv.update(ratio=iv["ratio"] * f, low=iv["low"] * f, high=iv["high"] * f, measure="env steps per GPU-hour")
-        if iv["resolved"] is not None:
-            iv["resolved"] = bool(iv["low"] > 1.0 or iv["high"] < 1.0)
-    return iv
+    a = Plan.from_dict(best["plan"], "plan")
+    plans = [Plan.from_dict(o["plan"], "plan") for o in others]
+    got = ratio_intervals(a, run(a, profile), [(b, run(b, profile)) for b in plans], profile, run)
+    return [None if iv is None else {**iv, "measure": "throughput"} for iv, _ in got]
+
+
+def per_objective(iv: dict[str, Any] | None, best: dict[str, Any], other: dict[str, Any],
+                  objective: str) -> dict[str, Any] | None:
+    """A throughput ratio interval as the objective measures it: for cost and time, env steps per
+    GPU-hour (the throughput ratio x other's GPUs / best's, an exact factor)."""
+    if iv is None or objective == "throughput":
+        return iv
+    f = other["gpus"] / best["gpus"]
+    out = {**iv, "ratio": iv["ratio"] * f, "low": iv["low"] * f, "high": iv["high"] * f,
+           "measure": "env steps per GPU-hour"}
+    if out["resolved"] is not None:
+        out["resolved"] = bool(out["low"] > 1.0 or out["high"] < 1.0)
+    return out
 
 
 # Predictions closer than this (relative) are the same number: simulation rounding, not a gap.
@@ -221,7 +233,9 @@ def runner_up_margin(best: dict[str, Any], runner: dict[str, Any], objective: st
 
 def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict[str, Any] | None,
             objective: str, gpus: int, price: float | None, n_candidates: int,
-            ratio: dict[str, Any] | None = None, over_colocated: dict[str, Any] | None = None) -> str:
+            margin: dict[str, Any] | None = None, ratio: dict[str, Any] | None = None,
+            over_colocated: dict[str, Any] | None = None) -> str:
+    """The choice in words; ``margin`` (``runner_up_margin``) is given whenever ``runner`` is."""
     pred = best["prediction"]
     res = pred["utilization"]["resources"]
     busiest = max(res, key=res.get)
@@ -245,7 +259,6 @@ def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict
         parts.append(f"The runner-up, {_describe(runner)}"
                      + f", would give {_thr(runner)} ({rel:+.1f}% throughput, {cost_rel:+.1f}% env steps per "
                      f"GPU-hour), bottleneck {runner['bottleneck']}.")
-        margin = runner_up_margin(best, runner, objective)
         if margin["tie"]:
             parts.append(f"The two tie (the same predicted {margin['measure']}), so the order is the sweep's, not a "
                          "prediction"
