@@ -15,7 +15,7 @@ from analysis.inputs import Inputs
 from analysis.styles import mode_order
 from perfmodel.schema.errors import ConfigError
 
-TIE_REL = 0.005  # two modes within 0.5 % of each other are listed as a tie
+TIE_REL = 0.005  # modes within 0.5 % of each other are listed as near ties (the planner's tie is 1e-4)
 
 
 @dataclass

@@ -318,10 +318,11 @@ def chosen_rows(inp: Inputs, b: Built) -> list[tuple[str, str]]:
     best, p = c["best"], b.chosen
     plan = c["plan"]
     rows = [("mode", best["mode"])]
-    tie = [m for m in ([c.get("runner_up")] if c.get("runner_up") else [])
-           if abs(m["throughput_env_steps_per_s"] / best["throughput_env_steps_per_s"] - 1) < dec.TIE_REL]
-    if tie:
-        rows[0] = ("mode", f"{best['mode']} (tie: {tie[0]['mode']} predicts the same throughput)")
+    # The planner's own verdict (runner_up_margin.tie: the same number up to simulation rounding),
+    # not the report's looser TIE_REL, which lists near ties in the sweep as such.
+    margin, runner = c.get("runner_up_margin") or {}, c.get("runner_up")
+    if runner and margin.get("tie"):
+        rows[0] = ("mode", f"{best['mode']} (tie: {runner['mode']} predicts the same {margin.get('measure', 'throughput')})")
     split = (f"rollout {best['rollout_gpus']} : actor {best['actor_gpus']}" +
              (f" (ratio {best['allocation_ratio']})" if best.get("allocation_ratio") else " (shared)"))
     rows += [("GPUs", f"{best['gpus']}: {split}"),
@@ -451,7 +452,8 @@ def validation_notes(inp: Inputs, b: Built) -> list[str]:
     if b.points:
         t = dec.ties(b.points)
         if t:
-            notes.append("Ties in the sweep (modes whose best plans at a GPU count are within 0.5%): " + "; ".join(
+            notes.append("Near ties in the sweep (modes whose best plans at a GPU count are within 0.5%, less than the "
+                         "model's residual error; `perfmodel plan` calls a tie only the same number): " + "; ".join(
                 f"{g} GPUs: {' = '.join(ms)} ({num(thr)} env steps/s)" for g, ms, thr in t) + ".")
     return notes
 

@@ -371,3 +371,16 @@ def test_a_bad_option_value_is_named_by_its_option(option, value):
     """The error names what the user typed (--staleness), not the plan field it sets."""
     r = run_main("predict", "--mode", "rollout_async", "--gpus", "8", option, value)
     assert r.returncode == 2 and r.stderr.startswith(f"error: {option}: "), r.stderr
+
+
+@pytest.mark.parametrize("value", ["-1", "20000"])
+def test_staleness_out_of_range_gives_one_message_in_every_command(value):
+    """predict, sweep and plan refuse an out-of-range --staleness with the same allowed range
+    (a sweep once accepted 20000 and then reported 'no feasible plan')."""
+    lines = set()
+    for args in (("predict", "--mode", "rollout_async", "--gpus", "8", "--no-interval"),
+                 ("sweep", "--gpus", "8", "--no-interval"), ("plan", "--gpus", "8")):
+        r = run_main(*args, "--staleness", value)
+        assert r.returncode == 2, (args, r.stderr)
+        lines.add(r.stderr.strip())
+    assert lines == {f"error: --staleness: must be an integer in 0..10000, got {value}"}

@@ -174,7 +174,7 @@ def test_cpu_bound_async_rollout_grows_with_the_env_cores(scenario_dict):
 @pytest.mark.parametrize("backbone", ["pi05", "gr00t_n15"])
 def test_intervals_stay_usable_at_the_calibrated_points(backbone):
     """The linearised interval must not blow up where a simulated dynamic-batching rollout jumps
-    for a tiny parameter step (perfmodel.calibration.uncertainty._direction_deltas): the
+    for a tiny parameter step (perfmodel.calibration.uncertainty._direction_sensitivities): the
     refit with a loosely pinned GR00T obs_cpu_s once gave a 526 % wide interval at 8 GPUs."""
     from perfmodel.simulate import predict
 

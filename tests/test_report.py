@@ -431,3 +431,19 @@ def test_chosen_plan_shows_the_ratio_intervals_of_perfmodel_plan(inputs):
     # without the ratios (a plan chosen from a sweep file alone) the rows say nothing of them
     rows = dict(chosen_rows(full_inputs(inputs), build(full_inputs(inputs))))
     assert "interval" not in rows["runner-up"]
+
+
+def test_chosen_plan_calls_a_tie_what_the_planner_calls_one(inputs):
+    """The chosen-plan row says 'tie' only when `perfmodel plan` did (runner_up_margin.tie: the
+    same number up to simulation rounding), not for the report's looser near ties."""
+    from analysis.report import chosen_rows
+
+    inp = full_inputs(inputs)
+    c = inp.choice[1]
+    assert c.get("runner_up") and "runner_up_margin" in c
+    b = build(inp)
+    for tie in (True, False):
+        c["runner_up_margin"]["tie"] = tie
+        row = dict(chosen_rows(inp, b))["mode"]
+        assert row == (f"{c['best']['mode']} (tie: {c['runner_up']['mode']} predicts the same throughput)" if tie
+                       else c["best"]["mode"])

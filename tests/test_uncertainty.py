@@ -253,3 +253,34 @@ def test_pair_error_per_doubling_from_a_cross_validation():
     with pytest.raises(ConfigError, match="extrapolation_pair_sd_log_per_doubling"):
         from perfmodel.schema.profile import Uncertainty
         Uncertainty.from_dict(d, "provenance.uncertainty")
+
+
+def test_a_ratio_simulates_either_plans_directions_for_both():
+    """Each plan simulates the directions that move its own bound most and takes the bound's
+    change for the rest; a ratio takes the union of both plans' simulated directions for both, so
+    that each direction's two changes are of one kind and subtract as they should (a simulated
+    change against a bound change would not cancel)."""
+    from perfmodel.calibration.uncertainty import MAX_SIMULATED_DIRECTIONS, Z, Sensitivities, ratio_of
+    from perfmodel.schema.profile import Uncertainty
+
+    assert MAX_SIMULATED_DIRECTIONS == 3
+    calls = []
+
+    def sens(screen, name):
+        def simulate(j):
+            calls.append((name, j))
+            return 2 * screen[j]  # the simulation disagrees with the bound by a factor 2
+        return Sensitivities(screen, "d", simulate)
+
+    a = sens([0.5, 0.4, 0.3, 0.0, 0.1, 0.0], "a")  # top: 0, 1, 2
+    b = sens([0.5, 0.4, 0.0, 0.3, 0.1, 0.0], "b")  # top: 0, 1, 3
+    assert a.deltas() == [1.0, 0.8, 0.6, 0.0, 0.1, 0.0] and a.covered() == "d (local derivatives; 3 simulated, the rest from the analytic bound)"
+    u = Uncertainty(method="t", residual_sd_log=0.0)
+    r = ratio_of(1.0, 1.0, a, b, u, (0.0, 0.0), True)
+    # union {0, 1, 2, 3} simulated for both: the changes differ by 0.6 (direction 2) and 0.6 (3)
+    assert r["half_width_log"] == pytest.approx(Z * math.sqrt(0.6 ** 2 + 0.6 ** 2))
+    assert sorted(calls) == [("a", 0), ("a", 1), ("a", 2), ("a", 3), ("b", 0), ("b", 1), ("b", 2), ("b", 3)]
+    assert "4 simulated" in r["method"]
+    # Each direction is simulated once per plan, however many ratios use it.
+    ratio_of(1.0, 1.0, a, b, u, (0.0, 0.0), True)
+    assert len(calls) == 8

@@ -24,7 +24,8 @@ d = doublings beyond the calibrated GPUs, z = 1.645 (90 % two-sided, normal in l
 
 Two plans on one profile (best against runner-up, say) get an interval of their throughput
 ratio (``ratio_interval``): the same perturbation directions move both, so what moves them alike
-cancels; the ratio's extrapolation error per doubling is cross-validated on pairs of points of
+cancels (the directions either plan simulates are simulated for both, so that each direction's
+two changes are of one kind); the ratio's extrapolation error per doubling is cross-validated on pairs of points of
 one fold, backbone and scale. It says whether the model can order the two plans at all.
 
 Measured profiles (no fit) get an interval from their raw samples only: the standard error of
@@ -37,7 +38,7 @@ neither a stored uncertainty nor raw samples gets no interval (``None``, with th
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -54,7 +55,7 @@ MAX_DIRECTIONS = 6
 MAX_SIMULATED_DIRECTIONS = 3  # the rest take the analytic bound's sensitivity
 JACOBIAN_STEP = 0.05  # log-space finite-difference step (5 %)
 # A simulated direction whose linearised change exceeds both this multiple of the analytic
-# bound's and this floor (log) is checked with the whole one-sd step (_direction_deltas).
+# bound's and this floor (log) is checked with the whole one-sd step (_direction_sensitivities).
 NONSMOOTH_RATIO = 3.0
 NONSMOOTH_FLOOR = 0.02
 SENSITIVITY_STEP = 0.05  # the same for the prediction's sensitivities
@@ -268,12 +269,50 @@ def _compute_fitted_perturbations(profile: Profile, unc: Uncertainty) -> tuple[P
     return base, out
 
 
-def _direction_deltas(plan: Plan, base: Profile, base_thr: float,
-                      perturbed: list[tuple[Profile, float, Profile | None]],
-                      run: Callable[[Plan, Profile], float]) -> tuple[list[float], int]:
-    """Each direction's log-throughput change (one standard deviation). The analytic bound
-    (microseconds) screens them: the MAX_SIMULATED_DIRECTIONS that move the bound most are
-    simulated, the others keep the bound's change (they matter little by that screen).
+@dataclass
+class Sensitivities:
+    """One plan's change of log throughput along each perturbation direction at one standard
+    deviation, in the same direction order for every plan on a profile (so that two plans'
+    changes can be subtracted). ``screen`` is every direction's change by the analytic bound
+    (microseconds); ``simulated(j)`` simulates direction j once, on demand. A prediction
+    simulates the MAX_SIMULATED_DIRECTIONS that move its bound most (``top``) and takes the
+    bound's change for the rest; a ratio of two plans simulates the union of both plans' top
+    directions for both, so that each direction's changes subtract like for like."""
+
+    screen: list[float]
+    described: str  # what the directions are, for the interval's method
+    simulate: Callable[[int], float] | None = None  # None: ``screen`` is already simulated
+    _cache: dict[int, float] = field(default_factory=dict)
+
+    def simulated(self, j: int) -> float:
+        if self.simulate is None:
+            return self.screen[j]
+        if j not in self._cache:
+            self._cache[j] = self.simulate(j)
+        return self._cache[j]
+
+    def top(self) -> frozenset[int]:
+        if self.simulate is None:
+            return frozenset(range(len(self.screen)))
+        return frozenset(sorted(range(len(self.screen)), key=lambda j: -abs(self.screen[j]))[:MAX_SIMULATED_DIRECTIONS])
+
+    def deltas(self, simulated: frozenset[int] | None = None) -> list[float]:
+        """Each direction's change: simulated for ``simulated`` (default: ``top``), the bound's
+        for the rest."""
+        idx = self.top() if simulated is None else simulated
+        return [self.simulated(j) if j in idx else x for j, x in enumerate(self.screen)]
+
+    def covered(self, simulated: frozenset[int] | None = None) -> str:
+        if self.simulate is None:
+            return self.described
+        n = len(self.top() if simulated is None else simulated)
+        return f"{self.described} (local derivatives; {n} simulated, the rest from the analytic bound)"
+
+
+def _direction_sensitivities(plan: Plan, base: Profile, base_thr: float,
+                             perturbed: list[tuple[Profile, float, Profile | None]],
+                             run: Callable[[Plan, Profile], float], described: str) -> Sensitivities:
+    """The directions' bound changes at once; each simulation on demand (``Sensitivities``).
     A simulated dynamic-batching rollout can jump by a few percent for a tiny cost change (its
     batches form differently), and the linearisation multiplies that jump by sd / step (25 for
     a loosely pinned parameter). Where the local change is far above the bound's, the whole
@@ -285,15 +324,16 @@ def _direction_deltas(plan: Plan, base: Profile, base_thr: float,
     plans = [_plan_for(plan, base, p) for p, _, _ in perturbed]
     screen = [scale * math.log(bound(StageCosts(pl, p)).throughput_env_steps_per_s / b0)
               for pl, (p, scale, _) in zip(plans, perturbed)]
-    top = sorted(range(len(perturbed)), key=lambda j: -abs(screen[j]))[:MAX_SIMULATED_DIRECTIONS]
-    deltas = list(screen)
-    for j in top:
+
+    def simulate(j: int) -> float:
         p, scale, whole = perturbed[j]
-        deltas[j] = scale * math.log(run(plans[j], p) / base_thr)
-        if whole is not None and abs(deltas[j]) > max(NONSMOOTH_RATIO * abs(screen[j]), NONSMOOTH_FLOOR):
+        d = scale * math.log(run(plans[j], p) / base_thr)
+        if whole is not None and abs(d) > max(NONSMOOTH_RATIO * abs(screen[j]), NONSMOOTH_FLOOR):
             full = math.log(run(_plan_for(plan, base, whole), whole) / base_thr)
-            deltas[j] = min(deltas[j], full, key=abs)
-    return deltas, len(top)
+            d = min(d, full, key=abs)
+        return d
+
+    return Sensitivities(screen, described, simulate)
 
 
 def _scale_curve(c: Curve, f: float) -> Curve:
@@ -333,11 +373,10 @@ def _measured_perturbations(profile: Profile) -> tuple[list[Profile], list[str]]
     return out, covered
 
 
-def sd_deltas(plan: Plan, profile: Profile, throughput: float,
-               run: Callable[[Plan, Profile], float]) -> tuple[list[float], str] | str:
-    """Each perturbation direction's change of log throughput at one standard deviation, in the
-    same direction order for every plan on ``profile`` (so that two plans' changes can be
-    subtracted), with what they cover; or why there are none."""
+def sensitivities(plan: Plan, profile: Profile, throughput: float,
+                  run: Callable[[Plan, Profile], float]) -> Sensitivities | str:
+    """The plan's change of log throughput along each perturbation direction of ``profile``
+    (``Sensitivities``), or why there are none."""
     unc = profile.uncertainty
     if unc is not None:
         pert = _fitted_perturbations(profile, unc)
@@ -345,9 +384,8 @@ def sd_deltas(plan: Plan, profile: Profile, throughput: float,
             return pert
         base, perturbed = pert
         base_thr = throughput if base is profile else run(plan, base)
-        deltas, simulated = _direction_deltas(plan, base, base_thr, perturbed, run)
-        return deltas, (f"{len(deltas)} principal directions of the fit's parameter covariance (local derivatives; "
-                        f"{simulated} simulated, the rest from the analytic bound)")
+        return _direction_sensitivities(plan, base, base_thr, perturbed, run,
+                                        f"{len(perturbed)} principal directions of the fit's parameter covariance")
     if profile.provenance.get("kind") == "measured":
         perturbed, covered = _measured_perturbations(profile)
         if len(perturbed) < 3:
@@ -355,7 +393,7 @@ def sd_deltas(plan: Plan, profile: Profile, throughput: float,
                     f"extra.{ENV_SAMPLES_KEY}, inference and training curves): an interval "
                     "from the others would leave stages out")
         # the perturbations are Z standard errors each (_measured_perturbations): back to one
-        return [math.log(run(plan, p) / throughput) / Z for p in perturbed], ", ".join(covered)
+        return Sensitivities([math.log(run(plan, p) / throughput) / Z for p in perturbed], ", ".join(covered))
     return "the profile stores no calibration uncertainty (provenance.uncertainty); run perfmodel calibrate"
 
 
@@ -364,15 +402,15 @@ def prediction_interval(plan: Plan, profile: Profile, throughput: float,
     """(throughput_interval or None, extrapolation, why no interval). ``run`` simulates a plan on a
     profile the way the point prediction did and returns its throughput."""
     ext = extrapolation(plan, profile.uncertainty)
-    got = sd_deltas(plan, profile, throughput, run)
+    got = sensitivities(plan, profile, throughput, run)
     if isinstance(got, str):
         return None, ext, got
-    return interval_from_deltas(throughput, got[0], profile.uncertainty, ext, got[1]), ext, None
+    return interval_from_deltas(throughput, got.deltas(), profile.uncertainty, ext, got.covered()), ext, None
 
 
 def interval_from_deltas(throughput: float, deltas: list[float], unc: Uncertainty | None,
                          ext: dict[str, Any], covered: str) -> dict[str, Any]:
-    """The interval from one-sd direction changes (``sd_deltas``): in quadrature with the
+    """The interval from one-sd direction changes (``Sensitivities.deltas``): in quadrature with the
     residual model error and the extrapolation error of a fitted profile; alone for a measured one."""
     param_var = sum(dl * dl for dl in deltas)
     if unc is None:  # measured
@@ -397,11 +435,20 @@ def ratio_interval(plan_a: Plan, plan_b: Plan, profile: Profile, thr_a: float, t
     return ratio_intervals(plan_a, thr_a, [(plan_b, thr_b)], profile, run)[0]
 
 
+def ratio_of(thr_a: float, thr_b: float, sens_a: Sensitivities, sens_b: Sensitivities,
+             unc: Uncertainty | None, doublings: tuple[float, float], same_scale: bool) -> dict[str, Any]:
+    """``ratio_from_deltas`` with the union of both plans' simulated directions simulated for
+    both, so that each direction's two changes are of one kind and cancel as they should."""
+    idx = sens_a.top() | sens_b.top()
+    return ratio_from_deltas(thr_a, thr_b, sens_a.deltas(idx), sens_b.deltas(idx), unc, doublings, same_scale,
+                             sens_a.covered(idx))
+
+
 def ratio_intervals(plan_a: Plan, thr_a: float, others: list[tuple[Plan, float]], profile: Profile,
                     run: Callable[[Plan, Profile], float]) -> list[tuple[dict[str, Any] | None, str | None]]:
-    """``ratio_interval`` of ``plan_a`` against each of ``others`` (plan, throughput), with
-    ``plan_a``'s direction changes simulated once."""
-    a = sd_deltas(plan_a, profile, thr_a, run)
+    """``ratio_interval`` of ``plan_a`` against each of ``others`` (plan, throughput), with each of
+    ``plan_a``'s directions simulated at most once."""
+    a = sensitivities(plan_a, profile, thr_a, run)
     if isinstance(a, str):
         return [(None, a)] * len(others)
     unc = profile.uncertainty
@@ -411,12 +458,12 @@ def ratio_intervals(plan_a: Plan, thr_a: float, others: list[tuple[Plan, float]]
 
     out: list[tuple[dict[str, Any] | None, str | None]] = []
     for plan_b, thr_b in others:
-        b = sd_deltas(plan_b, profile, thr_b, run)
+        b = sensitivities(plan_b, profile, thr_b, run)
         if isinstance(b, str):
             out.append((None, b))
             continue
-        out.append((ratio_from_deltas(thr_a, thr_b, a[0], b[0], unc, (doublings(plan_a), doublings(plan_b)),
-                                      plan_a.cluster.gpus == plan_b.cluster.gpus, a[1]), None))
+        out.append((ratio_of(thr_a, thr_b, a, b, unc, (doublings(plan_a), doublings(plan_b)),
+                             plan_a.cluster.gpus == plan_b.cluster.gpus), None))
     return out
 
 
@@ -424,7 +471,7 @@ def ratio_from_deltas(thr_a: float, thr_b: float, deltas_a: list[float], deltas_
                       unc: Uncertainty | None, doublings: tuple[float, float], same_scale: bool,
                       covered: str) -> dict[str, Any]:
     """The interval of thr_a / thr_b, where what moves both alike cancels. Parameters: the same
-    perturbation directions for both (``sd_deltas``), so their changes subtract. Model error:
+    perturbation directions for both (``Sensitivities``), so their changes subtract. Model error:
     the two points' residual errors as independent (sqrt(2) s). Extrapolation over
     ``doublings`` (each plan's): at one GPU count, the cross-validated error of a ratio per
     doubling (``extrapolation_pair_sd_log_per_doubling``, measured on pairs at one count; without

@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable
 from perfmodel.cliutil import fmt_number
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.modes import MODE_TABLE, MODES
-from perfmodel.schema.plan import Plan, ratio_parts
+from perfmodel.schema.plan import MAX_STALENESS, Plan, ratio_parts
 from perfmodel.schema.profile import Profile
 
 DEFAULT_GPUS = (8, 16, 24, 32, 64, 128, 256)
@@ -97,8 +97,8 @@ class SweepSpec:
             raise ConfigError("--gpu-hour-price", f"must be a positive number (dollars per GPU-hour), got {self.gpu_hour_price}")
         if self.replications < 1:
             raise ConfigError("--replications", f"must be an integer >= 1, got {self.replications}")
-        if self.max_staleness is not None and self.max_staleness < 0:
-            raise ConfigError("--staleness", f"must be an integer >= 0, got {self.max_staleness}")
+        if self.max_staleness is not None and not 0 <= self.max_staleness <= MAX_STALENESS:
+            raise ConfigError("--staleness", f"must be an integer in 0..{MAX_STALENESS}, got {self.max_staleness}")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -233,6 +233,9 @@ def parse_ratio(text: str, gpus: int, field: str = "allocation_ratio") -> tuple[
     return r * unit, a * unit
 
 
+MAX_STALENESS = 10_000  # policy versions a rollout may lag; far beyond any useful setting
+
+
 @dataclass(frozen=True)
 class Plan:
     """What to run: a mode, a GPU split, pipeline and batching knobs, the workload and cluster.
@@ -343,7 +346,7 @@ class Plan:
             raise ConfigError(f"{path}.b_max", f"must be an integer >= 1 or null, got {self.b_max}")
         if not (self.t_max_s >= 0 and math.isfinite(self.t_max_s)):
             raise ConfigError(f"{path}.t_max_s", f"must be a finite number >= 0, got {self.t_max_s}")
-        check_int(f"{path}.max_staleness", self.max_staleness, min=0, max=10_000)
+        check_int(f"{path}.max_staleness", self.max_staleness, min=0, max=MAX_STALENESS)
         for name, allowed in (("placement_strategy", PLACEMENT_STRATEGIES),
                               ("sharding_strategy", SHARDING_STRATEGIES), ("trained_part", TRAINED_PARTS)):
             if getattr(self, name) not in allowed:
