@@ -570,7 +570,7 @@ def render_html(inp: Inputs, b: Built, figs: dict[str, Any]) -> str:
                  if b.util and interactive.utilization(b.util)[1] else "")
     for fid, caption in FIGURES:
         if fid == "validation":
-            parts.append("<h2>Validation</h2>")
+            parts.append("<h2 id='validation'>Validation</h2>")
         elif fid == "decision":
             parts.append(f"<h2>Decision: throughput, GPUs, dollars (target {num(inp.target_env_steps)} env steps)</h2>")
         if fid in figs:

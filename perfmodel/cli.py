@@ -495,6 +495,19 @@ def _cp_profile(backbone: str | None, profile_path: str | None):
     return ref, load_profile(ref)
 
 
+def _cp_sweep_profile(doc: dict[str, Any]):
+    """(the profile a sweep file was made with, or None and why): ``plan --sweep`` needs it for
+    the ratio intervals (best over runner-up and over colocated); ``choose`` checks that it still
+    gives the sweep's numbers."""
+    from perfmodel.schema.profile import load_profile
+
+    ref = doc.get("spec", {}).get("profile_ref") or doc.get("profile")
+    try:
+        return load_profile(ref), None
+    except (ConfigError, OSError, ValueError) as e:
+        return None, f"the sweep's profile {ref!r} cannot be loaded here ({e}): no ratio intervals"
+
+
 def _cp_check_writable(option: str, path: str | None) -> None:
     """Refuse an output path that cannot be written, before any work: create its directory and
     a scratch file there (then remove the scratch file)."""
@@ -744,7 +757,9 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
                 if r["status"] == "ok":
                     r["env_steps_per_dollar"] = r["env_steps_per_gpu_hour"] / price
             doc["spec"]["gpu_hour_price"] = price
-        choice = choose(doc, gpus, objective, target)
+        profile, why = _cp_sweep_profile(doc)
+        choice = choose(doc, gpus, objective, target, profile=profile)
+        choice["ratio_unavailable"] = choice.get("ratio_unavailable") or why
     else:
         spec = _cp_spec(ref or _cp_ref(backbone, profile_path), modes, None, ratios, pipeline_stages, b_max, t_max,
                         price, replications, seed, staleness, base, gpu)
@@ -777,6 +792,8 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
             click.echo(f"wrote plan {out}", err=True)
         return
     click.echo(choice["explanation"])
+    if choice.get("ratio_unavailable"):
+        click.echo(f"note: {choice['ratio_unavailable']}", err=True)
     if out:
         click.echo(f"wrote plan {out}  (run it: executor run --plan {out}; check it: perfmodel predict --plan {out})")
     if details:

@@ -192,3 +192,28 @@ def test_a_measured_profile_does_not_claim_an_order():
     assert choice["runner_up_margin"]["tie"]  # rollout_async and streamer, 1e-6 apart
     assert choice["colocated_ratio"]["resolved"] is None
     assert "measurement spread only)" in choice["explanation"].split("Colocated on")[1]
+
+
+def test_plan_from_a_sweep_file_gives_the_ratio_intervals(tmp_path):
+    """`plan --sweep` (the walkthrough's path) loads the sweep's profile for the ratio intervals
+    and gives what `plan` without a sweep file gives; a sweep file whose numbers the profile no
+    longer gives gets none, and says why, instead of intervals around other numbers."""
+    sweep, direct, via = tmp_path / "s.json", tmp_path / "direct.json", tmp_path / "via.json"
+    common = ["--modes", "colocated,rollout_async", "--ratios", "1:1", "--quiet"]
+    assert run_cli("sweep", *common, "--gpus", "16", "--no-interval", "-o", str(sweep)).returncode == 0
+    assert run_cli("plan", *common, "--gpus", "16", "--details", str(direct)).returncode == 0
+    r = run_cli("plan", "--sweep", str(sweep), "--gpus", "16", "--details", str(via))
+    assert r.returncode == 0 and "note:" not in r.stderr, r.stderr
+    a, b = json.loads(direct.read_text()), json.loads(via.read_text())
+    assert b["runner_up_ratio"] is not None and b["runner_up_ratio"] == a["runner_up_ratio"]
+    assert b["colocated_ratio"] == a["colocated_ratio"] and b["ratio_unavailable"] is None
+    assert "90% interval +" in b["explanation"].split("over colocated")[-1]
+    doc = json.loads(sweep.read_text())
+    best = max((x for x in doc["rows"] if x["status"] == "ok"), key=lambda x: x["throughput_env_steps_per_s"])
+    best["throughput_env_steps_per_s"] *= 1.01  # as if the profile had changed since the sweep
+    write_json(sweep, doc)
+    r = run_cli("plan", "--sweep", str(sweep), "--gpus", "16", "--details", str(via))
+    assert r.returncode == 0, r.stderr
+    c = json.loads(via.read_text())
+    assert c["runner_up_ratio"] is None and c["colocated_ratio"] is None
+    assert "changed since the sweep" in c["ratio_unavailable"] and "note: profile pi05 now gives" in r.stderr

@@ -101,15 +101,20 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
         goal = {"target_env_steps": target[0], "within_hours": target[1], "gpu_hour_price": price,
                 "best": time_and_money(best, target[0], price),
                 "runner_up": time_and_money(runner, target[0], price) if runner else None}
-    ratio = over_colocated = None
+    ratio = over_colocated = ratio_unavailable = None
     if profile is not None:
         # the runner-up may be the colocated row itself: each plan once
         others = list({id(r): r for r in (runner, colocated[0] if colocated and best["mode"] != "colocated" else None)
                        if r}.values())
-        got = dict(zip(map(id, others), ratios_to(best, others, profile, doc.get("spec", {}).get("seed", 0))))
-        # the cost and time objectives compare env steps per GPU-hour (plans on different GPU counts)
-        ratio = per_objective(got[id(runner)], best, runner, objective) if runner else None
-        over_colocated = got.get(id(colocated[0])) if colocated else None
+        spec = doc.get("spec", {})
+        ratios = ratios_to(best, others, profile, spec.get("seed", 0), check=spec.get("replications", 1) == 1)
+        if isinstance(ratios, str):
+            ratio_unavailable = ratios
+        else:
+            got = dict(zip(map(id, others), ratios))
+            # the cost and time objectives compare env steps per GPU-hour (plans on different GPU counts)
+            ratio = per_objective(got[id(runner)], best, runner, objective) if runner else None
+            over_colocated = got.get(id(colocated[0])) if colocated else None
     margin = runner_up_margin(best, runner, objective) if runner else None
     explanation = explain(best, runner, colocated[0] if colocated else None, objective, gpus, price, len(cands),
                           margin, ratio, over_colocated)
@@ -124,6 +129,7 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
         "runner_up_margin": margin,
         "runner_up_ratio": ratio,
         "colocated_ratio": over_colocated,
+        "ratio_unavailable": ratio_unavailable,
         "colocated": colocated[0] if colocated else None,
         "candidates": len(cands),
         "infeasible": sum(r["status"] != "ok" for r in doc["rows"]
@@ -176,12 +182,18 @@ STREAMING_TIE = ("streaming training only lets the trainer start on a global bat
                  "does not reproduce.")
 
 
+# A sweep row re-simulated on the profile that is to give its ratio intervals must give the
+# sweep's number (deterministic with one replication); else the profile changed since the sweep.
+SAME_PROFILE_REL = 1e-6
+
+
 def ratios_to(best: dict[str, Any], others: list[dict[str, Any]], profile: Profile,
-              seed: int = 0) -> list[dict[str, Any] | None]:
+              seed: int = 0, check: bool = False) -> list[dict[str, Any] | None] | str:
     """The 90 % interval of best / other throughput on ``profile`` for each of ``others``
     (uncertainty.ratio_intervals: what moves both plans alike cancels; the best's changes
     simulated once), from the first replication of each as the point intervals are; None where
-    the profile gives no interval."""
+    the profile gives no interval. With ``check``, the rows' own throughputs must be what the
+    profile gives them now (a sweep file read back), else why not (a string)."""
     from perfmodel.calibration.uncertainty import ratio_intervals
     from perfmodel.simulate import simulate
 
@@ -190,7 +202,14 @@ def ratios_to(best: dict[str, Any], others: list[dict[str, Any]], profile: Profi
 
     a = Plan.from_dict(best["plan"], "plan")
     plans = [Plan.from_dict(o["plan"], "plan") for o in others]
-    got = ratio_intervals(a, run(a, profile), [(b, run(b, profile)) for b in plans], profile, run)
+    thr = [run(p, profile) for p in [a, *plans]]
+    if check:
+        for row, t in zip([best, *others], thr):
+            if abs(t / row["throughput_env_steps_per_s"] - 1) > SAME_PROFILE_REL:
+                return (f"profile {profile.name} now gives {row['mode']} on {row['gpus']} GPUs {t:.2f} env steps/s, the "
+                        f"sweep {row['throughput_env_steps_per_s']:.2f}: it changed since the sweep (sweep again for "
+                        "the ratio intervals)")
+    got = ratio_intervals(a, thr[0], list(zip(plans, thr[1:])), profile, run)
     return [None if iv is None else {**iv, "measure": "throughput"} for iv, _ in got]
 
 
@@ -326,5 +345,6 @@ def choice_summary(choice: dict[str, Any]) -> dict[str, Any]:
             "plan": choice["best"]["plan"], "best": slim(choice["best"]), "runner_up": slim(choice["runner_up"]),
             "runner_up_margin": choice.get("runner_up_margin"),
             "runner_up_ratio": choice.get("runner_up_ratio"), "colocated_ratio": choice.get("colocated_ratio"),
+            "ratio_unavailable": choice.get("ratio_unavailable"),
             "colocated": slim(choice["colocated"]), "candidates": choice["candidates"], "goal": choice.get("goal"),
             "infeasible": choice["infeasible"], "explanation": choice["explanation"]}
