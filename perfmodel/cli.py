@@ -588,7 +588,7 @@ def _cp_options(f):
                      "all = every split of each GPU count in sixteenths or coarser"),
         click.option("--pipeline-stages", "pipeline_stages", help="comma-separated pipeline_stage_num values (default 1)"),
         click.option("--b-max", "b_max", help="comma-separated dynamic-batching b_max values, 'null' = one worker's envs (default null)"),
-        click.option("--t-max", "t_max", help="comma-separated dynamic-batching t_max_s values (default 0.05)"),
+        click.option("--t-max", "t_max", help="comma-separated dynamic-batching t_max_s values (default 0.02, RLinf's)"),
         click.option("--staleness", type=int, help="max_staleness for every plan (default: the plan default, 1)"),
         click.option("--gpu-hour-price", "price", type=float, help="dollars per GPU-hour, for env steps per dollar"),
         click.option("--replications", type=int, default=1, show_default=True, help="simulations per plan (intervals when > 1)"),

@@ -100,11 +100,15 @@ def test_derived_columns(small_sweep):
 
 
 def test_dynamic_batching_knobs_only_for_dynamic_modes(scenario_profile):
+    from perfmodel.schema.plan import DEFAULT_T_MAX_S
+
+    assert DEFAULT_T_MAX_S == 0.02
     spec = SweepSpec(profile_ref="x", modes=("disaggregated", "rollout_async"), gpus=(8,), ratios=("1:1",),
                      b_max=(None, 4), t_max_s=(0.05, 0.2))
     combos = combinations(spec)
     assert [(c.mode, c.b_max, c.t_max_s) for c in combos] == [
-        ("disaggregated", None, 0.05), ("rollout_async", None, 0.05), ("rollout_async", None, 0.2),
+        # a mode without dynamic batching runs once, at the plan defaults (RLinf's 20 ms)
+        ("disaggregated", None, DEFAULT_T_MAX_S), ("rollout_async", None, 0.05), ("rollout_async", None, 0.2),
         ("rollout_async", 4, 0.05), ("rollout_async", 4, 0.2)]
 
 

@@ -15,12 +15,12 @@ from executor.profiling.host import ram_gb
 def driver_plan(mode: str, envs: int, chunk: int, chunk_steps: int) -> Any:
     """A rollout-only-sized plan on two device slots of this machine for measuring the driver:
     ``envs`` envs on one env worker, one episode of ``chunk_steps`` chunk steps."""
-    from perfmodel.schema.plan import Plan
+    from perfmodel.schema.plan import DEFAULT_T_MAX_S, Plan
 
     cores = os.cpu_count() or 1
     samples = envs * chunk_steps
     return Plan.from_dict({
-        "mode": mode, "allocation_ratio": "1:1", "pipeline_stage_num": 1, "b_max": None, "t_max_s": 0.05,
+        "mode": mode, "allocation_ratio": "1:1", "pipeline_stage_num": 1, "b_max": None, "t_max_s": DEFAULT_T_MAX_S,
         "max_staleness": 1, "profile": "pi05_tiny_cpu",
         "workload": {"total_num_envs": envs, "max_episode_steps": chunk * chunk_steps, "num_action_chunks": chunk,
                      "rollout_epoch": 1, "update_epoch": 1, "micro_batch_size": samples,

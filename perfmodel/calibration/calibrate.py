@@ -120,7 +120,11 @@ BOUND_NOTES = {
     "barely faster per worker than the 16-GPU one (a node of its own): published rollout_async per-worker time "
     "grows only 6-8 % from 8 to 16 GPUs, so the actor must take nearly its whole 16-core GPU share; the bound "
     "(15) keeps the env workers at least one core per GPU more than at 16 GPUs. What else slows a shared node "
-    "(host-memory traffic of the P2P-less collectives, say) is not modelled",
+    "(host-memory traffic of the P2P-less collectives, say) is not modelled. RLinf's code (0.3.0) gives a GR00T "
+    "actor rank no per-sample host work (gr00t_action_model.py:499-520; pi0.5's re-runs openpi's input "
+    "transforms on up to 8 threads per micro-batch, openpi_action_model.py:262-305), so for GR00T this value is "
+    "not the actor's own CPU use but stands in for a mechanism the model lacks (docs/metrics.md, 'What RLinf's "
+    "code says')",
 }
 # Plan fields to change from their published defaults when fitting and predicting the
 # reference points (empty: the published setup). Cross-validation of alternatives sets it

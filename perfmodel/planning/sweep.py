@@ -19,7 +19,7 @@ Derived columns (docs/metrics.md defines the rest):
   (``None`` without a price).
 
 ``b_max`` and ``t_max_s`` only act in the dynamic-batching modes (rollout_async, streamer);
-the other modes are swept once with the plan defaults (b_max null, t_max_s 0.05).
+the other modes are swept once with the plan defaults (b_max null, t_max_s 0.02).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable
 from perfmodel.cliutil import fmt_number
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.modes import MODE_TABLE, MODES
-from perfmodel.schema.plan import MAX_STALENESS, Plan, ratio_parts
+from perfmodel.schema.plan import DEFAULT_T_MAX_S, MAX_STALENESS, Plan, ratio_parts
 from perfmodel.schema.profile import Profile
 
 DEFAULT_GPUS = (8, 16, 24, 32, 64, 128, 256)
@@ -43,8 +43,8 @@ ALL_RATIOS = "all"
 ALL_RATIOS_MAX_PARTS = 16
 DEFAULT_PIPELINE_STAGES = (1,)
 DEFAULT_B_MAX: tuple[int | None, ...] = (None,)
-DEFAULT_T_MAX = (0.05,)
-PLAN_DEFAULT_T_MAX = 0.05
+DEFAULT_T_MAX = (DEFAULT_T_MAX_S,)
+PLAN_DEFAULT_T_MAX = DEFAULT_T_MAX_S
 
 SCALING_NOTE = ("scaling efficiency = (thr(N)/N) / (thr(N0)/N0), N0 = the smallest GPU count in the sweep "
                 "at which the same configuration (mode, ratio, stages, b_max, t_max) is feasible")

@@ -18,7 +18,7 @@ from perfmodel.rlinf.compose import FIELD, Composed, compose
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.hardware import GPU_NAMES
 from perfmodel.schema.modes import MODE_TABLE, MODES
-from perfmodel.schema.plan import Plan
+from perfmodel.schema.plan import DEFAULT_T_MAX_S, Plan
 
 COMPONENTS = ("actor", "env", "rollout")
 # vlaperf's own block: what RLinf's schema cannot say (the RL-VLA3 fork's dynamic batching and
@@ -349,7 +349,7 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
             plan[k] = block[k]
     if MODE_TABLE[want].disaggregated and "placement_strategy" not in block:
         plan["placement_strategy"] = "packed"  # RLinf's ranges are contiguous global GPU ranges
-    if (block.get("b_max") is not None or block.get("t_max_s", 0.05) != 0.05) and not MODE_TABLE[want].dynamic_batching:
+    if (block.get("b_max") is not None or block.get("t_max_s", DEFAULT_T_MAX_S) != DEFAULT_T_MAX_S) and not MODE_TABLE[want].dynamic_batching:
         warnings.append(f"vlaperf.b_max / t_max_s: no effect in mode {want} (no dynamic batching)")
     for key in _unread_async_keys(c):
         warnings.append(f"{key}: looks like an asynchronous-pipeline setting; vlaperf does not read it (say the mode "

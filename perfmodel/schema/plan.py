@@ -233,6 +233,10 @@ def parse_ratio(text: str, gpus: int, field: str = "allocation_ratio") -> tuple[
     return r * unit, a * unit
 
 
+# RLinf's dynamic batching (runner.enable_decoupled_mode) waits at most 20 ms for a batch to fill:
+# timeout_time=0.02, hard-coded (rlinf 0.3.0, workers/rollout/hf/async_huggingface_worker.py:179);
+# its batch cap is total_num_envs / rollout workers (scheduler/worker/routing.py), b_max null here.
+DEFAULT_T_MAX_S = 0.02
 MAX_STALENESS = 10_000  # policy versions a rollout may lag; far beyond any useful setting
 
 
@@ -251,7 +255,7 @@ class Plan:
     allocation_ratio: str | None = "1:1"
     pipeline_stage_num: int = 1
     b_max: int | None = None
-    t_max_s: float = 0.05
+    t_max_s: float = DEFAULT_T_MAX_S
     max_staleness: int = 1
     placement_strategy: str = "packed"
     sharding_strategy: str = "full_shard"
@@ -392,7 +396,7 @@ class Plan:
             allocation_ratio=ratio,
             pipeline_stage_num=f.int("pipeline_stage_num", 1),
             b_max=b_max,
-            t_max_s=f.float("t_max_s", 0.05),
+            t_max_s=f.float("t_max_s", DEFAULT_T_MAX_S),
             max_staleness=f.int("max_staleness", 1, min=0),
             placement_strategy=f.str("placement_strategy", "packed", choices=PLACEMENT_STRATEGIES),
             sharding_strategy=f.str("sharding_strategy", "full_shard", choices=SHARDING_STRATEGIES),
