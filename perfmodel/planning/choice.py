@@ -179,7 +179,8 @@ STREAMING_TIE = ("streaming training only lets the trainer start on a global bat
                  "arrived, which gains nothing when the samples arrive in whole global batches (every env "
                  "group ends its episodes together) or when the trainer has no idle time to fill; the "
                  "published 8- and 16-GPU runs show streamer 0-4% faster than rollout_async, which this model "
-                 "does not reproduce.")
+                 "does not reproduce. Stock RLinf (0.3.0) streams training only in its synchronous runner "
+                 "(runner.use_training_pipeline), so rollout_async with streaming needs the RL-VLA3 fork.")
 
 
 # A sweep row re-simulated on the profile that is to give its ratio intervals must give the
