@@ -299,3 +299,38 @@ def test_a_yaml_syntax_error_says_where(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as e:
         load_rlinf(cfg)
     assert e.value.field == "--rlinf-config" and f"{cfg.name} line " in str(e.value) and "column" in str(e.value)
+
+
+def _with_runner(cfg: Path, lines: str) -> Path:
+    cfg.write_text(cfg.read_text().replace("  task_type: embodied", "  task_type: embodied\n" + lines))
+    return cfg
+
+
+def test_rlinf_runner_switches_set_or_refuse_the_mode(tmp_path: Path) -> None:
+    """RLinf's own switches (rlinf 0.3.0): runner.enable_decoupled_mode is dynamic batching, so
+    with asynchronous PPO on disjoint GPUs the mode is rollout_async (RLinf's 20 ms timeout, the
+    plan default); without asynchronous PPO it is no vlaperf mode, and neither is
+    runner.use_training_pipeline (streaming inside RLinf's synchronous runner): both are refused
+    by name unless --mode says how to cost them, and then a switch the mode lacks is a warning."""
+    disjoint = {"placement": "    actor: 0-3\n    env,rollout: 4-7"}
+    cfg = _with_runner(write_config(tmp_path, "a", extra_algorithm="  staleness_threshold: 1", **disjoint),
+                       "  enable_decoupled_mode: True")
+    im = load_rlinf(cfg)
+    assert (im.plan.mode, im.plan.b_max, im.plan.t_max_s) == ("rollout_async", None, 0.02) and im.warnings == []
+    im = load_rlinf(cfg, mode="train_async")
+    assert im.plan.mode == "train_async" and im.warnings == [
+        "runner.enable_decoupled_mode: dynamic batching has no effect in mode train_async"]
+    sync = _with_runner(write_config(tmp_path, "b", **disjoint), "  enable_decoupled_mode: True")
+    with pytest.raises(ConfigError) as e:
+        load_rlinf(sync)
+    assert e.value.field == "runner.enable_decoupled_mode" and "--mode" in str(e.value)
+    pipe = _with_runner(write_config(tmp_path, "c", **disjoint), "  use_training_pipeline: True")
+    with pytest.raises(ConfigError) as e:
+        load_rlinf(pipe)
+    assert e.value.field == "runner.use_training_pipeline" and "--mode" in str(e.value)
+    im = load_rlinf(pipe, mode="disaggregated")
+    assert im.plan.mode == "disaggregated" and im.warnings == [
+        "runner.use_training_pipeline: streaming training has no effect in mode disaggregated"]
+    # Switched off, they change nothing.
+    off = _with_runner(write_config(tmp_path, "d", **disjoint), "  use_training_pipeline: False\n  enable_decoupled_mode: False")
+    assert load_rlinf(off).plan.mode == "disaggregated" and load_rlinf(off).warnings == []

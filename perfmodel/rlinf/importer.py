@@ -29,7 +29,12 @@ ALGORITHMS = {("gae", "actor_critic"): "ppo", ("gae", "decoupled_actor_critic"):
               ("grpo", "actor"): "grpo", ("grpo", "decoupled_actor"): "grpo"}
 # Denoising steps the bundled profiles' inference and training costs are for (perfmodel/backbones.py).
 PROFILED_DENOISING_STEPS = {"pi05": 4, "gr00t_n15": 4}
-ASYNC_LOOKING = re.compile(r"async|stream|dynamic_batch|staleness|max_batch|batch_timeout", re.I)
+ASYNC_LOOKING = re.compile(r"async|stream|dynamic_batch|staleness|max_batch|batch_timeout|decoupled|training_pipeline", re.I)
+# RLinf's own switches (rlinf 0.3.0): dynamic batching of rollout inference, with its 20 ms
+# timeout (runner.enable_decoupled_mode, workers/rollout/hf/async_huggingface_worker.py), and
+# streaming training, which RLinf has only in its synchronous runner (runner.use_training_pipeline,
+# runners/embodied_runner.py run_pipeline).
+DECOUPLED, TRAINING_PIPELINE = "runner.enable_decoupled_mode", "runner.use_training_pipeline"
 
 
 @dataclass
@@ -161,7 +166,7 @@ def _fork_block(c: Composed) -> dict[str, Any]:
 
 def _unread_async_keys(c: Composed) -> list[str]:
     """Keys that look like asynchronous-pipeline settings of an RLinf fork but are not read here."""
-    read = {"algorithm.staleness_threshold"}
+    read = {"algorithm.staleness_threshold", DECOUPLED, TRAINING_PIPELINE}
     out = []
     for top in ("algorithm", "rollout", "actor", "runner", "env.train"):
         v = c.get(top, None)
@@ -233,10 +238,11 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
                                                              f"{_ranges(rollout)}: vlaperf runs one env worker beside "
                                                              "each generator (place env and rollout together)")
     staleness = c.get("algorithm.staleness_threshold", None)
+    decoupled, streaming = bool(c.get(DECOUPLED, False)), bool(c.get(TRAINING_PIPELINE, False))
     if set(actor) == set(rollout):
         derived, ratio = "colocated", None
     elif not set(actor) & set(rollout):
-        derived = "train_async" if staleness is not None else "disaggregated"
+        derived = ("rollout_async" if decoupled else "train_async") if staleness is not None else "disaggregated"
         g = math.gcd(len(rollout), len(actor))
         ratio = f"{len(rollout) // g}:{len(actor) // g}"
     else:
@@ -252,6 +258,16 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
                               "asynchronous PPO with actor and rollout on the same GPUs is not a vlaperf mode "
                               "(its asynchronous modes need disjoint rollout and actor GPUs, e.g. 'actor: 0-3' and "
                               "'env,rollout: 4-7'); pass --mode to cost it as one of them")
+        if streaming:
+            raise ConfigError(TRAINING_PIPELINE, "RLinf's streaming inside its synchronous runner (micro-batches per env "
+                                                 "worker and rollout epoch) is not a vlaperf mode (vlaperf's streamer "
+                                                 "streams within the asynchronous rollout); pass --mode to cost it as "
+                                                 "one of them (disaggregated: no overlap of training with the rollout)")
+        if decoupled and derived != "rollout_async":
+            raise ConfigError(DECOUPLED, "dynamic batching without asynchronous PPO on disjoint rollout and actor GPUs "
+                                         "(algorithm.staleness_threshold, e.g. 'actor: 0-3' and 'env,rollout: 4-7') "
+                                         "is not a vlaperf mode (rollout_async adds it to asynchronous training); pass "
+                                         "--mode to cost it as one of them")
         want = derived
     elif MODE_TABLE[want].disaggregated != (derived != "colocated"):
         if MODE_TABLE[want].disaggregated:
@@ -265,6 +281,10 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
             ratio = None
     if staleness is not None and not MODE_TABLE[want].async_training:
         warnings.append(f"algorithm.staleness_threshold: {staleness} has no effect in mode {want} (synchronous)")
+    if decoupled and not MODE_TABLE[want].dynamic_batching:
+        warnings.append(f"{DECOUPLED}: dynamic batching has no effect in mode {want}")
+    if streaming and not MODE_TABLE[want].streaming:
+        warnings.append(f"{TRAINING_PIPELINE}: streaming training has no effect in mode {want}")
     if len(used) < total:
         warnings.append(f"cluster.component_placement: uses {len(used)} of the {total} GPUs of cluster.num_nodes "
                         f"({_ranges(used)}); costed on those {len(used)}")
