@@ -182,6 +182,11 @@ def test_emit_round_trips(tmp_path: Path, mode: str, gpus: int, ratio: str | Non
     f = tmp_path / "frag.yaml"
     f.write_text(emit_yaml(plan, "pi05"))
     assert load_rlinf(f).plan.to_dict() == plan.to_dict()
+    # Dynamic batching also sets RLinf's own switch; streaming says stock RLinf cannot run it.
+    import yaml
+    dynamic = mode in ("rollout_async", "streamer")
+    assert (yaml.safe_load(f.read_text()).get("runner") == {"enable_decoupled_mode": True}) == dynamic
+    assert ("streams training only in its synchronous runner" in f.read_text()) == (mode == "streamer")
     # Pasted over a user's config, the config runs the same plan.
     base = write_config(tmp_path, "user")
     import yaml

@@ -3,8 +3,8 @@
 The fragment holds what the plan decides: ``cluster.num_nodes`` and ``cluster.component_placement``
 (contiguous global GPU ranges: rollout and its env workers first, then the actor, as RLinf's
 packed placement fills them), env / rollout / actor sizes and batch settings, and a ``vlaperf:``
-block for what RLinf's schema cannot say (the mode's dynamic batching and streaming, the GPU
-type, the profile). Importing the fragment (``--rlinf-config``) gives the same plan back.
+block for what RLinf's schema cannot say (the mode's streaming, the batching knobs, the GPU
+type, the profile); dynamic batching also sets RLinf's own ``runner.enable_decoupled_mode``. Importing the fragment (``--rlinf-config``) gives the same plan back.
 """
 
 from __future__ import annotations
@@ -47,8 +47,11 @@ def fragment(plan: Plan, backbone: str | None = None) -> dict[str, Any]:
         vl["allocation_ratio"] = plan.allocation_ratio
     vl["b_max"] = plan.b_max  # dynamic batching (rollout_async, streamer); kept for the round trip
     vl["t_max_s"] = plan.t_max_s
+    out: dict[str, Any] = {"cluster": {"num_nodes": nodes, "component_placement": placement}}
+    if m.dynamic_batching:  # RLinf's own switch for it (0.3.0: 20 ms timeout, one worker's envs per batch)
+        out["runner"] = {"enable_decoupled_mode": True}
     return {
-        "cluster": {"num_nodes": nodes, "component_placement": placement},
+        **out,
         "algorithm": algorithm,
         "env": {"train": {"total_num_envs": w.total_num_envs, "max_episode_steps": w.max_episode_steps,
                           "max_steps_per_rollout_epoch": w.max_episode_steps, "rollout_epoch": w.rollout_epoch}},
@@ -68,6 +71,13 @@ def emit_yaml(plan: Plan, backbone: str | None = None, header: str | None = None
     if plan.mechanisms.disaggregated and plan.placement_strategy == "split" and plan.cluster.nodes > 1:
         lines.append("# note: RLinf places components on contiguous GPU ranges (packed); this plan was costed with "
                      "every node split by the ratio (placement_strategy split): re-check it with placement_strategy packed.")
+    m = plan.mechanisms
+    if m.streaming:
+        lines.append("# note: stock RLinf (0.3.0) streams training only in its synchronous runner "
+                     "(runner.use_training_pipeline); streaming with asynchronous PPO needs the RL-VLA3 fork.")
+    if m.dynamic_batching and plan.pipeline_stage_num > 1:
+        lines.append("# note: RLinf's dynamic batching (runner.enable_decoupled_mode) requires "
+                     "rollout.pipeline_stage_num 1.")
     if header:
         lines += [f"# {h}" for h in header.splitlines()]
     return "\n".join(lines) + "\n" + yaml.safe_dump(fragment(plan, backbone), sort_keys=False, default_flow_style=False)
