@@ -5,9 +5,11 @@
 # a headless screenshot of a scrolled page comes out blank).
 # Usage: examples/report_screenshots.sh [REPORT=/tmp/vlaperf_capacity_planning/report.html] [OUT_DIR=docs]
 set -euo pipefail
-REPORT=$(realpath "${1:-/tmp/vlaperf_capacity_planning/report.html}")
+REPORT=$(realpath -m "${1:-/tmp/vlaperf_capacity_planning/report.html}")
 OUT=${2:-docs}
-CHROMIUM=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || command -v google-chrome)}
+CHROMIUM=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)}
+if [ -z "$CHROMIUM" ]; then echo "error: no chromium found (install it or set CHROMIUM=/path/to/chrome)" >&2; exit 2; fi
+[ -f "$REPORT" ] || { echo "error: REPORT: no such report: $REPORT (run examples/capacity_planning.sh first)" >&2; exit 2; }
 mkdir -p "$OUT"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT

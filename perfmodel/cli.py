@@ -495,17 +495,25 @@ def _cp_profile(backbone: str | None, profile_path: str | None):
     return ref, load_profile(ref)
 
 
-def _cp_sweep_profile(doc: dict[str, Any]):
+def _cp_sweep_profile(doc: dict[str, Any], sweep_path: str):
     """(the profile a sweep file was made with, or None and why): ``plan --sweep`` needs it for
     the ratio intervals (best over runner-up and over colocated); ``choose`` checks that it still
-    gives the sweep's numbers."""
+    gives the sweep's numbers. A relative file path is tried here, then beside the sweep file."""
     from perfmodel.schema.profile import load_profile
 
-    ref = doc.get("spec", {}).get("profile_ref") or doc.get("profile")
-    try:
-        return load_profile(ref), None
-    except (ConfigError, OSError, ValueError) as e:
-        return None, f"the sweep's profile {ref!r} cannot be loaded here ({e}): no ratio intervals"
+    ref = doc.get("spec", {}).get("profile_ref")
+    if not isinstance(ref, str) or not ref:
+        return None, "the sweep file names no profile (spec.profile_ref): no ratio intervals"
+    tries = [ref]
+    if not Path(ref).is_absolute() and (Path(sweep_path).parent / ref).is_file():
+        tries.append(str(Path(sweep_path).parent / ref))
+    why = ""
+    for r in tries:
+        try:
+            return load_profile(r), None
+        except (ConfigError, OSError, ValueError) as e:
+            why = str(e)
+    return None, f"the sweep's profile {ref!r} cannot be loaded here ({why}): no ratio intervals"
 
 
 def _cp_check_writable(option: str, path: str | None) -> None:
@@ -534,7 +542,10 @@ def _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages):
         return None, None, pipeline_stages, None
     im = load_rlinf_config(rlinf_config, backbone, profile_path, gpu)
     stages = pipeline_stages if pipeline_stages is not None else str(im.plan.pipeline_stage_num)
-    return im.plan.profile, im.plan.to_dict(), stages, im
+    ref = im.plan.profile  # a bundled name, or a file: absolute, as _cp_ref makes it
+    if Path(ref).is_file():
+        ref = str(Path(ref).resolve())
+    return ref, {**im.plan.to_dict(), "profile": ref}, stages, im
 
 
 # The sweep's list options: (SweepSpec field, option, element type, what is allowed).
@@ -757,7 +768,7 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
                 if r["status"] == "ok":
                     r["env_steps_per_dollar"] = r["env_steps_per_gpu_hour"] / price
             doc["spec"]["gpu_hour_price"] = price
-        profile, why = _cp_sweep_profile(doc)
+        profile, why = _cp_sweep_profile(doc, sweep_path)
         choice = choose(doc, gpus, objective, target, profile=profile)
         choice["ratio_unavailable"] = choice.get("ratio_unavailable") or why
     else:

@@ -217,3 +217,34 @@ def test_plan_from_a_sweep_file_gives_the_ratio_intervals(tmp_path):
     c = json.loads(via.read_text())
     assert c["runner_up_ratio"] is None and c["colocated_ratio"] is None
     assert "changed since the sweep" in c["ratio_unavailable"] and "note: profile pi05 now gives" in r.stderr
+
+
+def test_plan_from_a_sweep_file_finds_and_checks_its_profile(tmp_path, scenario_dict):
+    """The sweep's profile for the ratio intervals: a relative file path is also looked for beside
+    the sweep file; a sweep that names none gets no ratios and says so; a deterministic profile is
+    checked against the sweep's numbers whatever the replications (their mean is the number)."""
+    import shutil
+
+    prof = write_json(tmp_path / "p.json", scenario_dict)
+    sweep, via = tmp_path / "s.json", tmp_path / "via.json"
+    common = ["--modes", "colocated,rollout_async", "--ratios", "1:1", "--gpus", "8", "--quiet", "--no-interval"]
+    assert run_cli("sweep", "--profile", str(prof), *common, "--replications", "2", "-o", str(sweep)).returncode == 0
+    doc = json.loads(sweep.read_text())
+    doc["spec"]["profile_ref"] = "p.json"  # as a sweep made in tmp_path with a relative path records it
+    write_json(sweep, doc)
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    r = run_cli("plan", "--sweep", str(sweep), "--gpus", "8", "--details", str(via), cwd=other)
+    assert r.returncode == 0 and "note:" not in r.stderr, r.stderr
+    # the scenario profile has no calibration uncertainty: the ratios say why, but it was found and checked
+    assert json.loads(via.read_text())["ratio_unavailable"] is None
+    best = max((x for x in doc["rows"] if x["status"] == "ok"), key=lambda x: x["throughput_env_steps_per_s"])
+    best["throughput_env_steps_per_s"] *= 1.3  # two replications of a deterministic profile: still exact
+    write_json(sweep, doc)
+    r = run_cli("plan", "--sweep", str(sweep), "--gpus", "8", "--details", str(via), cwd=other)
+    assert "changed since the sweep" in json.loads(via.read_text())["ratio_unavailable"], r.stderr
+    del doc["spec"]["profile_ref"]
+    write_json(sweep, doc)
+    r = run_cli("plan", "--sweep", str(sweep), "--gpus", "8", "--details", str(via), cwd=other)
+    assert r.returncode == 0 and "names no profile" in r.stderr, r.stderr
+    shutil.rmtree(other)

@@ -272,13 +272,16 @@ def test_a_ratio_simulates_either_plans_directions_for_both():
             return 2 * screen[j]  # the simulation disagrees with the bound by a factor 2
         return Sensitivities(screen, "d", simulate)
 
-    a = sens([0.5, 0.4, 0.3, 0.0, 0.1, 0.0], "a")  # top: 0, 1, 2
-    b = sens([0.5, 0.4, 0.0, 0.3, 0.1, 0.0], "b")  # top: 0, 1, 3
-    assert a.deltas() == [1.0, 0.8, 0.6, 0.0, 0.1, 0.0] and a.covered() == "d (local derivatives; 3 simulated, the rest from the analytic bound)"
+    a = sens([0.5, 0.4, 0.3, 0.05, 0.1, 0.0], "a")  # top: 0, 1, 2
+    b = sens([0.5, 0.4, 0.05, 0.3, 0.1, 0.0], "b")  # top: 0, 1, 3
+    assert a.deltas() == [1.0, 0.8, 0.6, 0.05, 0.1, 0.0] and a.covered() == "d (local derivatives; 3 simulated, the rest from the analytic bound)"
     u = Uncertainty(method="t", residual_sd_log=0.0)
     r = ratio_of(1.0, 1.0, a, b, u, (0.0, 0.0), True)
-    # union {0, 1, 2, 3} simulated for both: the changes differ by 0.6 (direction 2) and 0.6 (3)
-    assert r["half_width_log"] == pytest.approx(Z * math.sqrt(0.6 ** 2 + 0.6 ** 2))
+    # union {0, 1, 2, 3} simulated for both: the changes differ by 0.5 (direction 2) and 0.5 (3);
+    # each plan's own top alone would subtract 0.6 - 0.05 and 0.05 - 0.6
+    assert r["half_width_log"] == pytest.approx(Z * math.sqrt(0.5 ** 2 + 0.5 ** 2))
+    own = math.sqrt(sum((x - y) ** 2 for x, y in zip(a.deltas(), b.deltas())))
+    assert own == pytest.approx(math.sqrt(2 * 0.55 ** 2))
     assert sorted(calls) == [("a", 0), ("a", 1), ("a", 2), ("a", 3), ("b", 0), ("b", 1), ("b", 2), ("b", 3)]
     assert "4 simulated" in r["method"]
     # Each direction is simulated once per plan, however many ratios use it.

@@ -107,7 +107,8 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
         others = list({id(r): r for r in (runner, colocated[0] if colocated and best["mode"] != "colocated" else None)
                        if r}.values())
         spec = doc.get("spec", {})
-        ratios = ratios_to(best, others, profile, spec.get("seed", 0), check=spec.get("replications", 1) == 1)
+        ratios = ratios_to(best, others, profile, spec.get("seed", 0), check=True,
+                           replications=spec.get("replications", 1))
         if isinstance(ratios, str):
             ratio_unavailable = ratios
         else:
@@ -184,12 +185,16 @@ STREAMING_TIE = ("streaming training only lets the trainer start on a global bat
 
 
 # A sweep row re-simulated on the profile that is to give its ratio intervals must give the
-# sweep's number (deterministic with one replication); else the profile changed since the sweep.
+# sweep's number (a deterministic profile, or the first replication of a random one when the sweep
+# ran one); else the profile changed since the sweep. With several replications of a random
+# profile the sweep's number is their mean: one replication must fall within this many of its
+# 95 % confidence half-widths x sqrt(replications) (about 3 standard deviations of one).
 SAME_PROFILE_REL = 1e-6
+SAME_PROFILE_SPREAD = 1.5
 
 
 def ratios_to(best: dict[str, Any], others: list[dict[str, Any]], profile: Profile,
-              seed: int = 0, check: bool = False) -> list[dict[str, Any] | None] | str:
+              seed: int = 0, check: bool = False, replications: int = 1) -> list[dict[str, Any] | None] | str:
     """The 90 % interval of best / other throughput on ``profile`` for each of ``others``
     (uncertainty.ratio_intervals: what moves both plans alike cancels; the best's changes
     simulated once), from the first replication of each as the point intervals are; None where
@@ -206,7 +211,11 @@ def ratios_to(best: dict[str, Any], others: list[dict[str, Any]], profile: Profi
     thr = [run(p, profile) for p in [a, *plans]]
     if check:
         for row, t in zip([best, *others], thr):
-            if abs(t / row["throughput_env_steps_per_s"] - 1) > SAME_PROFILE_REL:
+            mean, tol = row["throughput_env_steps_per_s"], SAME_PROFILE_REL * row["throughput_env_steps_per_s"]
+            ci = row.get("throughput_ci95")
+            if profile.variability.any and replications > 1 and ci:
+                tol += SAME_PROFILE_SPREAD * (ci[1] - ci[0]) / 2 * math.sqrt(replications)
+            if abs(t - mean) > tol:
                 return (f"profile {profile.name} now gives {row['mode']} on {row['gpus']} GPUs {t:.2f} env steps/s, the "
                         f"sweep {row['throughput_env_steps_per_s']:.2f}: it changed since the sweep (sweep again for "
                         "the ratio intervals)")
