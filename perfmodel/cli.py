@@ -788,6 +788,8 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
             write_json_atomic(details, summary)
     except OSError as e:
         _fail("--out", f"must be a writable path; {e.strerror}: {e.filename}")
+    if choice.get("ratio_unavailable"):  # on stderr whatever stdout carries (text, JSON, YAML)
+        click.echo(f"note: {choice['ratio_unavailable']}", err=True)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
@@ -803,8 +805,6 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
             click.echo(f"wrote plan {out}", err=True)
         return
     click.echo(choice["explanation"])
-    if choice.get("ratio_unavailable"):
-        click.echo(f"note: {choice['ratio_unavailable']}", err=True)
     if out:
         click.echo(f"wrote plan {out}  (run it: executor run --plan {out}; check it: perfmodel predict --plan {out})")
     if details:

@@ -217,6 +217,9 @@ def test_plan_from_a_sweep_file_gives_the_ratio_intervals(tmp_path):
     c = json.loads(via.read_text())
     assert c["runner_up_ratio"] is None and c["colocated_ratio"] is None
     assert "changed since the sweep" in c["ratio_unavailable"] and "note: profile pi05 now gives" in r.stderr
+    for fmt in (["--json"], ["--emit", "rlinf"]):  # the note goes to stderr whatever stdout carries
+        r = run_cli("plan", "--sweep", str(sweep), "--gpus", "16", *fmt)
+        assert r.returncode == 0 and "note: profile pi05 now gives" in r.stderr, (fmt, r.stderr)
 
 
 def test_plan_from_a_sweep_file_finds_and_checks_its_profile(tmp_path, scenario_dict):
