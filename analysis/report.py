@@ -322,7 +322,9 @@ def chosen_rows(inp: Inputs, b: Built) -> list[tuple[str, str]]:
     # not the report's looser TIE_REL, which lists near ties in the sweep as such.
     margin, runner = c.get("runner_up_margin") or {}, c.get("runner_up")
     if runner and margin.get("tie"):
-        rows[0] = ("mode", f"{best['mode']} (tie: {runner['mode']} predicts the same {margin.get('measure', 'throughput')})")
+        tied = [m for m in margin.get("tied_modes") or [best["mode"], runner["mode"]] if m != best["mode"]]
+        rows[0] = ("mode", f"{best['mode']} (tie: {' and '.join(tied)} "
+                           f"predict{'s' if len(tied) == 1 else ''} the same {margin.get('measure', 'throughput')})")
     split = (f"rollout {best['rollout_gpus']} : actor {best['actor_gpus']}" +
              (f" (ratio {best['allocation_ratio']})" if best.get("allocation_ratio") else " (shared)"))
     rows += [("GPUs", f"{best['gpus']}: {split}"),

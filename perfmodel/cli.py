@@ -750,6 +750,12 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
 
     if objective in OBJECTIVES:
         check_target(objective, target)
+    if sweep_path and rlinf_config:  # the sweep fixed the workload and cluster; the config would not apply
+        _fail("--rlinf-config", f"contradicts --sweep {sweep_path}: a saved sweep's plans are chosen from as they are; "
+                                "leave it out, or sweep the config (perfmodel sweep --rlinf-config)")
+    if sweep_path and gpu:
+        _fail("--gpu", f"contradicts --sweep {sweep_path}: its plans were predicted on their own accelerator; "
+                       "leave it out, or sweep again with --gpu")
     ref, base, pipeline_stages, imported = _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages)
     if gpus is None:
         if imported is None:

@@ -251,3 +251,29 @@ def test_plan_from_a_sweep_file_finds_and_checks_its_profile(tmp_path, scenario_
     r = run_cli("plan", "--sweep", str(sweep), "--gpus", "8", "--details", str(via), cwd=other)
     assert r.returncode == 0 and "names no profile" in r.stderr, r.stderr
     shutil.rmtree(other)
+
+
+def test_a_three_way_tie_names_every_tied_mode():
+    """Where the actor is the bottleneck (pi05 at 128 GPUs in the bundled model) train_async,
+    rollout_async and streamer predict the same throughput: the plan names all three, and why."""
+    from perfmodel.schema.profile import load_profile
+
+    prof = load_profile("pi05")
+    doc = run_sweep(SweepSpec(profile_ref="pi05", modes=("train_async", "rollout_async", "streamer"), gpus=(128,),
+                              ratios=("1:1",), intervals=False), prof, jobs=1)
+    choice = choose(doc, 128, "throughput")
+    assert sorted(choice["runner_up_margin"]["tied_modes"]) == ["rollout_async", "streamer", "train_async"]
+    assert "tie (the same predicted throughput)" in choice["explanation"]
+    assert "the actor is the bottleneck" in choice["explanation"] and "The two tie" not in choice["explanation"]
+
+
+def test_a_plan_far_below_its_bound_says_waiting_limits_it():
+    """The RLinf example (128 envs on 16 GPUs) predicts half its analytic bound with no resource
+    saturated: the explanation says that waiting, not a resource, limits it; a plan on its bound
+    (the published setup) does not."""
+    r = run_cli("plan", "--rlinf-config", str(ROOT / "examples/rlinf/libero_10_ppo_openpi_pi05.yaml"), "--gpus", "16",
+                "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "below that bound with no resource saturated: waiting" in r.stdout
+    r = run_cli("plan", "--gpus", "16", "--modes", "rollout_async", "--quiet")
+    assert r.returncode == 0 and "below that bound" not in r.stdout, r.stderr

@@ -187,6 +187,16 @@ def test_emit_round_trips(tmp_path: Path, mode: str, gpus: int, ratio: str | Non
     dynamic = mode in ("rollout_async", "streamer")
     assert (yaml.safe_load(f.read_text()).get("runner") == {"enable_decoupled_mode": True}) == dynamic
     assert ("streams training only in its synchronous runner" in f.read_text()) == (mode == "streamer")
+    # A synchronous plan switches RLinf's asynchronous settings off; offload only in colocated;
+    # RLinf's batch-split rule is warned about (disaggregated 24 at 1:2: 16 actor GPUs, 1024 / (128 x 16)).
+    frag = yaml.safe_load(f.read_text())
+    asynchronous = mode in ("rollout_async", "streamer")
+    assert frag["runner"]["enable_decoupled_mode"] == dynamic
+    assert (frag["algorithm"]["staleness_threshold"] is None) == (not asynchronous)
+    assert "max_episode_steps" not in frag["env"]["train"]
+    if mode != "colocated":
+        assert frag["rollout"]["enable_offload"] is False and frag["actor"]["enable_offload"] is False
+    assert ("RLinf requires global_batch_size" in f.read_text()) == (mode == "disaggregated")
     # Pasted over a user's config, the config runs the same plan.
     base = write_config(tmp_path, "user")
     import yaml
@@ -339,3 +349,62 @@ def test_rlinf_runner_switches_set_or_refuse_the_mode(tmp_path: Path) -> None:
     # Switched off, they change nothing.
     off = _with_runner(write_config(tmp_path, "d", **disjoint), "  use_training_pipeline: False\n  enable_decoupled_mode: False")
     assert load_rlinf(off).plan.mode == "disaggregated" and load_rlinf(off).warnings == []
+
+
+def test_emit_switches_offload_off_outside_colocated() -> None:
+    """RLinf's asynchronous rollout refuses offload and the model charges it only in colocated's
+    phase switches: a disaggregated plan carrying enable_offload (imported from a colocated
+    config) emits false; colocated keeps it."""
+    import yaml
+
+    prof = load_profile("pi05")
+    for mode, gpus, ratio, want in (("rollout_async", 8, "1:1", False), ("colocated", 8, None, True)):
+        plan = published_plan(prof, mode, gpus, ratio).with_(enable_offload=True)
+        frag = yaml.safe_load(emit_yaml(plan, "pi05"))
+        assert frag["rollout"]["enable_offload"] is want and frag["actor"]["enable_offload"] is want
+
+
+def test_rlinf_decoupled_mode_needs_one_stage_and_queue_size_is_listed(tmp_path: Path) -> None:
+    """RLinf asserts one pipeline stage in decoupled mode; rollout.rollout_queue_size (its batch
+    cap there) is not read, so it is listed."""
+    disjoint = {"placement": "    actor: 0-3\n    env,rollout: 4-7"}
+    cfg = _with_runner(write_config(tmp_path, "s", stages=2, extra_algorithm="  staleness_threshold: 1", **disjoint),
+                       "  enable_decoupled_mode: True")
+    with pytest.raises(ConfigError) as e:
+        load_rlinf(cfg)
+    assert e.value.field == "rollout.pipeline_stage_num"
+    cfg = _with_runner(write_config(tmp_path, "q", extra_algorithm="  staleness_threshold: 1", **disjoint),
+                       "  enable_decoupled_mode: True")
+    cfg.write_text(cfg.read_text().replace("  pipeline_stage_num: 1", "  pipeline_stage_num: 1\n  rollout_queue_size: 4"))
+    assert any(w.startswith("rollout.rollout_queue_size") for w in load_rlinf(cfg).warnings)
+
+
+def test_plan_from_a_sweep_refuses_options_it_would_ignore(tmp_path: Path) -> None:
+    sweep = tmp_path / "s.json"
+    assert run_cli("sweep", "--modes", "colocated", "--gpus", "8", "--no-interval", "--quiet", "-o", str(sweep)).returncode == 0
+    for args, field in ((["--rlinf-config", str(ROOT / "examples/rlinf/libero_10_ppo_openpi_pi05.yaml")], "--rlinf-config"),
+                        (["--gpu", "a100"], "--gpu")):
+        r = run_cli("plan", "--sweep", str(sweep), "--gpus", "8", *args)
+        assert r.returncode == 2 and r.stderr.startswith(f"error: {field}: contradicts --sweep"), r.stderr
+
+
+def test_a_misspelt_key_beside_a_defaulted_one_is_refused(tmp_path: Path) -> None:
+    """num_action_chunk: 5 next to num_action_chunks (set to 10 by the model's Hydra default) was
+    silently unused (+63 % env steps/s); now it is refused by name. The 52 reference configs
+    still import (test_every_reference_config_imports_or_is_refused_with_a_reason)."""
+    cfg = write_config(tmp_path, "t")
+    cfg.write_text(cfg.read_text().replace('    model_path: "/path/to/model"',
+                                           '    model_path: "/path/to/model"\n    num_action_chunk: 5'))
+    with pytest.raises(ConfigError) as e:
+        load_rlinf(cfg)
+    assert e.value.field == "actor.model.num_action_chunk" and "did you mean actor.model.num_action_chunks" in str(e.value)
+
+
+@pytest.mark.parametrize("line, field", [("  allocation_ratio: 5:3", "vlaperf.allocation_ratio"),
+                                         ("  b_max: 0", "vlaperf.b_max")])
+def test_a_bad_vlaperf_value_is_named_by_its_key(tmp_path: Path, line: str, field: str) -> None:
+    cfg = write_config(tmp_path, "v", placement="    actor: 0-3\n    env,rollout: 4-7",
+                       extra_algorithm="  staleness_threshold: 1", extra=f"vlaperf:\n  mode: rollout_async\n{line}\n")
+    with pytest.raises(ConfigError) as e:
+        load_rlinf(cfg)
+    assert e.value.field == field, str(e.value)

@@ -117,6 +117,14 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
             ratio = per_objective(got[id(runner)], best, runner, objective) if runner else None
             over_colocated = got.get(id(colocated[0])) if colocated else None
     margin = runner_up_margin(best, runner, objective) if runner else None
+    if margin is not None and margin["tie"]:
+        # every other mode that ties too (three modes tie where the actor is the bottleneck)
+        seen, also = {best["mode"], runner["mode"]}, []
+        for r in cands[1:]:
+            if r["mode"] not in seen and runner_up_margin(best, r, objective)["tie"]:
+                also.append(r["mode"])
+            seen.add(r["mode"])
+        margin["tied_modes"] = [best["mode"], runner["mode"], *also]
     explanation = explain(best, runner, colocated[0] if colocated else None, objective, gpus, price, len(cands),
                           margin, ratio, over_colocated)
     if goal is not None:
@@ -239,6 +247,9 @@ def per_objective(iv: dict[str, Any] | None, best: dict[str, Any], other: dict[s
 
 # Predictions closer than this (relative) are the same number: simulation rounding, not a gap.
 TIE_REL = 1e-4
+# A plan this far below its analytic bound, with no resource busier than WAIT_BUSY, is limited by
+# waiting (latency, barriers, hand-offs), not by a resource: the explanation says so.
+WAIT_BOUND_GAP, WAIT_BUSY = 0.2, 0.8
 
 
 def runner_up_margin(best: dict[str, Any], runner: dict[str, Any], objective: str = "throughput") -> dict[str, Any]:
@@ -282,6 +293,11 @@ def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict
                  f"{busiest} at {100 * res[busiest]:.0f}% utilization "
                  f"({', '.join(f'{k} {100 * v:.0f}%' for k, v in res.items() if k != busiest)}), and the "
                  f"longest stage per iteration is {top_stage} ({stages.get(top_stage, 0):.1f} s per unit).")
+    below = 1 - best["throughput_env_steps_per_s"] / best["bound_env_steps_per_s"]
+    if below > WAIT_BOUND_GAP and res[busiest] < WAIT_BUSY:
+        parts.append(f"The simulation is {100 * below:.0f}% below that bound with no resource saturated: waiting "
+                     "(each chunk step's inference round trip, lock-step barriers, the synchronous hand-offs), not "
+                     "capacity, limits this plan; more envs per GPU (if they fit) would fill the gaps.")
     if runner is not None:
         rel = 100 * (runner["throughput_env_steps_per_s"] / best["throughput_env_steps_per_s"] - 1)
         cost_rel = 100 * (runner["env_steps_per_gpu_hour"] / best["env_steps_per_gpu_hour"] - 1)
@@ -289,10 +305,12 @@ def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict
                      + f", would give {_thr(runner)} ({rel:+.1f}% throughput, {cost_rel:+.1f}% env steps per "
                      f"GPU-hour), bottleneck {runner['bottleneck']}.")
         if margin["tie"]:
-            parts.append(f"The two tie (the same predicted {margin['measure']}), so the order is the sweep's, not a "
-                         "prediction"
-                         + (f": {STREAMING_TIE}" if {best["mode"], runner["mode"]} == {"rollout_async", "streamer"}
-                            else "."))
+            tied = margin.get("tied_modes") or [best["mode"], runner["mode"]]
+            who = "The two tie" if len(tied) == 2 else f"{', '.join(tied[:-1])} and {tied[-1]} tie"
+            parts.append(f"{who} (the same predicted {margin['measure']}), so which comes first is not a prediction"
+                         + (f": {STREAMING_TIE}" if set(tied) == {"rollout_async", "streamer"} else
+                            ": the actor is the bottleneck, so neither dynamic batching nor streaming adds anything "
+                            "there." if set(tied) >= {"train_async", "rollout_async"} else "."))
         elif ratio is not None:
             lo, hi = 100 * (ratio["low"] - 1), 100 * (ratio["high"] - 1)
             verdict = ("the measured profile's spread only, without the model's own error, so it cannot say "

@@ -32,10 +32,12 @@ class Composed:
     def __init__(self, cfg: Any, source: str) -> None:
         self._cfg = cfg
         self.source = source
+        self._read: set[str] = set()  # every key asked for (check_near_misses)
 
     def get(self, key: str, default: Any = _MISSING) -> Any:
         from omegaconf import DictConfig, ListConfig, OmegaConf
 
+        self._read.add(key)
         try:
             v = OmegaConf.select(self._cfg, key, default=_MISSING, throw_on_resolution_failure=True)
         except Exception as e:  # an interpolation that cannot be resolved
@@ -73,6 +75,28 @@ class Composed:
                 return
             path.append(seg)
             node = OmegaConf.select(self._cfg, ".".join(path), default=None, throw_on_resolution_failure=False)
+
+    def check_near_misses(self) -> None:
+        """After the import: a key beside one that was read, spelled almost the same and read by
+        nothing (``num_action_chunk`` beside ``num_action_chunks``, which a Hydra default set),
+        is a typo whose value would be silently unused; it is an error."""
+        import difflib
+
+        from omegaconf import DictConfig, OmegaConf
+
+        for key in sorted(self._read):
+            parent, _, seg = key.rpartition(".")
+            node = OmegaConf.select(self._cfg, parent, default=None, throw_on_resolution_failure=False) if parent \
+                else self._cfg
+            if not isinstance(node, DictConfig) or seg not in node:
+                continue
+            siblings = [str(k) for k in node.keys() if str(k) != seg]
+            for near in difflib.get_close_matches(seg, siblings, n=3, cutoff=NEAR_MISS):
+                where = f"{parent}.{near}" if parent else near
+                if where not in self._read:
+                    raise ConfigError(where, f"is not a key this tool reads; did you mean {key}? (that key is read, "
+                                             f"{self.get(key, None)!r}, and {where} would be silently unused) in "
+                                             f"{self.source}")
 
     def has(self, key: str) -> bool:
         return self.get(key, None) is not None

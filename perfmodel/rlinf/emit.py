@@ -30,9 +30,12 @@ def fragment(plan: Plan, backbone: str | None = None) -> dict[str, Any]:
                                  "loss_type": ("decoupled_actor_critic" if m.async_training else "actor_critic")
                                  if w.algorithm == "ppo" else "actor",
                                  "update_epoch": w.update_epoch, "group_size": w.group_size}
-    if m.async_training:
-        algorithm["staleness_threshold"] = plan.max_staleness
-    offload = plan.enable_offload
+    # A synchronous plan pasted over an asynchronous config must switch RLinf's asynchronous PPO
+    # and dynamic batching off, not leave them as they were.
+    algorithm["staleness_threshold"] = plan.max_staleness if m.async_training else None
+    # Offload only acts in colocated (phase switches); RLinf's asynchronous rollout refuses it
+    # (workers/rollout/hf/async_huggingface_worker.py), so the disaggregated modes emit false.
+    offload = plan.enable_offload and not m.disaggregated
     model: dict[str, Any] = {"num_action_chunks": w.num_action_chunks}
     if backbone == "pi05":  # RLinf openpi: train_expert_only freezes the VLM
         model["openpi"] = {"train_expert_only": plan.trained_part == "action_expert"}
@@ -47,13 +50,13 @@ def fragment(plan: Plan, backbone: str | None = None) -> dict[str, Any]:
         vl["allocation_ratio"] = plan.allocation_ratio
     vl["b_max"] = plan.b_max  # dynamic batching (rollout_async, streamer); kept for the round trip
     vl["t_max_s"] = plan.t_max_s
-    out: dict[str, Any] = {"cluster": {"num_nodes": nodes, "component_placement": placement}}
-    if m.dynamic_batching:  # RLinf's own switch for it (0.3.0: 20 ms timeout, one worker's envs per batch)
-        out["runner"] = {"enable_decoupled_mode": True}
+    # RLinf's own switch for dynamic batching (0.3.0: 20 ms timeout, one worker's envs per batch)
     return {
-        **out,
+        "cluster": {"num_nodes": nodes, "component_placement": placement},
+        "runner": {"enable_decoupled_mode": m.dynamic_batching},
         "algorithm": algorithm,
-        "env": {"train": {"total_num_envs": w.total_num_envs, "max_episode_steps": w.max_episode_steps,
+        # steps per env per rollout epoch; the task's own max_episode_steps stays the user's
+        "env": {"train": {"total_num_envs": w.total_num_envs,
                           "max_steps_per_rollout_epoch": w.max_episode_steps, "rollout_epoch": w.rollout_epoch}},
         "rollout": {"pipeline_stage_num": plan.pipeline_stage_num, "enable_offload": offload},
         "actor": actor,
@@ -78,6 +81,14 @@ def emit_yaml(plan: Plan, backbone: str | None = None, header: str | None = None
     if m.dynamic_batching and plan.pipeline_stage_num > 1:
         lines.append("# note: RLinf's dynamic batching (runner.enable_decoupled_mode) requires "
                      "rollout.pipeline_stage_num 1.")
+    w = plan.workload
+    if w.global_batch_size % (w.micro_batch_size * plan.actor_gpus):
+        lines.append(f"# warning: RLinf requires global_batch_size to be a multiple of micro_batch_size x actor GPUs "
+                     f"({w.global_batch_size} / ({w.micro_batch_size} x {plan.actor_gpus}) is not whole) and will "
+                     "refuse this fragment: change the ratio or the batch sizes.")
+    if m.async_training:
+        lines.append("# note: asynchronous PPO and dynamic batching run with RLinf's asynchronous runner and workers "
+                     "(AsyncPPOEmbodiedRunner), which your entry script chooses, not these keys.")
     if header:
         lines += [f"# {h}" for h in header.splitlines()]
     return "\n".join(lines) + "\n" + yaml.safe_dump(fragment(plan, backbone), sort_keys=False, default_flow_style=False)

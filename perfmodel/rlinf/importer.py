@@ -29,7 +29,8 @@ ALGORITHMS = {("gae", "actor_critic"): "ppo", ("gae", "decoupled_actor_critic"):
               ("grpo", "actor"): "grpo", ("grpo", "decoupled_actor"): "grpo"}
 # Denoising steps the bundled profiles' inference and training costs are for (perfmodel/backbones.py).
 PROFILED_DENOISING_STEPS = {"pi05": 4, "gr00t_n15": 4}
-ASYNC_LOOKING = re.compile(r"async|stream|dynamic_batch|staleness|max_batch|batch_timeout|decoupled|training_pipeline", re.I)
+ASYNC_LOOKING = re.compile(r"async|stream|dynamic_batch|staleness|max_batch|batch_timeout|decoupled|training_pipeline|"
+                           r"queue_size", re.I)
 # RLinf's own switches (rlinf 0.3.0): dynamic batching of rollout inference, with its 20 ms
 # timeout (runner.enable_decoupled_mode, workers/rollout/hf/async_huggingface_worker.py), and
 # streaming training, which RLinf has only in its synchronous runner (runner.use_training_pipeline,
@@ -283,6 +284,9 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
         warnings.append(f"algorithm.staleness_threshold: {staleness} has no effect in mode {want} (synchronous)")
     if decoupled and not MODE_TABLE[want].dynamic_batching:
         warnings.append(f"{DECOUPLED}: dynamic batching has no effect in mode {want}")
+    if decoupled and _int(c, "rollout.pipeline_stage_num", 1) != 1:
+        raise ConfigError("rollout.pipeline_stage_num", f"must be 1 with {DECOUPLED} (RLinf 0.3.0 config.py asserts it), "
+                                                       f"got {_int(c, 'rollout.pipeline_stage_num', 1)}")
     if streaming and not MODE_TABLE[want].streaming:
         warnings.append(f"{TRAINING_PIPELINE}: streaming training has no effect in mode {want}")
     if len(used) < total:
@@ -358,6 +362,9 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
         "trained_part": trained,
         "enable_offload": offload,
     }
+    if "allocation_ratio" in block and not isinstance(block["allocation_ratio"], str):
+        raise ConfigError("vlaperf.allocation_ratio", "must be a quoted string like '3:1' (YAML reads an unquoted 3:1 "
+                                                      f"as the base-60 number 181), got {block['allocation_ratio']!r}")
     if "allocation_ratio" in block and MODE_TABLE[want].disaggregated:
         plan["allocation_ratio"] = block["allocation_ratio"]
     if staleness is not None:
@@ -379,12 +386,17 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     try:
         p = Plan.from_dict(plan, "plan")
     except ConfigError as e:
-        raise ConfigError(_rlinf_key(e.field), f"{e.message} (from {c.source})") from None
+        raise ConfigError(_rlinf_key(e.field, block), f"{e.message} (from {c.source})") from None
+    c.check_near_misses()
     return Imported(p, profile.backbone, c.source, warnings, total)
 
 
-def _rlinf_key(field_name: str) -> str:
-    """A plan field -> the RLinf key it came from, for error messages."""
+def _rlinf_key(field_name: str, block: dict[str, Any] | None = None) -> str:
+    """A plan field -> the RLinf key it came from, for error messages (the ``vlaperf:`` block's
+    own key when the block set it)."""
+    name = field_name.removeprefix("plan.")
+    if block and name in block and name in VLAPERF_KEYS:
+        return f"vlaperf.{name}"
     mapping = {"plan.workload.total_num_envs": "env.train.total_num_envs",
                "plan.workload.global_batch_size": "actor.global_batch_size",
                "plan.workload.max_episode_steps": "env.train.max_episode_steps",
