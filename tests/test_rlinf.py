@@ -408,3 +408,17 @@ def test_a_bad_vlaperf_value_is_named_by_its_key(tmp_path: Path, line: str, fiel
     with pytest.raises(ConfigError) as e:
         load_rlinf(cfg)
     assert e.value.field == field, str(e.value)
+
+
+def test_gr00t_vlm_tuning_switches_do_not_reach_stock_rlinf(tmp_path: Path) -> None:
+    """RLinf 0.3.0 hardcodes tune_llm / tune_visual False when it loads GR00T: a config asking for
+    them is costed as training the action head, with a warning; the vlaperf block can say full."""
+    cfg = write_config(tmp_path, "g", model="gr00t")
+    cfg.write_text(cfg.read_text().replace('    model_path: "/path/to/model"',
+                                           '    model_path: "/path/to/model"\n    tune_llm: True'))
+    im = load_rlinf(cfg)
+    assert im.plan.trained_part == "action_expert"
+    assert any(w.startswith("actor.model.tune_llm: True has no effect in RLinf 0.3.0") for w in im.warnings)
+    cfg.write_text(cfg.read_text() + "vlaperf:\n  trained_part: full\n")
+    im = load_rlinf(cfg)
+    assert im.plan.trained_part == "full" and not any("tune_llm" in w for w in im.warnings)

@@ -324,8 +324,14 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     if c.get("actor.model.model_type", None) == "openpi":
         trained = "action_expert" if _bool(c, "actor.model.openpi.train_expert_only", False) else "full"
     elif backbone == "gr00t_n15":
-        tune_vlm = any(_bool(c, f"actor.model.{k}", False) for k in ("tune_llm", "tune_visual"))
-        trained = "full" if tune_vlm else "action_expert"
+        # RLinf 0.3.0 loads GR00T with tune_visual=False, tune_llm=False whatever the config says
+        # (models/embodiment/gr00t/gr00t_n1d5/__init__.py): the action head trains.
+        trained = "action_expert"
+        tuned = [k for k in ("tune_llm", "tune_visual") if _bool(c, f"actor.model.{k}", False)]
+        if tuned and "trained_part" not in block:
+            warnings.append(f"actor.model.{tuned[0]}: True has no effect in RLinf 0.3.0, which loads GR00T with "
+                            "tune_llm and tune_visual False: costed as training the action head (a fork that "
+                            "honours it: set vlaperf.trained_part: full)")
     if _bool(c, "actor.model.is_lora", False):
         warnings.append("actor.model.is_lora: LoRA training is not modelled; costed as training the "
                         f"{trained.replace('_', ' ')} in full")
