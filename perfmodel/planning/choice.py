@@ -104,15 +104,14 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
     ratio = over_colocated = ratio_unavailable = None
     if profile is not None:
         # the runner-up may be the colocated row itself: each plan once
-        others = list({id(r): r for r in (runner, colocated[0] if colocated and best["mode"] != "colocated" else None)
-                       if r}.values())
+        compared = list({id(r): r for r in (runner, colocated[0] if colocated and best["mode"] != "colocated" else None)
+                         if r}.values())
         spec = doc.get("spec", {})
-        ratios = ratios_to(best, others, profile, spec.get("seed", 0), check=True,
-                           replications=spec.get("replications", 1))
+        ratios = ratios_to(best, compared, profile, spec.get("seed", 0), replications=spec.get("replications", 1))
         if isinstance(ratios, str):
             ratio_unavailable = ratios
         else:
-            got = dict(zip(map(id, others), ratios))
+            got = dict(zip(map(id, compared), ratios))
             # the cost and time objectives compare env steps per GPU-hour (plans on different GPU counts)
             ratio = per_objective(got[id(runner)], best, runner, objective) if runner else None
             over_colocated = got.get(id(colocated[0])) if colocated else None
@@ -202,12 +201,12 @@ SAME_PROFILE_SPREAD = 1.5
 
 
 def ratios_to(best: dict[str, Any], others: list[dict[str, Any]], profile: Profile,
-              seed: int = 0, check: bool = False, replications: int = 1) -> list[dict[str, Any] | None] | str:
+              seed: int = 0, replications: int = 1) -> list[dict[str, Any] | None] | str:
     """The 90 % interval of best / other throughput on ``profile`` for each of ``others``
     (uncertainty.ratio_intervals: what moves both plans alike cancels; the best's changes
     simulated once), from the first replication of each as the point intervals are; None where
-    the profile gives no interval. With ``check``, the rows' own throughputs must be what the
-    profile gives them now (a sweep file read back), else why not (a string)."""
+    the profile gives no interval. The rows' own throughputs must be what the profile gives them
+    now (a sweep file read back may be older than the profile), else why not (a string)."""
     from perfmodel.calibration.uncertainty import ratio_intervals
     from perfmodel.simulate import simulate
 
@@ -217,16 +216,14 @@ def ratios_to(best: dict[str, Any], others: list[dict[str, Any]], profile: Profi
     a = Plan.from_dict(best["plan"], "plan")
     plans = [Plan.from_dict(o["plan"], "plan") for o in others]
     thr = [run(p, profile) for p in [a, *plans]]
-    if check:
-        for row, t in zip([best, *others], thr):
-            mean, tol = row["throughput_env_steps_per_s"], SAME_PROFILE_REL * row["throughput_env_steps_per_s"]
-            ci = row.get("throughput_ci95")
-            if profile.variability.any and replications > 1 and ci:
-                tol += SAME_PROFILE_SPREAD * (ci[1] - ci[0]) / 2 * math.sqrt(replications)
-            if abs(t - mean) > tol:
-                return (f"profile {profile.name} now gives {row['mode']} on {row['gpus']} GPUs {t:.2f} env steps/s, the "
-                        f"sweep {row['throughput_env_steps_per_s']:.2f}: it changed since the sweep (sweep again for "
-                        "the ratio intervals)")
+    for row, t in zip([best, *others], thr):
+        mean, tol = row["throughput_env_steps_per_s"], SAME_PROFILE_REL * row["throughput_env_steps_per_s"]
+        ci = row.get("throughput_ci95")
+        if profile.variability.any and replications > 1 and ci:
+            tol += SAME_PROFILE_SPREAD * (ci[1] - ci[0]) / 2 * math.sqrt(replications)
+        if abs(t - mean) > tol:
+            return (f"profile {profile.name} now gives {row['mode']} on {row['gpus']} GPUs {t:.2f} env steps/s, the "
+                    f"sweep {mean:.2f}: it changed since the sweep (sweep again for the ratio intervals)")
     got = ratio_intervals(a, thr[0], list(zip(plans, thr[1:])), profile, run)
     return [None if iv is None else {**iv, "measure": "throughput"} for iv, _ in got]
 

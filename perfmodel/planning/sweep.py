@@ -44,7 +44,6 @@ ALL_RATIOS_MAX_PARTS = 16
 DEFAULT_PIPELINE_STAGES = (1,)
 DEFAULT_B_MAX: tuple[int | None, ...] = (None,)
 DEFAULT_T_MAX = (DEFAULT_T_MAX_S,)
-PLAN_DEFAULT_T_MAX = DEFAULT_T_MAX_S
 
 SCALING_NOTE = ("scaling efficiency = (thr(N)/N) / (thr(N0)/N0), N0 = the smallest GPU count in the sweep "
                 "at which the same configuration (mode, ratio, stages, b_max, t_max) is feasible")
@@ -139,7 +138,7 @@ def combinations(spec: SweepSpec) -> list[Combo]:
             ratios: Iterable[str | None] = _ratios_for(spec, g) if MODE_TABLE[mode].disaggregated else [None]
             dynamic = MODE_TABLE[mode].dynamic_batching
             batching = ([(b, t) for b in dict.fromkeys(spec.b_max) for t in dict.fromkeys(spec.t_max_s)]
-                        if dynamic else [(None, PLAN_DEFAULT_T_MAX)])
+                        if dynamic else [(None, DEFAULT_T_MAX_S)])
             for ratio in ratios:
                 for p in dict.fromkeys(spec.pipeline_stages):
                     for b, t in batching:

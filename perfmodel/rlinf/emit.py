@@ -4,7 +4,8 @@ The fragment holds what the plan decides: ``cluster.num_nodes`` and ``cluster.co
 (contiguous global GPU ranges: rollout and its env workers first, then the actor, as RLinf's
 packed placement fills them), env / rollout / actor sizes and batch settings, and a ``vlaperf:``
 block for what RLinf's schema cannot say (the mode's streaming, the batching knobs, the GPU
-type, the profile); dynamic batching also sets RLinf's own ``runner.enable_decoupled_mode``. Importing the fragment (``--rlinf-config``) gives the same plan back.
+type, the profile); dynamic batching also sets RLinf's own ``runner.enable_decoupled_mode``.
+Importing the fragment (``--rlinf-config``) gives the same plan back.
 """
 
 from __future__ import annotations

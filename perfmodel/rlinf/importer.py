@@ -284,9 +284,10 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
         warnings.append(f"algorithm.staleness_threshold: {staleness} has no effect in mode {want} (synchronous)")
     if decoupled and not MODE_TABLE[want].dynamic_batching:
         warnings.append(f"{DECOUPLED}: dynamic batching has no effect in mode {want}")
-    if decoupled and _int(c, "rollout.pipeline_stage_num", 1) != 1:
+    stages = _int(c, "rollout.pipeline_stage_num", 1)
+    if decoupled and stages != 1:
         raise ConfigError("rollout.pipeline_stage_num", f"must be 1 with {DECOUPLED} (RLinf 0.3.0 config.py asserts it), "
-                                                       f"got {_int(c, 'rollout.pipeline_stage_num', 1)}")
+                                                       f"got {stages}")
     if streaming and not MODE_TABLE[want].streaming:
         warnings.append(f"{TRAINING_PIPELINE}: streaming training has no effect in mode {want}")
     if len(used) < total:
@@ -360,7 +361,7 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     plan: dict[str, Any] = {
         "mode": want,
         "allocation_ratio": ratio if MODE_TABLE[want].disaggregated else None,
-        "pipeline_stage_num": _int(c, "rollout.pipeline_stage_num", 1),
+        "pipeline_stage_num": stages,
         "profile": ref,
         "workload": workload,
         "cluster": {**base_cluster.__dict__, "gpus": len(used)},
