@@ -139,8 +139,9 @@ PUBLISHED_GPUS = 8
 class Cluster:
     """The machines. Bandwidths are per GPU (per link endpoint), in GB/s.
 
-    ``actor_cpu_cores_per_gpu``: CPU cores each actor GPU's process keeps (its Ray bundle) when
-    rollout and actor share a node; the env workers share the rest of the node's cores.
+    ``actor_cpu_cores_per_gpu``: CPU cores of its node each actor GPU leaves no env worker when
+    rollout and actor share a node; the env workers share the rest of the node's cores. At the
+    per-GPU share (cores / GPUs per node) an env worker has its own GPU's share on any node.
     """
 
     gpus: int
