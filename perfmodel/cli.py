@@ -17,7 +17,7 @@ from perfmodel.cliutil import Choice, no_progress_option, progress_bar, version_
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.modes import MODES
 from perfmodel.planning.choice import OBJECTIVES
-from perfmodel.schema.plan import MAX_GPUS, Plan, is_profile_path, parse_ratio
+from perfmodel.schema.plan import DEFAULT_T_MAX_S, MAX_GPUS, Plan, is_profile_path, parse_ratio
 
 from perfmodel.schema.profile import BUNDLED_REFERENCE, user_profile_dir
 
@@ -249,9 +249,12 @@ def cli() -> None:
 @click.option("--profile", "profile_path", type=click.Path(dir_okay=False),
               help="profile JSON file instead of a bundled one")
 @click.option("--pipeline-stages", "pipeline_stage_num", type=int, help="pipeline_stage_num")
-@click.option("--b-max", type=int, help="dynamic batching: batch fires at this many envs")
-@click.option("--t-max", "t_max_s", type=float, help="dynamic batching: or after this many seconds")
-@click.option("--staleness", "max_staleness", type=int, help="max policy-version lag (async modes)")
+@click.option("--b-max", type=int, help="dynamic batching: batch fires at this many envs (default: the "
+              "plan's, else one env worker's envs, RLinf's)")
+@click.option("--t-max", "t_max_s", type=float, help="dynamic batching: or after this many seconds (default: the "
+              f"plan's, else {DEFAULT_T_MAX_S:g}, RLinf's)")
+@click.option("--staleness", "max_staleness", type=int, help="max policy-version lag (async modes; default: the "
+              "plan's, else 1)")
 @click.option("--replications", type=int, default=1, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")

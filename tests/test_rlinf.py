@@ -351,6 +351,33 @@ def test_rlinf_runner_switches_set_or_refuse_the_mode(tmp_path: Path) -> None:
     assert load_rlinf(off).plan.mode == "disaggregated" and load_rlinf(off).warnings == []
 
 
+def test_a_mode_that_adds_mechanisms_says_so(tmp_path: Path) -> None:
+    """--mode streamer on a synchronous disjoint config predicts the mode, not the config: the
+    warning names each mechanism the config does not switch on; a mode within the config's adds
+    nothing and says nothing."""
+    disjoint = {"placement": "    actor: 0-3\n    env,rollout: 4-7"}
+    cfg = write_config(tmp_path, "a", **disjoint)
+    im = load_rlinf(cfg, mode="streamer")
+    assert im.plan.mode == "streamer" and len(im.warnings) == 1
+    w = im.warnings[0]
+    assert w.startswith("--mode: streamer adds ") and "algorithm.staleness_threshold" in w
+    assert "runner.enable_decoupled_mode" in w and "streaming training" in w
+    asyn = write_config(tmp_path, "b", extra_algorithm="  staleness_threshold: 1", **disjoint)
+    w = load_rlinf(asyn, mode="rollout_async").warnings
+    assert len(w) == 1 and "dynamic batching" in w[0] and "staleness_threshold" not in w[0]
+    assert load_rlinf(asyn, mode="train_async").warnings == []
+    assert load_rlinf(cfg, mode="disaggregated").warnings == []
+
+
+def test_a_profile_for_another_model_is_named_and_a_matching_one_is_not(tmp_path: Path) -> None:
+    """--profile (or the emitted vlaperf.profile) for the config's own backbone costs it without a
+    warning (a round trip of --emit rlinf is quiet); one made for another model is named."""
+    cfg = write_config(tmp_path)
+    assert load_rlinf(cfg, profile_ref="pi05").warnings == []
+    w = load_rlinf(cfg, profile_ref="gr00t_n15").warnings
+    assert w == ["actor.model.model_type: openpi costed with profile gr00t_n15 (backbone gr00t_n15) as given"]
+
+
 def test_emit_switches_offload_off_outside_colocated() -> None:
     """RLinf's asynchronous rollout refuses offload and the model charges it only in colocated's
     phase switches: a disaggregated plan carrying enable_offload (imported from a colocated

@@ -213,7 +213,11 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     if backbone == "?":
         backbone = profile.backbone
         mt = c.get("actor.model.model_type", None)
-        if mt is not None:
+        try:
+            same = mt is not None and backbone_of(c) == backbone
+        except ConfigError:
+            same = False
+        if mt is not None and not same:  # a model the profile was not made for: say so
             warnings.append(f"actor.model.model_type: {mt} costed with profile {ref} (backbone {backbone}) as given")
 
     # Algorithm.
@@ -280,6 +284,16 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
             warnings.append(f"cluster.component_placement: actor and rollout apart; mode {want} costed on all "
                             f"{len(used)} of their GPUs")
             ratio = None
+    if mode is not None:
+        # --mode can add what the config does not switch on: say so, the prediction is the mode's.
+        m = MODE_TABLE[want]
+        added = [name for name, on, have in (
+            ("asynchronous training (algorithm.staleness_threshold)", m.async_training, staleness is not None),
+            (f"dynamic batching ({DECOUPLED})", m.dynamic_batching, decoupled),
+            ("streaming training (the RL-VLA3 fork's, within the asynchronous rollout)", m.streaming, False)) if on and not have]
+        if added:
+            warnings.append(f"--mode: {want} adds {', '.join(added)}, which the config does not switch on; the prediction "
+                            f"is for mode {want}, not for the config as written")
     if staleness is not None and not MODE_TABLE[want].async_training:
         warnings.append(f"algorithm.staleness_threshold: {staleness} has no effect in mode {want} (synchronous)")
     if decoupled and not MODE_TABLE[want].dynamic_batching:
