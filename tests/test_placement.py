@@ -25,6 +25,37 @@ def test_packed_fills_a_node_before_the_next():
     assert at8.env_cores_per_worker == (128 - 4 * pi05.node["actor_cpu_cores_per_gpu"]) / 4
 
 
+def test_a_shared_node_gives_env_workers_at_least_their_gpus_share():
+    """The calibrated actor's kept cores sit at or below the per-GPU share, their prior and bound
+    (perfmodel/calibration/calibrate.py): an 8-GPU env worker, on the actor's node, has at least
+    the 16 cores a 16-GPU one has on a node of its own."""
+    from perfmodel.calibration.calibrate import NODE, _param
+
+    share = NODE["cpu_cores_per_node"] / NODE["gpus_per_node"]
+    p = _param("actor_cpu_cores_per_gpu")
+    assert p.hi == p.init == share == 16
+    for backbone in ("pi05", "gr00t_n15"):
+        prof = load_profile(backbone)
+        at8 = published_plan(prof, "rollout_async", 8, "1:1").placement
+        at16 = published_plan(prof, "rollout_async", 16, "1:1").placement
+        assert at8.env_cores_per_worker >= at16.env_cores_per_worker == share
+
+
+def test_a_node_of_another_shape_keeps_the_actors_fraction_of_its_share():
+    """A plan that changes the node's cores or GPUs (not the actor's count) keeps the fraction
+    of the per-GPU share the actor keeps; a count the plan sets is taken as given."""
+    from perfmodel.schema.plan import Cluster
+
+    base = Cluster(gpus=8, gpus_per_node=8, cpu_cores_per_node=128, actor_cpu_cores_per_gpu=12.0)
+    half = Cluster.from_dict({"cpu_cores_per_node": 64}, defaults=base)
+    assert half.actor_cpu_cores_per_gpu == 6.0
+    four = Cluster.from_dict({"gpus_per_node": 4}, defaults=base)
+    assert four.actor_cpu_cores_per_gpu == 24.0
+    assert Cluster.from_dict({"cpu_cores_per_node": 64, "actor_cpu_cores_per_gpu": 2}, defaults=base) \
+        .actor_cpu_cores_per_gpu == 2.0
+    assert Cluster.from_dict({}, defaults=base).actor_cpu_cores_per_gpu == 12.0
+
+
 def test_split_by_ratio_on_every_node():
     pi05 = load_profile("pi05")
     plan = published_plan(pi05, "rollout_async", 32, "1:1", placement_strategy="split")

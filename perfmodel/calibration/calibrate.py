@@ -90,7 +90,7 @@ PARAMS = (
     # env worker has its own GPU's share on any node, shared or not. That is the profile's stated
     # env placement and the null of "no shared-node effect"; the points say the effect is static
     # (it holds in the synchronous disaggregated mode too, where the actor idles during the
-    # rollout; applied only while the actor trains concurrently, group_out goes 1.10 % -> 5.08 %),
+    # rollout; applied only while the actor trains concurrently, group_out goes 1.12 % -> 5.14 %),
     # so it is not the actor's CPU use, which RLinf's code puts near one core for GR00T.
     Param("actor_cpu_cores_per_gpu", 0.5, PER_GPU_CORES, PER_GPU_CORES, "cores", True,
           "CPU cores of its node an actor GPU leaves no env worker (16 = its whole share: env workers "
