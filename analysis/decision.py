@@ -72,6 +72,8 @@ def interval_of(row: dict[str, Any]) -> tuple[float | None, float | None, str | 
             if ti.get("method"):
                 what += f" ({ti['method']})"
             return float(ti["low"]), float(ti["high"]), what
+    # A sweep row carries both its low/high columns and its prediction's interval: name the latter.
+    for src in (row, pred):
         for lo_k, hi_k in (("throughput_low", "throughput_high"),
                            ("throughput_env_steps_per_s_low", "throughput_env_steps_per_s_high")):
             if src.get(lo_k) is not None and src.get(hi_k) is not None:

@@ -242,6 +242,16 @@ def test_decision_numbers(inputs):
     assert any(set(ms) >= {"rollout_async", "streamer"} for _, ms, _ in dec.ties(b.points))
 
 
+def test_a_sweep_rows_interval_is_named_by_its_prediction():
+    """`perfmodel sweep` rows carry low/high columns and the prediction's interval: the label
+    is the model interval's (coverage, method), not the columns'; bare columns still read."""
+    iv = {"low": 8.0, "high": 12.0, "coverage": 0.9, "method": "fixture"}
+    row = {"throughput_low": 8.0, "throughput_high": 12.0, "prediction": {"throughput_interval": iv}}
+    assert dec.interval_of(row) == (8.0, 12.0, "90% model interval (fixture)")
+    assert dec.interval_of({"throughput_low": 8.0, "throughput_high": 12.0}) == \
+        (8.0, 12.0, "interval (low-high columns)")
+
+
 def test_intervals_are_read_and_drawn(inputs):
     """Rows carrying throughput_interval (fid_unc's field) get bands; rows without do not."""
     doc = json.loads(inputs["sweep"].read_text())
