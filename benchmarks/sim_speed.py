@@ -121,8 +121,8 @@ def main() -> None:
     reps_s, reps_w = whole_process([*pred, "--replications", "5"], args.repeats)
     print(f"perfmodel --help                        {help_s:7.3f} s ({help_w:.3f} s)")
     print(f"perfmodel predict streamer 32 GPUs      {pred_s:7.3f} s ({pred_w:.3f} s)  {pred_s / help_s:5.2f}x help, "
-          f"prediction interval included (target <= 3x): {verdict(pred_s <= 3 * help_s)}; "
-          f"(<= 1 s): {verdict(pred_s <= 1.0)}")
+          f"prediction interval included (target <= 1 s; the 3x-help target is the bare prediction's, below): "
+          f"{verdict(pred_s <= 1.0)}")
     print(f"  ... --no-interval                     {bare_s:7.3f} s ({bare_w:.3f} s)  {bare_s / help_s:5.2f}x help "
           f"(target <= 3x, <= 0.3 s): {verdict(bare_s <= 3 * help_s and bare_s <= 0.3)}")
     print(f"  ... --replications 5                  {reps_s:7.3f} s ({reps_w:.3f} s)  (target <= 1 s): "
