@@ -149,6 +149,12 @@ def _resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, rati
     base = Plan.load(plan_path) if plan_path else None
     profile = load_profile(profile_path or (base.profile if base and backbone is None else backbone or "pi05"))
     _check_backbone(backbone, profile, "--profile" if profile_path else "plan.profile")
+    if base is not None:
+        from perfmodel.calibration.reference import complete_cluster
+        from perfmodel.schema.jsonio import load_json
+
+        given = load_json(plan_path, "plan").get("cluster")
+        base = complete_cluster(base, given if isinstance(given, dict) else {}, profile)
     mode = mode or (base.mode if base else None)
     if mode is None:
         _fail("--mode", f"is required (one of {', '.join(MODES)}) unless --plan gives it")

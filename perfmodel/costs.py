@@ -72,6 +72,16 @@ class StageCosts:
             out.append(f"env costs ({', '.join(missing)}): profile {self.profile.name} has no curve over envs per "
                        f"core (it measured one env alone on a core) but the plan runs {d:.3g} envs per core: "
                        "the single-env costs are used (re-measure with executor profile)")
+        cl, pl = self.plan.cluster, self.plan.placement
+        share = cl.cpu_cores_per_node / min(cl.gpus_per_node, cl.gpus)
+        if (self.plan.mechanisms.disaggregated and any(n.actor and n.rollout for n in pl.nodes)
+                and cl.actor_cpu_cores_per_gpu > share * (1 + 1e-9)):
+            # Calibration keeps it within one GPU's share; a node edited to fewer cores with the
+            # profile's count kept would starve the env workers without a word.
+            out.append(f"cluster.actor_cpu_cores_per_gpu: {cl.actor_cpu_cores_per_gpu:g} is more than one GPU's share "
+                       f"of the node ({cl.cpu_cores_per_node} cores / {min(cl.gpus_per_node, cl.gpus)} GPUs = "
+                       f"{share:g}), so env workers on the actor's node get {self.plan.env_cores_per_worker:.3g} cores "
+                       "each; for a node of another shape, scale the profile's value by the new share over the profile's")
         return out
 
     def env_cpu_s(self, kind: str, n_envs: int) -> float:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from perfmodel.calibration.reference import published_plan
 from perfmodel.schema.profile import load_profile
 from perfmodel.schema.placement import NodeShare, node_shares
@@ -41,19 +43,49 @@ def test_a_shared_node_gives_env_workers_at_least_their_gpus_share():
         assert at8.env_cores_per_worker >= at16.env_cores_per_worker == share
 
 
-def test_a_node_of_another_shape_keeps_the_actors_fraction_of_its_share():
-    """A plan that changes the node's cores or GPUs (not the actor's count) keeps the fraction
-    of the per-GPU share the actor keeps; a count the plan sets is taken as given."""
-    from perfmodel.schema.plan import Cluster
+def test_an_actor_keeping_more_than_its_share_is_named():
+    """A plan whose node was edited to fewer cores but kept the profile's actor count leaves env
+    workers a sliver of a core: the prediction says so (a warning naming the field and the share);
+    within the share it says nothing."""
+    import json
 
-    base = Cluster(gpus=8, gpus_per_node=8, cpu_cores_per_node=128, actor_cpu_cores_per_gpu=12.0)
-    half = Cluster.from_dict({"cpu_cores_per_node": 64}, defaults=base)
-    assert half.actor_cpu_cores_per_gpu == 6.0
-    four = Cluster.from_dict({"gpus_per_node": 4}, defaults=base)
-    assert four.actor_cpu_cores_per_gpu == 24.0
-    assert Cluster.from_dict({"cpu_cores_per_node": 64, "actor_cpu_cores_per_gpu": 2}, defaults=base) \
-        .actor_cpu_cores_per_gpu == 2.0
-    assert Cluster.from_dict({}, defaults=base).actor_cpu_cores_per_gpu == 12.0
+    from perfmodel.schema.plan import Plan
+    from perfmodel.simulate import predict
+
+    prof = load_profile("pi05")
+    plan = published_plan(prof, "rollout_async", 8, "1:1")
+    assert not any("actor_cpu_cores_per_gpu" in w for w in predict(plan, prof, interval=False)["warnings"])
+    d = json.loads(json.dumps(plan.to_dict()))
+    d["cluster"]["cpu_cores_per_node"] = 64
+    out = predict(Plan.from_dict(d), prof, interval=False)
+    w = [w for w in out["warnings"] if w.startswith("cluster.actor_cpu_cores_per_gpu:")]
+    assert len(w) == 1 and "64 cores / 8 GPUs = 8" in w[0]
+
+
+def test_cluster_fields_a_plan_file_leaves_out_come_from_the_profile():
+    """A plan file without the calibrated node values gets the profile's, not the schema's generic
+    defaults (0 kept cores: +40 % at 8 GPUs): the actor's kept cores as the same fraction of a
+    GPU's share on a node of another shape; what the file gives stays."""
+    import json
+
+    from perfmodel.calibration.reference import complete_cluster
+    from perfmodel.schema.plan import Plan
+
+    prof = load_profile("pi05")
+    full = published_plan(prof, "rollout_async", 8, "1:1")
+    d = json.loads(json.dumps(full.to_dict()))
+    for k in ("actor_cpu_cores_per_gpu", "inter_node_bw_GBps"):
+        d["cluster"].pop(k)
+    bare = Plan.from_dict(d)
+    assert bare.cluster.actor_cpu_cores_per_gpu == 0.0  # the schema alone cannot know the profile
+    done = complete_cluster(bare, d["cluster"], prof)
+    assert done.cluster == full.cluster
+    d["cluster"]["cpu_cores_per_node"] = 64
+    half = complete_cluster(Plan.from_dict(d), d["cluster"], prof)
+    assert half.cluster.actor_cpu_cores_per_gpu == pytest.approx(prof.node["actor_cpu_cores_per_gpu"] / 2)
+    assert half.env_cores_per_worker == pytest.approx(full.env_cores_per_worker / 2)
+    d["cluster"]["actor_cpu_cores_per_gpu"] = 3
+    assert complete_cluster(Plan.from_dict(d), d["cluster"], prof).cluster.actor_cpu_cores_per_gpu == 3
 
 
 def test_split_by_ratio_on_every_node():

@@ -4,7 +4,7 @@ and the plans that reproduce their setup."""
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +78,26 @@ def default_cluster(profile: Profile, gpus: int) -> Cluster:
     node = dict(profile.node)
     node["gpus"] = gpus
     return Cluster.from_dict(node, "profile.node")
+
+
+def complete_cluster(plan: Plan, given: dict[str, Any], profile: Profile) -> Plan:
+    """``plan`` with the cluster fields its file left out (``given``: the file's ``cluster``
+    object) taken from ``profile``'s node, the values it was calibrated with, instead of the
+    schema's generic defaults: the actor's kept cores as the same fraction of a GPU's share of
+    the node (the plan's node may have another shape), the rest as they are."""
+    node, c = profile.node, plan.cluster
+    fields = {k for k in c.__dataclass_fields__ if k not in ("gpus", "gpu")}
+    changes = {k: node[k] for k in fields if k not in given and k in node}
+    if "actor_cpu_cores_per_gpu" in changes:
+        cores = given.get("cpu_cores_per_node", node.get("cpu_cores_per_node", c.cpu_cores_per_node))
+        per_node = given.get("gpus_per_node", node.get("gpus_per_node", c.gpus_per_node))
+        profile_share = node.get("cpu_cores_per_node", c.cpu_cores_per_node) / node.get("gpus_per_node", c.gpus_per_node)
+        changes["actor_cpu_cores_per_gpu"] = changes["actor_cpu_cores_per_gpu"] * (cores / per_node) / profile_share
+    if not changes:
+        return plan
+    out = plan.with_(cluster=replace(c, **changes))
+    out.check()
+    return out
 
 
 def published_plan(profile: Profile, mode: str, gpus: int, ratio: str | None, **knobs: Any) -> Plan:

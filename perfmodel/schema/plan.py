@@ -178,23 +178,16 @@ class Cluster:
     def from_dict(cls, obj: Any, path: str = "cluster", defaults: "Cluster | None" = None) -> "Cluster":
         f = Fields(obj, path)
         d = defaults
-        gpus_per_node = f.int("gpus_per_node", d.gpus_per_node if d else 8, max=1024)
-        cpu_cores_per_node = f.int("cpu_cores_per_node", d.cpu_cores_per_node if d else 128, max=1_000_000)
-        # The actor's kept cores are a share of its GPU's share of the node: a node of another
-        # shape keeps the same fraction unless the plan sets the count itself.
-        actor_cores = 0.0
-        if d:
-            actor_cores = d.actor_cpu_cores_per_gpu * (cpu_cores_per_node / gpus_per_node) / d.cpu_cores_per_gpu
         c = cls(
             gpus=f.int("gpus", max=MAX_GPUS) if d is None else f.int("gpus", d.gpus, max=MAX_GPUS),
-            gpus_per_node=gpus_per_node,
-            cpu_cores_per_node=cpu_cores_per_node,
+            gpus_per_node=f.int("gpus_per_node", d.gpus_per_node if d else 8, max=1024),
+            cpu_cores_per_node=f.int("cpu_cores_per_node", d.cpu_cores_per_node if d else 128, max=1_000_000),
             node_ram_gb=f.float("node_ram_gb", d.node_ram_gb if d else 2048.0, min=0.0, strict_min=True),
             intra_node_bw_GBps=f.float("intra_node_bw_GBps", d.intra_node_bw_GBps if d else 200.0,
                                        min=0.0, strict_min=True),
             inter_node_bw_GBps=f.float("inter_node_bw_GBps", d.inter_node_bw_GBps if d else 25.0,
                                        min=0.0, strict_min=True),
-            actor_cpu_cores_per_gpu=f.float("actor_cpu_cores_per_gpu", actor_cores),
+            actor_cpu_cores_per_gpu=f.float("actor_cpu_cores_per_gpu", d.actor_cpu_cores_per_gpu if d else 0.0),
             p2p=f.bool("p2p", d.p2p if d else False),
             host_bw_GBps=f.float("host_bw_GBps", d.host_bw_GBps if d else 20.0, min=0.0, strict_min=True),
             gpu_memory_gb=f.float("gpu_memory_gb", d.gpu_memory_gb if d else 80.0, min=0.0, strict_min=True),
