@@ -379,6 +379,7 @@ def test_huge_sizes_refused_with_range(scenario_profile, field, changes):
 def test_cheapest_per_sample_is_exact_for_any_b_max(scenario_dict, curve):
     """The bound's min over batch sizes, without walking 1..b_max (b_max 1e9 answers at once)."""
     from perfmodel.bound import cheapest_per_sample_s
+    from perfmodel.schema.errors import ConfigError
 
     scenario_dict["costs"]["infer_s"] = curve
     prof = Profile.from_dict(scenario_dict)
@@ -386,8 +387,9 @@ def test_cheapest_per_sample_is_exact_for_any_b_max(scenario_dict, curve):
     for b_hi in (4097, 6000, 9999):
         brute = min(costs.infer_s(b) / b for b in range(1, b_hi + 1))
         assert cheapest_per_sample_s(costs, b_hi) == pytest.approx(brute, rel=1e-12)
-    big = published_plan(prof, "rollout_async", 2, "1:1", b_max=10**9)
-    assert bound(StageCosts(big, prof)).throughput_env_steps_per_s > 0
+    # A plan's b_max is capped at one worker's envs (a generator serves one worker).
+    with pytest.raises(ConfigError, match="b_max"):
+        published_plan(prof, "rollout_async", 2, "1:1", b_max=10**9)
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -349,6 +349,10 @@ class Plan:
             )
         if self.b_max is not None and self.b_max < 1:
             raise ConfigError(f"{path}.b_max", f"must be an integer >= 1 or null, got {self.b_max}")
+        if self.b_max is not None and self.b_max > self.envs_per_worker:
+            # A generator serves one env worker: a larger batch never fills (RLinf caps it there too).
+            raise ConfigError(f"{path}.b_max", f"must be at most one env worker's envs ({self.envs_per_worker}: "
+                                               f"a generator serves one worker) or null (that many), got {self.b_max}")
         if not (self.t_max_s >= 0 and math.isfinite(self.t_max_s)):
             raise ConfigError(f"{path}.t_max_s", f"must be a finite number >= 0, got {self.t_max_s}")
         check_int(f"{path}.max_staleness", self.max_staleness, min=0, max=MAX_STALENESS)
