@@ -254,13 +254,14 @@ def cli() -> None:
 @click.option("--plan", "plan_path", type=click.Path(dir_okay=False), help="plan JSON file (options override its fields)")
 @click.option("--profile", "profile_path", type=click.Path(dir_okay=False),
               help="profile JSON file instead of a bundled one")
-@click.option("--pipeline-stages", "pipeline_stage_num", type=int, help="pipeline_stage_num")
+@click.option("--pipeline-stages", "pipeline_stage_num", type=int,
+              help="pipeline_stage_num (default: the plan's or RLinf config's, else 1)")
 @click.option("--b-max", type=int, help="dynamic batching: batch fires at this many envs (default: the "
-              "plan's, else one env worker's envs, RLinf's)")
+              "plan's or RLinf config's, else one env worker's envs, RLinf's)")
 @click.option("--t-max", "t_max_s", type=float, help="dynamic batching: or after this many seconds (default: the "
-              f"plan's, else {DEFAULT_T_MAX_S:g}, RLinf's)")
+              f"plan's or RLinf config's, else {DEFAULT_T_MAX_S:g}, RLinf's)")
 @click.option("--staleness", "max_staleness", type=int, help="max policy-version lag (async modes; default: the "
-              "plan's, else 1)")
+              "plan's or RLinf config's, else 1)")
 @click.option("--replications", type=int, default=1, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
@@ -269,8 +270,10 @@ def cli() -> None:
 @click.option("--gpu", help="accelerator: a100, h100 (default), h200, b200 (README: GPU types)")
 @click.option("--gpu-hour-price", "price", type=float, help="dollars per GPU-hour: adds dollars per million env steps")
 @click.option("--no-interval", is_flag=True, help="skip the prediction interval (a few simulations fewer)")
+@no_progress_option  # accepted for scripts that pass it to every command: predict has no bar
 def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage_num, b_max, t_max_s,
-            max_staleness, replications, seed, as_json, trace, rlinf_config, gpu, price, no_interval) -> None:
+            max_staleness, replications, seed, as_json, trace, rlinf_config, gpu, price, no_interval,
+            quiet) -> None:
     """Predict throughput for one plan."""
     from perfmodel.simulate import predict as run_predict
 
@@ -314,8 +317,9 @@ def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage
                    "headline, equal information for model and baselines), scale (fit one GPU count, predict "
                    "the other), or both")
 @click.option("--record", is_flag=True, help="with --cross-validate: store the result in the bundled profiles' provenance")
+@no_progress_option
 def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | None, design: str,
-                 record: bool) -> None:
+                 record: bool, quiet: bool) -> None:
     """Compare predictions with published results (or cross-validate the calibration)."""
     from perfmodel.schema.profile import load_profile
     from perfmodel.calibration.reference import load_reference
@@ -335,6 +339,8 @@ def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | No
         _one_of("--design", design, (*DESIGNS, "both"))
 
         def progress(label: str, n: int, rms: float) -> None:
+            if quiet:
+                return
             if n < 0:  # a stage without evaluations
                 click.echo(label, err=True)
             elif n % 10 == 0:

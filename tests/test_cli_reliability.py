@@ -322,7 +322,8 @@ def test_no_progress_everywhere_and_json_on_calibrate(tmp_path, monkeypatch):
     assert {p: p.stat().st_mtime_ns for p in (ROOT / "profiles").glob("*.json")} == bundled
     for cmd in ("predict", "validate", "calibrate", "sweep", "plan"):
         assert "--json" in run_main(cmd, "--help").stdout, cmd
-    for cmd in ("sweep", "plan", "calibrate"):
+    # --no-progress is a shared convention (README): every command takes it, with a bar or not.
+    for cmd in ("predict", "validate", "calibrate", "sweep", "plan"):
         assert "--no-progress" in run_main(cmd, "--help").stdout, cmd
 
 

@@ -292,8 +292,14 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
             (f"dynamic batching ({DECOUPLED})", m.dynamic_batching, decoupled),
             ("streaming training (the RL-VLA3 fork's, within the asynchronous rollout)", m.streaming, False)) if on and not have]
         if added:
+            assumed = []
+            if m.async_training and staleness is None:
+                assumed.append("staleness 1 (--staleness)")
+            if m.dynamic_batching and not decoupled:
+                assumed.append(f"b_max one worker's envs (--b-max), t_max {DEFAULT_T_MAX_S:g} s (--t-max)")
             warnings.append(f"--mode: {want} adds {', '.join(added)}, which the config does not switch on; the prediction "
-                            f"is for mode {want}, not for the config as written")
+                            f"is for mode {want}, not for the config as written"
+                            + (f" (unless given: {'; '.join(assumed)})" if assumed else ""))
     if staleness is not None and not MODE_TABLE[want].async_training:
         warnings.append(f"algorithm.staleness_threshold: {staleness} has no effect in mode {want} (synchronous)")
     if decoupled and not MODE_TABLE[want].dynamic_batching:
