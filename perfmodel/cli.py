@@ -225,6 +225,13 @@ def _interval_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
     if iv is not None:
         rows.append(("interval", f"{iv['low']:.2f} .. {iv['high']:.2f} env steps/s "
                                  f"({100 * iv['coverage']:.0f}% interval, width {iv['width_pct']:.1f}% of the prediction)"))
+        parts = iv.get("components_pct") or {}
+        if parts.get("parameters_pct", 0) > parts.get("model_pct", 0) and not parts.get("extrapolation_pct"):
+            # Within the calibrated scale a wide interval needs a reason: the fitted parameters
+            # are pinned at the published setups, and this plan leans on ones they pin less.
+            rows.append(("note", f"the width is mostly the fitted parameters' uncertainty "
+                                 f"(+-{parts['parameters_pct']:.1f}% against +-{parts['model_pct']:.1f}% of model error): "
+                                 "this plan's workload or split is away from the published setups they were fitted at"))
     elif "throughput_interval_unavailable" in p:
         rows.append(("interval", f"unavailable: {p['throughput_interval_unavailable']}"))
     ext = p.get("extrapolation")
