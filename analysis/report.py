@@ -184,6 +184,7 @@ class Built:
     util: list[tuple[str, str | None, dict[str, Any]]] = field(default_factory=list)
     util_empty: list[str] = field(default_factory=list)
     gantt: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    gantt_kinds: list[str] = field(default_factory=list)  # "simulated", "measured": which panels exist
     titles: dict[str, str] = field(default_factory=dict)
 
 
@@ -206,6 +207,7 @@ def build(inp: Inputs) -> Built:
             lanes = figures.gantt_lanes(item[1], rec, inp.iteration)
             if lanes["spans"]:
                 b.gantt.append((_trace_title(kind, item, lanes), lanes))
+                b.gantt_kinds.append(kind)
     v = b.validation
     if v:
         a = v["best_mode_agreement"]
@@ -571,6 +573,7 @@ def render_html(inp: Inputs, b: Built, figs: dict[str, Any]) -> str:
     util_note = (f"Stages busy in no source, left out: {', '.join(interactive.utilization(b.util)[1])}."
                  if b.util and interactive.utilization(b.util)[1] else "")
     for fid, caption in FIGURES:
+        caption = caption_of(fid, caption, b)
         if fid == "validation":
             parts.append("<h2 id='validation'>Validation</h2>")
         elif fid == "decision":
@@ -591,6 +594,13 @@ def render_html(inp: Inputs, b: Built, figs: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def caption_of(fid: str, caption: str, b: Built) -> str:
+    """A figure's caption as drawn: the timeline names the panels it has (simulated, measured)."""
+    if fid == "timeline" and b.gantt_kinds:
+        return "Timeline (Gantt) of one iteration: " + ", then ".join(b.gantt_kinds)
+    return caption
+
+
 def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
     return (["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
             + ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows])
@@ -608,6 +618,7 @@ def render_markdown(inp: Inputs, b: Built, fig_paths: dict[str, str]) -> str:
                   "predictions are extrapolations.", ""]
     lines += ["## Figures", ""]
     for fid, caption in FIGURES:
+        caption = caption_of(fid, caption, b)
         if fid in fig_paths:
             lines += [f"![{caption}]({fig_paths[fid]})", "", f"*{caption}*", ""]
         else:
