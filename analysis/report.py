@@ -207,7 +207,8 @@ def build(inp: Inputs) -> Built:
             lanes = figures.gantt_lanes(item[1], rec, inp.iteration)
             if lanes["spans"]:
                 b.gantt.append((_trace_title(kind, item, lanes), lanes))
-                b.gantt_kinds.append(kind)
+                stand_in = kind == "measured" and (item[1].get("otherData") or {}).get("source") == "perfmodel"
+                b.gantt_kinds.append("a simulated stand-in for the measured one" if stand_in else kind)
     v = b.validation
     if v:
         a = v["best_mode_agreement"]

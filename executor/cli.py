@@ -262,7 +262,7 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
     from executor.runtime import preflight, rundir
     from executor.runtime.modes import RunOptions
     from executor.runtime.session import RunFailed, execute
-    from perfmodel.schema.plan import Plan
+    from perfmodel.calibration.reference import complete_cluster, read_plan
     from perfmodel.schema.profile import load_profile
 
     # every check before any work: plan, options, address, profile, memory, output path
@@ -271,7 +271,9 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
     path = plan_arg or plan_opt
     if not path:
         raise ConfigError("plan", "missing: executor run PLAN.json (or --plan PLAN.json)")
-    plan = Plan.load(path)
+    # Cluster fields the file leaves out come from its profile's node, as in perfmodel predict --plan.
+    plan, given = read_plan(path)
+    plan = complete_cluster(plan, given, load_profile(plan.profile))
     if iterations < 1:
         raise ConfigError("iterations", f"must be an integer >= 1, got {iterations}")
     if warmup_iterations < 0 or warmup_iterations >= iterations:

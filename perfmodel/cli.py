@@ -110,7 +110,7 @@ def _resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, rati
     """The plan and profile of a prediction, from a plan file or an RLinf config and/or options
     (options win). ``imported`` receives the RLinf import (its warnings) when there is one."""
     from perfmodel.schema.profile import load_profile
-    from perfmodel.calibration.reference import published_plan
+    from perfmodel.calibration.reference import complete_cluster, published_plan, read_plan
     from perfmodel.gpu import cluster_on
 
     _check_gpu(gpu)
@@ -146,15 +146,11 @@ def _resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, rati
     _one_of("--mode", mode, MODES)
     if gpus is not None and not 1 <= gpus <= MAX_GPUS:
         _fail("--gpus", f"must be an integer in 1..{MAX_GPUS}, got {gpus}")
-    base = Plan.load(plan_path) if plan_path else None
+    base, given = read_plan(plan_path) if plan_path else (None, {})
     profile = load_profile(profile_path or (base.profile if base and backbone is None else backbone or "pi05"))
     _check_backbone(backbone, profile, "--profile" if profile_path else "plan.profile")
     if base is not None:
-        from perfmodel.calibration.reference import complete_cluster
-        from perfmodel.schema.jsonio import load_json
-
-        given = load_json(plan_path, "plan").get("cluster")
-        base = complete_cluster(base, given if isinstance(given, dict) else {}, profile)
+        base = complete_cluster(base, given, profile)
     mode = mode or (base.mode if base else None)
     if mode is None:
         _fail("--mode", f"is required (one of {', '.join(MODES)}) unless --plan gives it")
@@ -231,7 +227,7 @@ def _interval_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
             # are pinned at the published setups, and this plan leans on ones they pin less.
             rows.append(("note", f"the width is mostly the fitted parameters' uncertainty "
                                  f"(+-{parts['parameters_pct']:.1f}% against +-{parts['model_pct']:.1f}% of model error): "
-                                 "this plan's workload or split is away from the published setups they were fitted at"))
+                                 "this plan's workload, split or hardware is away from the published setups they were fitted at"))
     elif "throughput_interval_unavailable" in p:
         rows.append(("interval", f"unavailable: {p['throughput_interval_unavailable']}"))
     ext = p.get("extrapolation")

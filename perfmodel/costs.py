@@ -81,7 +81,8 @@ class StageCosts:
             out.append(f"cluster.actor_cpu_cores_per_gpu: {cl.actor_cpu_cores_per_gpu:g} is more than one GPU's share "
                        f"of the node ({cl.cpu_cores_per_node} cores / {min(cl.gpus_per_node, cl.gpus)} GPUs = "
                        f"{share:g}), so env workers on the actor's node get {self.plan.env_cores_per_worker:.3g} cores "
-                       "each; for a node of another shape, scale the profile's value by the new share over the profile's")
+                       "each; for a node of another shape, scale the profile's value by the new share over the profile's, "
+                       "or leave the field out of the plan file (predict --plan then scales it)")
         return out
 
     def env_cpu_s(self, kind: str, n_envs: int) -> float:

@@ -325,6 +325,9 @@ def test_no_progress_everywhere_and_json_on_calibrate(tmp_path, monkeypatch):
     # --no-progress is a shared convention (README): every command takes it, with a bar or not.
     for cmd in ("predict", "validate", "calibrate", "sweep", "plan"):
         assert "--no-progress" in run_main(cmd, "--help").stdout, cmd
+    # and validate --cross-validate then prints no progress lines (without it, it does)
+    cv = ("validate", "--cross-validate", "--max-evals", "2", "--design", "group_out")
+    assert run_main(*cv, "--no-progress").stderr == "" and "prediction intervals" in run_main(*cv).stderr
 
 
 def test_outputs_honour_umask(sweep_file, tmp_path):

@@ -264,7 +264,7 @@ def test_inference_latency_field_and_the_gpu_part(scenario_dict):
 
 
 @pytest.mark.parametrize("mode", ["rollout_async", "disaggregated"])
-@pytest.mark.parametrize("b_max, t_max", [(4, 0.05), (16, 0.3), (8, 0.3), (None, 0.05)])
+@pytest.mark.parametrize("b_max, t_max", [(4, 0.05), (16, 0.3), (40, 0.3), (None, 0.05)])
 def test_a_vanishing_latency_is_no_latency(scenario_dict, mode, b_max, t_max):
     """The host-path latency enters continuously: a request in transit for a nanosecond gives
     the timeline of none, however the batches form (a first version let every batch go its own

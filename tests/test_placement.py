@@ -88,6 +88,24 @@ def test_cluster_fields_a_plan_file_leaves_out_come_from_the_profile():
     assert complete_cluster(Plan.from_dict(d), d["cluster"], prof).cluster.actor_cpu_cores_per_gpu == 3
 
 
+def test_a_minimal_plan_file_reads_as_the_command_line_plan(tmp_path):
+    """A plan file giving only the mode and the GPUs (and the GPU type) is the plan predict builds
+    from --mode/--gpus/--gpu: every node field from the profile's node on that GPU type."""
+    import json
+
+    from perfmodel.calibration.reference import complete_cluster, read_plan
+    from perfmodel.gpu import cluster_on
+
+    prof = load_profile("pi05")
+    for gpu in ("h100", "a100", "h200"):
+        path = tmp_path / f"{gpu}.json"
+        path.write_text(json.dumps({"mode": "rollout_async", "cluster": {"gpus": 8, "gpu": gpu}}))
+        plan, given = read_plan(path)
+        want = published_plan(prof, "rollout_async", 8, "1:1")
+        want = want.with_(cluster=cluster_on(want.cluster, gpu))
+        assert complete_cluster(plan, given, prof).cluster == want.cluster, gpu
+
+
 def test_split_by_ratio_on_every_node():
     pi05 = load_profile("pi05")
     plan = published_plan(pi05, "rollout_async", 32, "1:1", placement_strategy="split")

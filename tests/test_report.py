@@ -297,6 +297,18 @@ def test_timeline_uses_the_given_traces(inputs):
     assert {s[1] for s in measured["spans"]} >= {"env_step", "inference", "train"}
 
 
+def test_timeline_caption_names_the_panels_drawn(inputs):
+    """Only a simulated trace: the caption says simulated, not "simulated, then measured"."""
+    from analysis.report import caption_of
+
+    caption = dict(FIGURES)["timeline"]
+    only_sim = build(load_inputs(trace_sim=str(inputs["trace"])))
+    assert caption_of("timeline", caption, only_sim) == "Timeline (Gantt) of one iteration: simulated"
+    both = build(load_inputs(trace_sim=str(inputs["trace"]), trace_run=str(DATA / "trace.json"),
+                             runs=[str(DATA / "record.json")]))
+    assert caption_of("timeline", caption, both) == "Timeline (Gantt) of one iteration: simulated, then measured"
+
+
 def test_iteration_window_matches_iteration_time(scenario_profile, tmp_path):
     for mode in ("colocated", "disaggregated"):
         path = tmp_path / f"{mode}.json"

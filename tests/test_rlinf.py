@@ -229,6 +229,10 @@ def test_a_wide_interval_at_the_calibrated_scale_says_why() -> None:
     assert len(note) == 1 and "fitted parameters' uncertainty" in note[0]
     r = _cli("predict", "--mode", "colocated", "--gpus", "8")
     assert r.returncode == 0 and not any(ln.startswith("note ") for ln in r.stdout.splitlines())
+    # Beyond the calibrated scale the extrapolation warning says why instead.
+    r = _cli("predict", "--rlinf-config", str(cfg), "--gpus", "32")
+    assert r.returncode == 0 and not any(ln.startswith("note ") for ln in r.stdout.splitlines())
+    assert any(ln.startswith("warning ") and "extrapolation" in ln for ln in r.stdout.splitlines())
 
 
 def test_cli_predict_and_plan_emit_round_trip(tmp_path: Path) -> None:

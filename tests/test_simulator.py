@@ -379,7 +379,6 @@ def test_huge_sizes_refused_with_range(scenario_profile, field, changes):
 def test_cheapest_per_sample_is_exact_for_any_b_max(scenario_dict, curve):
     """The bound's min over batch sizes, without walking 1..b_max (b_max 1e9 answers at once)."""
     from perfmodel.bound import cheapest_per_sample_s
-    from perfmodel.schema.errors import ConfigError
 
     scenario_dict["costs"]["infer_s"] = curve
     prof = Profile.from_dict(scenario_dict)
@@ -387,9 +386,11 @@ def test_cheapest_per_sample_is_exact_for_any_b_max(scenario_dict, curve):
     for b_hi in (4097, 6000, 9999):
         brute = min(costs.infer_s(b) / b for b in range(1, b_hi + 1))
         assert cheapest_per_sample_s(costs, b_hi) == pytest.approx(brute, rel=1e-12)
-    # A plan's b_max is capped at one worker's envs (a generator serves one worker).
-    with pytest.raises(ConfigError, match="b_max"):
-        published_plan(prof, "rollout_async", 2, "1:1", b_max=10**9)
+    # A plan's b_max is capped at one worker's envs (a generator serves one worker, as RLinf caps it).
+    big = published_plan(prof, "rollout_async", 2, "1:1", b_max=10**9)
+    one = published_plan(prof, "rollout_async", 2, "1:1")
+    assert big.effective_b_max == one.effective_b_max == one.envs_per_worker
+    assert simulate(big, prof).throughput_env_steps_per_s == simulate(one, prof).throughput_env_steps_per_s
 
 
 @pytest.mark.parametrize("mode", MODES)

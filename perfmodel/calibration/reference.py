@@ -4,13 +4,14 @@ and the plans that reproduce their setup."""
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.modes import MODE_TABLE, MODES
-from perfmodel.schema.plan import Cluster, Plan, Workload
+from perfmodel.schema.jsonio import load_json
+from perfmodel.schema.plan import Cluster, Plan, Workload, resolve_profile_ref
 from perfmodel.schema.profile import Profile
 
 COLUMNS = ("mode", "backbone", "gpus", "allocation_ratio", "throughput_env_steps_per_s")
@@ -80,23 +81,32 @@ def default_cluster(profile: Profile, gpus: int) -> Cluster:
     return Cluster.from_dict(node, "profile.node")
 
 
+def read_plan(path: str | Path) -> tuple[Plan, dict[str, Any]]:
+    """A plan file (``Plan.load``) and the cluster fields it gives, read once."""
+    raw = load_json(path, "plan")
+    plan = Plan.from_dict(raw, "plan")
+    return plan.with_(profile=resolve_profile_ref(plan.profile, Path(path).parent)), raw.get("cluster", {})
+
+
 def complete_cluster(plan: Plan, given: dict[str, Any], profile: Profile) -> Plan:
     """``plan`` with the cluster fields its file left out (``given``: the file's ``cluster``
-    object) taken from ``profile``'s node, the values it was calibrated with, instead of the
-    schema's generic defaults: the actor's kept cores as the same fraction of a GPU's share of
-    the node (the plan's node may have another shape), the rest as they are."""
-    node, c = profile.node, plan.cluster
-    fields = {k for k in c.__dataclass_fields__ if k not in ("gpus", "gpu")}
-    changes = {k: node[k] for k in fields if k not in given and k in node}
+    object) taken from ``profile``'s node on the plan's GPU type (perfmodel.gpu.cluster_on), the
+    values it was calibrated with, instead of the schema's generic defaults; the actor's kept
+    cores as the same fraction of a GPU's share of the node when the file gives the node another
+    shape. ``predict --plan`` and ``executor run`` read plan files through this one rule."""
+    from perfmodel.gpu import cluster_on
+
+    c = plan.cluster
+    base = cluster_on(default_cluster(profile, c.gpus), c.gpu)
+    changes = {f.name: getattr(base, f.name) for f in fields(Cluster)
+               if f.name not in ("gpus", "gpu") and f.name not in given}
+    merged = replace(c, **changes)
     if "actor_cpu_cores_per_gpu" in changes:
-        cores = given.get("cpu_cores_per_node", node.get("cpu_cores_per_node", c.cpu_cores_per_node))
-        per_node = given.get("gpus_per_node", node.get("gpus_per_node", c.gpus_per_node))
-        profile_share = node.get("cpu_cores_per_node", c.cpu_cores_per_node) / node.get("gpus_per_node", c.gpus_per_node)
-        changes["actor_cpu_cores_per_gpu"] = changes["actor_cpu_cores_per_gpu"] * (cores / per_node) / profile_share
-    if not changes:
-        return plan
-    out = plan.with_(cluster=replace(c, **changes))
-    out.check()
+        merged = replace(merged, actor_cpu_cores_per_gpu=base.actor_cpu_cores_per_gpu * merged.cpu_cores_per_gpu
+                         / base.cpu_cores_per_gpu)
+    out = plan.with_(cluster=merged)
+    if out != plan:
+        out.check()
     return out
 
 

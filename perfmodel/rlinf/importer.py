@@ -287,10 +287,11 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     if mode is not None:
         # --mode can add what the config does not switch on: say so, the prediction is the mode's.
         m = MODE_TABLE[want]
-        added = [name for name, on, have in (
+        mechanisms = (
             ("asynchronous training (algorithm.staleness_threshold)", m.async_training, staleness is not None),
             (f"dynamic batching ({DECOUPLED})", m.dynamic_batching, decoupled),
-            ("streaming training (the RL-VLA3 fork's, within the asynchronous rollout)", m.streaming, False)) if on and not have]
+            ("streaming training (the RL-VLA3 fork's, within the asynchronous rollout)", m.streaming, False))
+        added = [name for name, on, have in mechanisms if on and not have]
         if added:
             assumed = []
             if m.async_training and staleness is None:

@@ -315,8 +315,11 @@ class Plan:
 
     @property
     def effective_b_max(self) -> int:
-        """Dynamic-batching batch cap; by default one worker's envs (a lock-step worker's batch)."""
-        return self.b_max if self.b_max is not None else self.envs_per_worker
+        """Dynamic-batching batch cap; by default one worker's envs (a lock-step worker's batch). A
+        larger ``b_max`` is capped there: a generator serves one env worker, and RLinf caps a batch
+        at total_num_envs / rollout workers (scheduler/worker/routing.py), so it fires on size
+        once all of them wait instead of waiting out t_max."""
+        return self.envs_per_worker if self.b_max is None else min(self.b_max, self.envs_per_worker)
 
     def check(self, path: str = "plan") -> None:
         if self.mode not in MODES:
@@ -349,10 +352,6 @@ class Plan:
             )
         if self.b_max is not None and self.b_max < 1:
             raise ConfigError(f"{path}.b_max", f"must be an integer >= 1 or null, got {self.b_max}")
-        if self.b_max is not None and self.b_max > self.envs_per_worker:
-            # A generator serves one env worker: a larger batch never fills (RLinf caps it there too).
-            raise ConfigError(f"{path}.b_max", f"must be at most one env worker's envs ({self.envs_per_worker}: "
-                                               f"a generator serves one worker) or null (that many), got {self.b_max}")
         if not (self.t_max_s >= 0 and math.isfinite(self.t_max_s)):
             raise ConfigError(f"{path}.t_max_s", f"must be a finite number >= 0, got {self.t_max_s}")
         check_int(f"{path}.max_staleness", self.max_staleness, min=0, max=MAX_STALENESS)
