@@ -290,8 +290,17 @@ def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage
     _check_seed(seed)
     _check_price(price)
     _cp_check_writable("--trace", trace)  # before simulating, not after
+    m = plan.mechanisms
+    unused = [f"{opt}: no effect in mode {plan.mode} ({why})" for opt, given, used, why in (
+        ("--staleness", max_staleness, m.async_training, "synchronous"),
+        ("--b-max", b_max, m.dynamic_batching, "no dynamic batching"),
+        ("--t-max", t_max_s, m.dynamic_batching, "no dynamic batching")) if given is not None and not used]
+    for w in unused:  # an option silently ignored reads as one that took effect
+        click.echo(f"warning: {w}", err=True)
     out = run_predict(plan, profile, replications=replications, seed=seed, trace_path=trace,
                       interval=not no_interval)
+    if unused and as_json:
+        out["warnings"] = list(out.get("warnings") or []) + unused
     out["gpu"] = plan.cluster.gpu
     out["env_steps_per_gpu_hour"] = out["throughput_env_steps_per_s"] * 3600 / plan.cluster.gpus
     if price is not None:

@@ -388,3 +388,18 @@ def test_staleness_out_of_range_gives_one_message_in_every_command(value):
         assert r.returncode == 2, (args, r.stderr)
         lines.add(r.stderr.strip())
     assert lines == {f"error: --staleness: must be an integer in 0..10000, got {value}"}
+
+
+def test_an_option_the_mode_ignores_says_so():
+    """--staleness on a synchronous mode, --b-max / --t-max without dynamic batching: one warning
+    each on stderr (and in --json), and the prediction is the mode's; used options say nothing."""
+    r = run_main("predict", "--mode", "colocated", "--gpus", "8", "--staleness", "3", "--t-max", "1",
+                 "--no-interval")
+    assert r.exit_code == 0
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("warning: ")]
+    assert lines == ["warning: --staleness: no effect in mode colocated (synchronous)",
+                     "warning: --t-max: no effect in mode colocated (no dynamic batching)"]
+    r = run_main("predict", "--mode", "rollout_async", "--gpus", "8", "--staleness", "2", "--b-max", "4",
+                 "--no-interval", "--json")
+    assert r.exit_code == 0 and "warning: " not in r.stderr
+    assert not any("no effect" in w for w in json.loads(r.stdout).get("warnings", []))
