@@ -155,10 +155,15 @@ def utilization_sources(inp: Inputs) -> list[tuple[str, str | None, dict[str, An
             and isinstance(s[2]["utilization"].get("stages"), dict)][:8]
 
 
+def _stand_in(kind: str, doc: dict[str, Any]) -> bool:
+    """A "measured" trace that perfmodel wrote (simulated, standing in for a run)."""
+    return kind == "measured" and (doc.get("otherData") or {}).get("source") == "perfmodel"
+
+
 def _trace_title(kind: str, item: tuple[str, dict[str, Any]], lanes: dict[str, Any]) -> str:
     path, doc = item
     title = f"{kind}: {Path(path).name}"
-    if kind == "measured" and (doc.get("otherData") or {}).get("source") == "perfmodel":
+    if _stand_in(kind, doc):
         title += " (stand-in: this trace's source is perfmodel, i.e. simulated)"
     reps = (doc.get("otherData") or {}).get("simulated_replicas")
     if reps:
@@ -207,8 +212,7 @@ def build(inp: Inputs) -> Built:
             lanes = figures.gantt_lanes(item[1], rec, inp.iteration)
             if lanes["spans"]:
                 b.gantt.append((_trace_title(kind, item, lanes), lanes))
-                stand_in = kind == "measured" and (item[1].get("otherData") or {}).get("source") == "perfmodel"
-                b.gantt_kinds.append("a simulated stand-in for the measured one" if stand_in else kind)
+                b.gantt_kinds.append("a simulated stand-in for the measured one" if _stand_in(kind, item[1]) else kind)
     v = b.validation
     if v:
         a = v["best_mode_agreement"]

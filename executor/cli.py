@@ -262,7 +262,8 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
     from executor.runtime import preflight, rundir
     from executor.runtime.modes import RunOptions
     from executor.runtime.session import RunFailed, execute
-    from perfmodel.calibration.reference import complete_cluster, read_plan
+    from perfmodel.calibration.reference import complete_cluster
+    from perfmodel.schema.plan import Plan
     from perfmodel.schema.profile import load_profile
 
     # every check before any work: plan, options, address, profile, memory, output path
@@ -272,7 +273,7 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
     if not path:
         raise ConfigError("plan", "missing: executor run PLAN.json (or --plan PLAN.json)")
     # Cluster fields the file leaves out come from its profile's node, as in perfmodel predict --plan.
-    plan, given = read_plan(path)
+    plan, given = Plan.load_with_given(path)
     plan = complete_cluster(plan, given, load_profile(plan.profile))
     if iterations < 1:
         raise ConfigError("iterations", f"must be an integer >= 1, got {iterations}")

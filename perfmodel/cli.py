@@ -110,7 +110,7 @@ def _resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, rati
     """The plan and profile of a prediction, from a plan file or an RLinf config and/or options
     (options win). ``imported`` receives the RLinf import (its warnings) when there is one."""
     from perfmodel.schema.profile import load_profile
-    from perfmodel.calibration.reference import complete_cluster, published_plan, read_plan
+    from perfmodel.calibration.reference import complete_cluster, published_plan
     from perfmodel.gpu import cluster_on
 
     _check_gpu(gpu)
@@ -146,7 +146,7 @@ def _resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, rati
     _one_of("--mode", mode, MODES)
     if gpus is not None and not 1 <= gpus <= MAX_GPUS:
         _fail("--gpus", f"must be an integer in 1..{MAX_GPUS}, got {gpus}")
-    base, given = read_plan(plan_path) if plan_path else (None, {})
+    base, given = Plan.load_with_given(plan_path) if plan_path else (None, {})
     profile = load_profile(profile_path or (base.profile if base and backbone is None else backbone or "pi05"))
     _check_backbone(backbone, profile, "--profile" if profile_path else "plan.profile")
     if base is not None:
@@ -290,11 +290,9 @@ def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage
     _check_seed(seed)
     _check_price(price)
     _cp_check_writable("--trace", trace)  # before simulating, not after
-    m = plan.mechanisms
-    unused = [f"{opt}: no effect in mode {plan.mode} ({why})" for opt, given, used, why in (
-        ("--staleness", max_staleness, m.async_training, "synchronous"),
-        ("--b-max", b_max, m.dynamic_batching, "no dynamic batching"),
-        ("--t-max", t_max_s, m.dynamic_batching, "no dynamic batching")) if given is not None and not used]
+    given = (("--staleness", "max_staleness", max_staleness), ("--b-max", "b_max", b_max), ("--t-max", "t_max_s", t_max_s))
+    unused = [f"{opt}: no effect in mode {plan.mode} ({plan.mechanisms.ignores(knob)})"
+              for opt, knob, value in given if value is not None and plan.mechanisms.ignores(knob)]
     for w in unused:  # an option silently ignored reads as one that took effect
         click.echo(f"warning: {w}", err=True)
     out = run_predict(plan, profile, replications=replications, seed=seed, trace_path=trace,

@@ -73,13 +73,14 @@ class StageCosts:
                        f"core (it measured one env alone on a core) but the plan runs {d:.3g} envs per core: "
                        "the single-env costs are used (re-measure with executor profile)")
         cl, pl = self.plan.cluster, self.plan.placement
-        share = cl.cpu_cores_per_node / min(cl.gpus_per_node, cl.gpus)
+        on_node = min(cl.gpus_per_node, cl.gpus)  # GPUs of a node this plan uses
+        share = cl.cpu_cores_per_node / on_node
         if (self.plan.mechanisms.disaggregated and any(n.actor and n.rollout for n in pl.nodes)
                 and cl.actor_cpu_cores_per_gpu > share * (1 + 1e-9)):
             # Calibration keeps it within one GPU's share; a node edited to fewer cores with the
             # profile's count kept would starve the env workers without a word.
             out.append(f"cluster.actor_cpu_cores_per_gpu: {cl.actor_cpu_cores_per_gpu:g} is more than one GPU's share "
-                       f"of the node ({cl.cpu_cores_per_node} cores / {min(cl.gpus_per_node, cl.gpus)} GPUs = "
+                       f"of the node ({cl.cpu_cores_per_node} cores / {on_node} GPUs = "
                        f"{share:g}), so env workers on the actor's node get {self.plan.env_cores_per_worker:.3g} cores "
                        "each; for a node of another shape, scale the profile's value by the new share over the profile's, "
                        "or leave the field out of the plan file (predict --plan then scales it)")

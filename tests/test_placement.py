@@ -93,14 +93,15 @@ def test_a_minimal_plan_file_reads_as_the_command_line_plan(tmp_path):
     from --mode/--gpus/--gpu: every node field from the profile's node on that GPU type."""
     import json
 
-    from perfmodel.calibration.reference import complete_cluster, read_plan
+    from perfmodel.calibration.reference import complete_cluster
+    from perfmodel.schema.plan import Plan
     from perfmodel.gpu import cluster_on
 
     prof = load_profile("pi05")
     for gpu in ("h100", "a100", "h200"):
         path = tmp_path / f"{gpu}.json"
         path.write_text(json.dumps({"mode": "rollout_async", "cluster": {"gpus": 8, "gpu": gpu}}))
-        plan, given = read_plan(path)
+        plan, given = Plan.load_with_given(path)
         want = published_plan(prof, "rollout_async", 8, "1:1")
         want = want.with_(cluster=cluster_on(want.cluster, gpu))
         assert complete_cluster(plan, given, prof).cluster == want.cluster, gpu

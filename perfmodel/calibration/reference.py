@@ -10,8 +10,7 @@ from typing import Any
 
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.modes import MODE_TABLE, MODES
-from perfmodel.schema.jsonio import load_json
-from perfmodel.schema.plan import Cluster, Plan, Workload, resolve_profile_ref
+from perfmodel.schema.plan import Cluster, Plan, Workload
 from perfmodel.schema.profile import Profile
 
 COLUMNS = ("mode", "backbone", "gpus", "allocation_ratio", "throughput_env_steps_per_s")
@@ -79,13 +78,6 @@ def default_cluster(profile: Profile, gpus: int) -> Cluster:
     node = dict(profile.node)
     node["gpus"] = gpus
     return Cluster.from_dict(node, "profile.node")
-
-
-def read_plan(path: str | Path) -> tuple[Plan, dict[str, Any]]:
-    """A plan file (``Plan.load``) and the cluster fields it gives, read once."""
-    raw = load_json(path, "plan")
-    plan = Plan.from_dict(raw, "plan")
-    return plan.with_(profile=resolve_profile_ref(plan.profile, Path(path).parent)), raw.get("cluster", {})
 
 
 def complete_cluster(plan: Plan, given: dict[str, Any], profile: Profile) -> Plan:

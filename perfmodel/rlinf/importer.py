@@ -301,8 +301,9 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
             warnings.append(f"--mode: {want} adds {', '.join(added)}, which the config does not switch on; the prediction "
                             f"is for mode {want}, not for the config as written"
                             + (f" (unless given: {'; '.join(assumed)})" if assumed else ""))
-    if staleness is not None and not MODE_TABLE[want].async_training:
-        warnings.append(f"algorithm.staleness_threshold: {staleness} has no effect in mode {want} (synchronous)")
+    if staleness is not None and MODE_TABLE[want].ignores("max_staleness"):
+        warnings.append(f"algorithm.staleness_threshold: {staleness} has no effect in mode {want} "
+                        f"({MODE_TABLE[want].ignores('max_staleness')})")
     if decoupled and not MODE_TABLE[want].dynamic_batching:
         warnings.append(f"{DECOUPLED}: dynamic batching has no effect in mode {want}")
     stages = _int(c, "rollout.pipeline_stage_num", 1)
@@ -404,8 +405,9 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
             plan[k] = block[k]
     if MODE_TABLE[want].disaggregated and "placement_strategy" not in block:
         plan["placement_strategy"] = "packed"  # RLinf's ranges are contiguous global GPU ranges
-    if (block.get("b_max") is not None or block.get("t_max_s", DEFAULT_T_MAX_S) != DEFAULT_T_MAX_S) and not MODE_TABLE[want].dynamic_batching:
-        warnings.append(f"vlaperf.b_max / t_max_s: no effect in mode {want} (no dynamic batching)")
+    batching_set = block.get("b_max") is not None or block.get("t_max_s", DEFAULT_T_MAX_S) != DEFAULT_T_MAX_S
+    if batching_set and MODE_TABLE[want].ignores("b_max"):
+        warnings.append(f"vlaperf.b_max / t_max_s: no effect in mode {want} ({MODE_TABLE[want].ignores('b_max')})")
     for key in _unread_async_keys(c):
         warnings.append(f"{key}: looks like an asynchronous-pipeline setting; vlaperf does not read it (say the mode "
                         "with vlaperf.mode or --mode)")

@@ -40,6 +40,19 @@ class Mode:
         """A worker's envs step together and wait for the slowest (no dynamic batching)."""
         return not self.dynamic_batching
 
+    def ignores(self, knob: str) -> str | None:
+        """Why this mode ignores the plan field ``knob`` (one of KNOB_MECHANISM), or None if it reads it."""
+        mechanism, why = KNOB_MECHANISM[knob]
+        return None if getattr(self, mechanism) else why
+
+
+# The plan fields only one mechanism reads, and what a mode without it is.
+KNOB_MECHANISM: dict[str, tuple[str, str]] = {
+    "max_staleness": ("async_training", "synchronous"),
+    "b_max": ("dynamic_batching", "no dynamic batching"),
+    "t_max_s": ("dynamic_batching", "no dynamic batching"),
+}
+
 
 MODE_TABLE: dict[str, Mode] = {m.name: m for m in (
     Mode("colocated", disaggregated=False, async_training=False, dynamic_batching=False, streaming=False),

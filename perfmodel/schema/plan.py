@@ -416,8 +416,15 @@ class Plan:
         """A plan file. A relative ``profile`` path in it names a file beside the plan (resolved
         against the plan file's directory, not the current one), as a user who moves the two
         together expects; bundled profile names (``pi05``) stay names."""
-        plan = cls.from_dict(load_json(path, "plan"), "plan")
-        return plan.with_(profile=resolve_profile_ref(plan.profile, Path(path).parent))
+        return cls.load_with_given(path)[0]
+
+    @classmethod
+    def load_with_given(cls, path: str | Path) -> tuple["Plan", dict[str, Any]]:
+        """``load``, and the ``cluster`` fields the file gives (the rest are defaults that a
+        profile may fill: perfmodel.calibration.reference.complete_cluster), read once."""
+        raw = load_json(path, "plan")
+        plan = cls.from_dict(raw, "plan")
+        return plan.with_(profile=resolve_profile_ref(plan.profile, Path(path).parent)), raw.get("cluster", {})
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
