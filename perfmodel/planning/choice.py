@@ -20,7 +20,7 @@ from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.modes import MODE_TABLE
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Profile
-from perfmodel.planning.sweep import SweepSpec, run_sweep
+from perfmodel.planning.sweep import TIE_REL, SweepSpec, beats, run_sweep
 
 OBJECTIVES = ("throughput", "cost", "time")
 
@@ -56,7 +56,19 @@ def candidates(rows: list[dict[str, Any]], gpus: int, objective: str,
     ok = [r for r in rows if r["status"] == "ok" and _budget_ok(r, gpus, objective)]
     if objective == "time" and target is not None:
         ok = [r for r in ok if hours_to(r, target[0]) <= target[1]]
-    return sorted(ok, key=objective_key(objective), reverse=True)
+    ranked = sorted(ok, key=objective_key(objective), reverse=True)
+    if not ranked:
+        return ranked
+    # A tie (within TIE_REL on the objective's measures) goes to the earliest row of the sweep,
+    # as in the sweep's own summary, not to the float rounding.
+    measures = (("throughput_env_steps_per_s",) if objective == "throughput"
+                else ("env_steps_per_gpu_hour", "throughput_env_steps_per_s"))
+    tied = ranked
+    for m in measures:
+        top = max(r[m] for r in tied)
+        tied = [r for r in tied if not beats(top, r[m])]
+    lead = min(tied, key=lambda r: r["index"])
+    return [lead] + [r for r in ranked if r is not lead]
 
 
 def check_target(objective: str, target: tuple[float, float] | None) -> None:
@@ -242,8 +254,6 @@ def per_objective(iv: dict[str, Any] | None, best: dict[str, Any], other: dict[s
     return out
 
 
-# Predictions closer than this (relative) are the same number: simulation rounding, not a gap.
-TIE_REL = 1e-4
 # A plan this far below its analytic bound, with no resource busier than WAIT_BUSY, is limited by
 # waiting (latency, barriers, hand-offs), not by a resource: the explanation says so.
 WAIT_BOUND_GAP, WAIT_BUSY = 0.2, 0.8
@@ -261,7 +271,7 @@ def runner_up_margin(best: dict[str, Any], runner: dict[str, Any], objective: st
     iv = (best.get("prediction") or {}).get("throughput_interval") or {}
     model = (iv.get("components_pct") or {}).get("model_pct")
     sd = model / (100 * Z) if model else None
-    tie = gap < TIE_REL
+    tie = not beats(max(best[key], runner[key]), min(best[key], runner[key]))
     return {"measure": "throughput" if objective == "throughput" else "env steps per GPU-hour",
             "gap_pct": 100 * math.expm1(gap), "tie": tie,
             "model_error_pct": None if sd is None else 100 * sd,

@@ -262,15 +262,24 @@ def derive(rows: list[dict[str, Any]], price: float | None) -> None:
         r["env_steps_per_dollar"] = r["env_steps_per_gpu_hour"] / price if price else None
 
 
+# Predictions closer than this (relative) are the same number: simulation rounding, not a gap.
+# A tie goes to the earliest row of the sweep (the simpler mode: modes are swept in their
+# cumulative order), never to the float rounding.
+TIE_REL = 1e-4
+
+
+def beats(a: float, b: float) -> bool:
+    """Whether ``a`` is better than ``b`` by more than a tie."""
+    return a > b * (1 + TIE_REL)
+
+
 def best_per(rows: list[dict[str, Any]], key: Callable[[dict[str, Any]], Any],
              value: str = "throughput_env_steps_per_s") -> dict[Any, dict[str, Any]]:
-    """The best feasible row per group (ties: the earliest row)."""
+    """The best feasible row per group (ties, within TIE_REL: the earliest row)."""
     out: dict[Any, dict[str, Any]] = {}
-    for r in rows:
-        if r["status"] != "ok":
-            continue
+    for r in sorted((r for r in rows if r["status"] == "ok"), key=lambda r: r["index"]):
         k = key(r)
-        if k not in out or r[value] > out[k][value]:
+        if k not in out or beats(r[value], out[k][value]):
             out[k] = r
     return out
 
@@ -489,8 +498,6 @@ def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
         lines.append("note: steps/$ needs --gpu-hour-price")
     else:
         lines.append(f"note: steps/$ at ${price:g} per GPU-hour")
-    from perfmodel.planning.choice import TIE_REL
-
     for b in s["best_per_gpus"]:
         # modes the model cannot tell from the best (the same predicted throughput)
         tied = sorted({r["mode"] for r in doc["rows"] if r["status"] == "ok" and r["gpus"] == b["gpus"]
