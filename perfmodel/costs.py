@@ -252,10 +252,12 @@ class StageCosts:
         return self.profile.costs.offload_s + self.profile.costs.reload_s
 
     # --- memory ---
-    def env_memory_per_node_gb(self) -> float:
-        p = self.plan
-        envs_per_node = p.envs_per_worker * min(p.rollout_gpus, p.cluster.gpus_per_node)
-        return envs_per_node * self.profile.costs.env_memory_gb
+    def env_memory_by_node(self) -> list[tuple[int, float, float]]:
+        """(envs, GB they need, GB the node has) for each kind of node holding env workers; a
+        node used only in part has that part of its RAM (Placement.node_fraction)."""
+        p, pl = self.plan, self.plan.placement
+        return [(n.rollout * p.envs_per_worker, n.rollout * p.envs_per_worker * self.profile.costs.env_memory_gb,
+                 p.cluster.node_ram_gb * pl.node_fraction(n)) for n in pl.nodes if n.rollout]
 
     def gpu_memory_gb(self) -> float:
         """Resident model memory of the fullest GPU (weights and training state; activations

@@ -47,13 +47,14 @@ class SimResult:
 def check_fits(plan: Plan, costs: StageCosts) -> None:
     """Refuse plans whose envs do not fit a node's RAM (an env holds GBs of memory)."""
     costs.check_gpu_memory()
-    need = costs.env_memory_per_node_gb()
-    have = plan.cluster.node_ram_gb
+    envs, need, have = max(costs.env_memory_by_node(), key=lambda e: e[1] / e[2])
     if need > have:
+        part = "" if have >= plan.cluster.node_ram_gb else f" (this plan's part of a {plan.cluster.node_ram_gb:g} GB node)"
         raise ConfigError(
             "plan.workload.total_num_envs",
-            f"{plan.envs_per_worker} envs per worker need {need:.0f} GB per node "
-            f"({costs.profile.costs.env_memory_gb:g} GB each) but cluster.node_ram_gb is {have:g}",
+            f"the fullest node's {envs} envs ({plan.envs_per_worker} per env worker) need {need:.0f} GB at "
+            f"{costs.profile.costs.env_memory_gb:.3g} GB each but have {have:g} GB{part} (cluster.node_ram_gb): "
+            "use fewer envs per GPU, or another ratio or placement",
         )
 
 

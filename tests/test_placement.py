@@ -144,3 +144,26 @@ def test_rules():
     assert micro_batching(1024, 4, 128) == (2, 128)
     assert micro_batching(1024, 16, 128) == (1, 64)
     assert batch_fires(4, 4, 0.0, 1.0) and batch_fires(1, 4, 1.0, 1.0) and not batch_fires(1, 4, 0.5, 1.0)
+
+
+def test_a_plan_smaller_than_a_node_gets_its_part_of_the_node():
+    """A 4-GPU plan rents half a node: half its cores and RAM (as smaller instances of the same
+    GPU do), so its env workers have what they have on a whole node, not 128 cores for two, and
+    it predicts half the 8-GPU throughput instead of 81 % of it."""
+    from perfmodel.costs import StageCosts
+    from perfmodel.schema.errors import ConfigError
+    from perfmodel.simulate import check_fits, predict
+
+    pi05 = load_profile("pi05")
+    at8, at4 = (published_plan(pi05, "rollout_async", g, "1:1") for g in (8, 4))
+    assert at4.placement.node_fraction(at4.placement.nodes[0]) == 0.5
+    assert at4.placement.env_cores_per_worker == pytest.approx(at8.placement.env_cores_per_worker)
+    thr = lambda plan: predict(plan, pi05)["throughput_env_steps_per_s"]  # noqa: E731
+    assert thr(at4) == pytest.approx(thr(at8) / 2, rel=1e-6)
+    # The RAM check is the node part's too: a quarter node holds half the envs a whole one may.
+    gb = pi05.costs.env_memory_gb
+    snug = at4.with_(cluster=at4.cluster.__class__(**{**at4.cluster.__dict__, "node_ram_gb": 2 * 96 * gb * 2 * 1.01}))
+    check_fits(snug, StageCosts(snug, pi05))  # 2 workers x 48 envs = 96 envs in half of it
+    tight = snug.with_(cluster=snug.cluster.__class__(**{**snug.cluster.__dict__, "node_ram_gb": 96 * gb * 2 * 0.99}))
+    with pytest.raises(ConfigError, match=r"fullest node's 96 envs .* half|this plan's part of a"):
+        check_fits(tight, StageCosts(tight, pi05))

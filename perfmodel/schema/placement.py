@@ -83,6 +83,13 @@ class Placement:
     def max_workers_per_node(self) -> int:
         return max((n.rollout for n in self.nodes), default=0)
 
+    def node_fraction(self, n: NodeShare) -> float:
+        """The part of a node a plan's node of share ``n`` uses: 1 for a whole node; a plan on
+        fewer GPUs than a node gets that part of the node's cores and RAM, as smaller cloud
+        instances of the same GPU do."""
+        used = n.rollout if self.colocated else n.rollout + n.actor
+        return min(1.0, used / self.gpus_per_node)
+
     def slots(self) -> tuple[list[int], list[int]]:
         """Global device indices of the rollout slots and the actor slots (rank order)."""
         rollout: list[int] = []
@@ -161,8 +168,10 @@ def placement_of(gpus: int, gpus_per_node: int, cpu_cores_per_node: int, actor_c
         cores = cpu_cores_per_node / gpus_per_node
     else:
         # Workers on different nodes may get different shares; all are given the smallest, the
-        # one that paces the rollout.
-        cores = min(((cpu_cores_per_node - n.actor * actor_cpu_cores_per_gpu) / n.rollout
+        # one that paces the rollout. A node used only in part (a plan smaller than a node) has
+        # that part of its cores (Placement.node_fraction).
+        cores = min(((cpu_cores_per_node * min(1.0, (n.rollout + n.actor) / gpus_per_node)
+                      - n.actor * actor_cpu_cores_per_gpu) / n.rollout
                      for n in shares if n.rollout), default=math.inf)
     envs_per_worker = total_num_envs // rollout_gpus
     groups = env_groups(envs_per_worker, pipeline_stage_num, dynamic_batching)
