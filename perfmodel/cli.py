@@ -821,6 +821,9 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
         _fail("--out", f"must be a writable path; {e.strerror}: {e.filename}")
     if choice.get("ratio_unavailable"):  # on stderr whatever stdout carries (text, JSON, YAML)
         click.echo(f"note: {choice['ratio_unavailable']}", err=True)
+    if emit != "rlinf":  # the fragment carries its own warnings as comments
+        for w in (choice["best"].get("prediction") or {}).get("warnings") or []:
+            click.echo(f"warning: chosen plan: {w}", err=True)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return

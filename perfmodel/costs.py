@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Profile
-from perfmodel.schema.rules import micro_batching
+from perfmodel.schema.rules import batch_split_is_whole, micro_batching
 from perfmodel.variability import lockstep_barrier_factor
 
 
@@ -72,6 +72,13 @@ class StageCosts:
             out.append(f"env costs ({', '.join(missing)}): profile {self.profile.name} has no curve over envs per "
                        f"core (it measured one env alone on a core) but the plan runs {d:.3g} envs per core: "
                        "the single-env costs are used (re-measure with executor profile)")
+        w, ranks = self.plan.workload, self.plan.actor_gpus
+        if not batch_split_is_whole(w.global_batch_size, ranks, w.micro_batch_size):
+            steps, per_rank = self.micro_batching(w.global_batch_size)
+            out.append(f"workload.global_batch_size: {w.global_batch_size} is not a multiple of micro_batch_size x "
+                       f"actor GPUs ({w.micro_batch_size} x {ranks}), which RLinf refuses; costed as {steps} "
+                       f"micro-batch{'es' if steps > 1 else ''} of {per_rank} per rank (set micro_batch_size or "
+                       "global_batch_size so that it divides)")
         cl, pl = self.plan.cluster, self.plan.placement
         on_node = min(cl.gpus_per_node, cl.gpus)  # GPUs of a node this plan uses
         share = cl.cpu_cores_per_node / on_node

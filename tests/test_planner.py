@@ -301,3 +301,45 @@ def test_a_plan_far_below_its_bound_says_waiting_limits_it():
     assert "below that bound with no resource saturated: waiting" in r.stdout
     r = run_cli("plan", "--gpus", "16", "--modes", "rollout_async", "--quiet")
     assert r.returncode == 0 and "below that bound" not in r.stdout, r.stderr
+
+
+def test_a_batch_split_rlinf_refuses_is_said_everywhere_it_is_costed(tmp_path):
+    """RLinf asserts global_batch_size % (micro_batch_size x actor GPUs) == 0: the published
+    1024 / 128 fails on 16 actor GPUs. predict warns with what it costs instead, plan warns
+    about its chosen plan, and sweep counts the rows; a whole split gives no such warning."""
+    from perfmodel.calibration.reference import published_plan
+    from perfmodel.costs import StageCosts
+    from perfmodel.schema.profile import load_profile
+
+    pi05 = load_profile("pi05")
+    at32 = StageCosts(published_plan(pi05, "rollout_async", 32, "1:1"), pi05).warnings
+    assert any(w.startswith("workload.global_batch_size: 1024 is not a multiple of micro_batch_size x actor GPUs "
+                            "(128 x 16)") and "1 micro-batch of 64 per rank" in w for w in at32)
+    assert not any("global_batch_size" in w for w in StageCosts(published_plan(pi05, "rollout_async", 16, "1:1"),
+                                                                 pi05).warnings)
+    r = run_cli("plan", "--gpus", "32", "--modes", "rollout_async", "--ratios", "1:1", "--quiet", "--json")
+    assert r.returncode == 0 and "warning: chosen plan: workload.global_batch_size: 1024" in r.stderr
+    summary = json.loads(r.stdout)
+    assert "scaling_efficiency" not in summary["best"]  # one GPU count swept: 1 by definition, not shown
+    r = run_cli("sweep", "--gpus", "16,32", "--modes", "rollout_async", "--ratios", "1:1", "--quiet", "--no-interval")
+    assert r.returncode == 0 and "warning: 1 row(s) split workload.global_batch_size unevenly" in r.stdout
+
+
+def test_the_sweep_marks_a_plan_limited_by_waiting():
+    """The bottleneck column is the analytic bound's resource; a row far below its bound with no
+    resource busy is marked +wait, by the same rule the plan's explanation uses."""
+    from perfmodel.planning.sweep import format_table, waiting_limited
+
+    def row(thr: float, busiest: float) -> dict:
+        return {"index": 0, "status": "ok", "mode": "train_async", "gpus": 16, "allocation_ratio": "1:1",
+                "pipeline_stage_num": 1, "b_max": None, "t_max_s": 0.02, "throughput_env_steps_per_s": thr,
+                "bound_env_steps_per_s": 698.3, "bottleneck": "env", "scaling_efficiency": 1.0,
+                "gain_over_colocated_pct": None, "env_steps_per_gpu_hour": thr * 225, "env_steps_per_dollar": None,
+                "prediction": {"utilization": {"resources": {"env_cpu": busiest, "actor_gpu": 0.43}}, "warnings": []}}
+
+    assert waiting_limited(row(440.9, 0.60)) and not waiting_limited(row(440.9, 0.85))
+    assert not waiting_limited(row(600.0, 0.60))
+    doc = {"spec": {"gpu_hour_price": None, "modes": ["train_async"]}, "rows": [row(440.9, 0.60)],
+           "summary": {"feasible": 1, "combinations": 1, "infeasible": 0, "errors": 0, "not_run_by_reason": {},
+                       "best_per_gpus": []}}
+    assert " env+wait" in format_table(doc).splitlines()[1]

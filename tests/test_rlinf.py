@@ -466,3 +466,17 @@ def test_gr00t_vlm_tuning_switches_do_not_reach_stock_rlinf(tmp_path: Path) -> N
     cfg.write_text(cfg.read_text() + "vlaperf:\n  trained_part: full\n")
     im = load_rlinf(cfg)
     assert im.plan.trained_part == "full" and not any("tune_llm" in w for w in im.warnings)
+
+
+def test_offload_is_costed_only_where_models_swap(tmp_path: Path) -> None:
+    """Offload switches that differ are one vlaperf switch, costed so, in colocated; with actor
+    and rollout on GPUs of their own nothing swaps, and the warning says it has no effect."""
+    def warned(placement: str) -> str:
+        cfg = write_config(tmp_path, placement=placement, extra_algorithm="  staleness_threshold: 1"
+                           if "0-3" in placement else "")
+        cfg.write_text(cfg.read_text().replace("rollout:\n  enable_offload: False", "rollout:\n  enable_offload: True"))
+        return "\n".join(w for w in load_rlinf(cfg).warnings if "enable_offload" in w)
+
+    assert "costed as enable_offload True" in warned("    actor,env,rollout: all")
+    apart = warned("    actor: 0-3\n    env,rollout: 4-7")
+    assert "no effect in mode train_async" in apart and "costed as" not in apart

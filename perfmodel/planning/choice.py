@@ -20,7 +20,7 @@ from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.modes import MODE_TABLE
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Profile
-from perfmodel.planning.sweep import TIE_REL, SweepSpec, beats, run_sweep
+from perfmodel.planning.sweep import TIE_REL, SweepSpec, beats, run_sweep, waiting_limited
 
 OBJECTIVES = ("throughput", "cost", "time")
 
@@ -152,6 +152,7 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
         "ratio_unavailable": ratio_unavailable,
         "colocated": colocated[0] if colocated else None,
         "candidates": len(cands),
+        "swept_gpus": sorted({r["gpus"] for r in doc["rows"]}),
         "infeasible": sum(r["status"] != "ok" for r in doc["rows"]
                           if (r["gpus"] == gpus if objective == "throughput" else r["gpus"] <= gpus)),
         "explanation": explanation,
@@ -254,9 +255,6 @@ def per_objective(iv: dict[str, Any] | None, best: dict[str, Any], other: dict[s
     return out
 
 
-# A plan this far below its analytic bound, with no resource busier than WAIT_BUSY, is limited by
-# waiting (latency, barriers, hand-offs), not by a resource: the explanation says so.
-WAIT_BOUND_GAP, WAIT_BUSY = 0.2, 0.8
 
 
 def runner_up_margin(best: dict[str, Any], runner: dict[str, Any], objective: str = "throughput") -> dict[str, Any]:
@@ -301,7 +299,7 @@ def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict
                  f"({', '.join(f'{k} {100 * v:.0f}%' for k, v in res.items() if k != busiest)}), and the "
                  f"longest stage per iteration is {top_stage} ({stages.get(top_stage, 0):.1f} s per unit).")
     below = 1 - best["throughput_env_steps_per_s"] / best["bound_env_steps_per_s"]
-    if below > WAIT_BOUND_GAP and res[busiest] < WAIT_BUSY:
+    if waiting_limited(best):
         parts.append(f"The simulation is {100 * below:.0f}% below that bound with no resource saturated: waiting "
                      "(each chunk step's inference round trip, lock-step barriers, the synchronous hand-offs), not "
                      "capacity, limits this plan; more envs per GPU (if they fit) would fill the gaps.")
@@ -338,7 +336,9 @@ def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict
                      + (f" ({100 * over_colocated['coverage']:.0f}% interval {100 * (over_colocated['low'] - 1):+.1f}%.."
                         f"{100 * (over_colocated['high'] - 1):+.1f}%"
                         + (", measurement spread only" if over_colocated["resolved"] is None else "") + ")"
-                        if over_colocated else "") + ".")
+                        if over_colocated else "") + "."
+                     + (" That interval includes 0: the model cannot order this plan and colocated."
+                        if over_colocated and over_colocated["resolved"] is False else ""))
     return " ".join(parts)
 
 
@@ -371,10 +371,14 @@ def chosen_plan(choice: dict[str, Any]) -> Plan:
 
 def choice_summary(choice: dict[str, Any]) -> dict[str, Any]:
     """A JSON-ready summary of a choice (without the full sweep rows)."""
+    # Scaling efficiency compares GPU counts of the sweep: with one count it is 1 by definition.
+    drop = {"plan"} | ({"scaling_efficiency", "scaling_baseline_gpus"}
+                       if len(choice.get("swept_gpus") or ()) == 1 else set())
+
     def slim(r):
         if r is None:
             return None
-        return {k: v for k, v in r.items() if k != "plan"}
+        return {k: v for k, v in r.items() if k not in drop}
 
     return {"kind": "perfmodel.plan_choice", "objective": choice["objective"], "gpus_budget": choice["gpus_budget"],
             "plan": choice["best"]["plan"], "best": slim(choice["best"]), "runner_up": slim(choice["runner_up"]),

@@ -273,6 +273,19 @@ def beats(a: float, b: float) -> bool:
     return a > b * (1 + TIE_REL)
 
 
+# A plan this far below its analytic bound, with no resource busier than WAIT_BUSY, is limited by
+# waiting (latency, barriers, hand-offs), not by a resource: the plan's explanation says so, and
+# the sweep table marks its bottleneck "+wait".
+WAIT_BOUND_GAP, WAIT_BUSY = 0.2, 0.8
+
+
+def waiting_limited(r: dict[str, Any]) -> bool:
+    """Whether a feasible row is limited by waiting rather than by its bound's resource."""
+    res = r["prediction"]["utilization"]["resources"]
+    below = 1 - r["throughput_env_steps_per_s"] / r["bound_env_steps_per_s"]
+    return below > WAIT_BOUND_GAP and max(res.values()) < WAIT_BUSY
+
+
 def best_per(rows: list[dict[str, Any]], key: Callable[[dict[str, Any]], Any],
              value: str = "throughput_env_steps_per_s") -> dict[Any, dict[str, Any]]:
     """The best feasible row per group (ties, within TIE_REL: the earliest row)."""
@@ -483,7 +496,8 @@ def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
             f"{r['gpus']:>5} {r['mode']:<14} {r['allocation_ratio'] or '-':>5} {r['pipeline_stage_num']:>3} "
             f"{fmt_number(r['b_max'], 'd'):>5} {r['t_max_s']:>5.3g} {r['throughput_env_steps_per_s']:>12.2f} "
             f"{ci_s:>17} {r['scaling_efficiency']:>8.3f} {('-' if gain is None else f'{gain:+.1f}%'):>9} "
-            f"{r['env_steps_per_gpu_hour']:>12.0f} {fmt_number(r['env_steps_per_dollar'], '.0f'):>10} {r['bottleneck']:<11}")
+            f"{r['env_steps_per_gpu_hour']:>12.0f} {fmt_number(r['env_steps_per_dollar'], '.0f'):>10} "
+            f"{r['bottleneck'] + ('+wait' if waiting_limited(r) else ''):<11}")
     s = doc["summary"]
     lines.append("")
     lines.append(f"{s['feasible']} of {s['combinations']} combinations predicted; {s['infeasible']} infeasible"
@@ -492,6 +506,16 @@ def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
                     if s["not_run_by_reason"] else ""))
     lines.append("note: 90% interval = prediction interval from the calibration's uncertainty; "
                  "* = extrapolation beyond the calibrated GPU or node counts (docs/metrics.md)")
+    lines.append("note: bottleneck = the resource that bounds the plan analytically; +wait = the simulation is "
+                 f"over {100 * WAIT_BOUND_GAP:.0f}% below that bound with no resource {100 * WAIT_BUSY:.0f}% busy: "
+                 "waiting (inference round trips, barriers, hand-offs) limits it, not that resource")
+    uneven = sum(any(w.startswith("workload.global_batch_size:") for w in (r.get("prediction") or {}).get("warnings", ()))
+                 for r in doc["rows"] if r["status"] == "ok")
+    if uneven:
+        lines.append(f"warning: {uneven} row(s) split workload.global_batch_size unevenly over their actor GPUs (not a "
+                     "multiple of micro_batch_size x actor GPUs), which RLinf refuses: costed with smaller or padded "
+                     "micro-batches (perfmodel predict shows how); a larger cluster needs a larger global batch or a "
+                     "smaller micro-batch")
     lines.append(f"note: {SCALING_NOTE}")
     lines.append(f"note: {GAIN_NOTE}" + ("" if "colocated" in doc["spec"]["modes"] else " (colocated not swept: '-')"))
     if price is None:

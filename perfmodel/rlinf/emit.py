@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from perfmodel.schema.plan import Plan
+from perfmodel.schema.rules import batch_split_is_whole
 
 
 def _range(a: int, b: int) -> str:
@@ -83,7 +84,7 @@ def emit_yaml(plan: Plan, backbone: str | None = None, header: str | None = None
         lines.append("# note: RLinf's dynamic batching (runner.enable_decoupled_mode) requires "
                      "rollout.pipeline_stage_num 1.")
     w = plan.workload
-    if w.global_batch_size % (w.micro_batch_size * plan.actor_gpus):
+    if not batch_split_is_whole(w.global_batch_size, plan.actor_gpus, w.micro_batch_size):
         lines.append(f"# warning: RLinf requires global_batch_size to be a multiple of micro_batch_size x actor GPUs "
                      f"({w.global_batch_size} / ({w.micro_batch_size} x {plan.actor_gpus}) is not whole) and will "
                      "refuse this fragment: change the ratio or the batch sizes.")

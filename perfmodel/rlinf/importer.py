@@ -373,7 +373,11 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     actor_off = _bool(c, "actor.enable_offload", False)
     rollout_off = _bool(c, "rollout.enable_offload", False)
     offload = actor_off or rollout_off
-    if actor_off != rollout_off:
+    if MODE_TABLE[want].disaggregated:
+        if offload:  # nothing swaps where rollout and actor have GPUs of their own
+            warnings.append(f"actor.enable_offload is {actor_off}, rollout.enable_offload is {rollout_off}: no effect in "
+                            f"mode {want} (rollout and actor on GPUs of their own keep their models resident)")
+    elif actor_off != rollout_off:
         warnings.append(f"actor.enable_offload is {actor_off}, rollout.enable_offload is {rollout_off}: vlaperf has one "
                         f"switch, costed as enable_offload {offload}")
     if _bool(c, "rollout.recompute_logprobs", False):

@@ -42,6 +42,13 @@ def micro_batching(batch: int, ranks: int, micro_batch_size: int) -> tuple[int, 
     return math.ceil(batch / (per_rank * ranks)), per_rank
 
 
+def batch_split_is_whole(batch: int, ranks: int, micro_batch_size: int) -> bool:
+    """Whether RLinf accepts the split: it requires the global batch to be a multiple of
+    micro_batch_size x actor ranks (each rank runs a whole number of full micro-batches);
+    ``micro_batching`` costs any other split with smaller or padded micro-batches."""
+    return batch % (micro_batch_size * ranks) == 0
+
+
 def env_groups(envs_per_worker: int, stages: int, dynamic: bool) -> int:
     """Env groups per worker: its pipeline stages in lock-step; with dynamic batching, at least
     ASYNC_GROUPS_PER_WORKER groups (a multiple of the stages that divides the worker's envs)."""
