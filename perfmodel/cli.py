@@ -239,6 +239,10 @@ def _interval_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
         else:
             what = f"extrapolation: {ext.get('note', 'no calibrated scale')}"
         rows.append(("warning", what))
+    if ext and ext.get("beyond_calibrated_gpu_type"):
+        rows.append(("warning", f"extrapolation: costs calibrated on {ext['calibrated_gpu_type']} are carried to "
+                                f"{ext['gpu_type']} by datasheet ratios (README: GPU types); no {ext['gpu_type']} "
+                                "measurement backs them, and the interval does not include that"))
     return rows
 
 

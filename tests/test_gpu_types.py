@@ -87,3 +87,23 @@ def test_time_objective_takes_the_cheapest_plan_that_finishes_in_time() -> None:
     with pytest.raises(ConfigError, match="--env-steps"):
         choose(doc, 32, "time")
     assert hours_to(rows[0], 3600 * 400.0) == pytest.approx(1.0)
+
+
+def test_another_gpu_type_is_an_extrapolation_said_so() -> None:
+    """Costs carried to a GPU type no calibration measured are flagged, at a calibrated GPU
+    count too, in predict's text and JSON; on the calibrated type nothing is flagged."""
+    import json
+
+    from tests.conftest import run_cli
+
+    def ext(gpu: str) -> tuple[dict, str]:
+        r = run_cli("predict", "--mode", "colocated", "--gpus", "8", "--gpu", gpu, "--quiet")
+        j = run_cli("predict", "--mode", "colocated", "--gpus", "8", "--gpu", gpu, "--quiet", "--json")
+        assert r.returncode == 0 and j.returncode == 0
+        return json.loads(j.stdout)["extrapolation"], r.stdout
+
+    a100, text = ext("a100")
+    assert a100["beyond_calibrated_gpu_type"] and (a100["gpu_type"], a100["calibrated_gpu_type"]) == ("a100", "h100")
+    assert not a100["beyond_calibrated_gpus"] and "carried to a100 by datasheet ratios" in text
+    h100, text = ext("h100")
+    assert not h100["beyond_calibrated_gpu_type"] and "datasheet ratios" not in text

@@ -43,6 +43,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from perfmodel.schema.hardware import DEFAULT_GPU
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Curve, Profile, Uncertainty
 
@@ -186,7 +187,11 @@ def _plan_for(plan: Plan, old: Profile, new: Profile) -> Plan:
     return plan.with_(cluster=replace(plan.cluster, **changes))
 
 
-def extrapolation(plan: Plan, unc: Uncertainty | None) -> dict[str, Any]:
+def extrapolation(plan: Plan, unc: Uncertainty | None, calibrated_gpu_type: str | None = None) -> dict[str, Any]:
+    """How far ``plan`` lies beyond what the calibration saw: GPU and node counts (the interval
+    widens per doubling beyond them) and the GPU type (``calibrated_gpu_type``, the profile's
+    node's): another type is costed by datasheet ratios (perfmodel/gpu.py), which nothing
+    calibrated measures, so it is flagged, and the interval does not include it."""
     g, nodes = plan.cluster.gpus, plan.cluster.nodes
     cg = list(unc.calibrated_gpus) if unc else []
     cn = list(unc.calibrated_nodes) if unc else []
@@ -198,6 +203,9 @@ def extrapolation(plan: Plan, unc: Uncertainty | None) -> dict[str, Any]:
     out = {"beyond_calibrated_gpus": beyond_g, "calibrated_gpus": cg,
            "beyond_calibrated_nodes": beyond_n, "calibrated_nodes": cn, "nodes": nodes,
            "doublings_beyond": round(d, 4)}
+    if calibrated_gpu_type is not None:
+        out.update(gpu_type=plan.cluster.gpu, calibrated_gpu_type=calibrated_gpu_type,
+                   beyond_calibrated_gpu_type=plan.cluster.gpu != calibrated_gpu_type)
     if not cg:
         out["note"] = "the profile records no calibrated scale (measured, or not calibrated against a cluster)"
     return out
@@ -401,7 +409,7 @@ def prediction_interval(plan: Plan, profile: Profile, throughput: float,
                         run: Callable[[Plan, Profile], float]) -> tuple[dict[str, Any] | None, dict[str, Any], str | None]:
     """(throughput_interval or None, extrapolation, why no interval). ``run`` simulates a plan on a
     profile the way the point prediction did and returns its throughput."""
-    ext = extrapolation(plan, profile.uncertainty)
+    ext = extrapolation(plan, profile.uncertainty, profile.node.get("gpu", DEFAULT_GPU))
     got = sensitivities(plan, profile, throughput, run)
     if isinstance(got, str):
         return None, ext, got

@@ -188,7 +188,10 @@ def _thr(r: dict[str, Any]) -> str:
     s = f"{r['throughput_env_steps_per_s']:.1f} env steps/s"
     if r.get("throughput_low") is not None:
         s += (f" (90% interval {r['throughput_low']:.1f}..{r['throughput_high']:.1f}"
-              + (", extrapolated beyond the calibrated scale" if r.get("extrapolation") else "") + ")")
+              + (", extrapolated beyond the calibrated scale" if r.get("beyond_calibrated_scale",
+                                                                         r.get("extrapolation")) else "")
+              + (f", on a GPU type not calibrated ({r['plan']['cluster']['gpu']})"
+                 if r.get("beyond_calibrated_gpu_type") and r.get("plan") else "") + ")")
     if r.get("throughput_ci95"):
         lo, hi = r["throughput_ci95"]
         s += f" (95% CI {lo:.1f}..{hi:.1f})"

@@ -222,7 +222,9 @@ def evaluate(spec: SweepSpec, profile: Profile, c: Combo) -> dict[str, Any]:
     row["throughput_low"] = iv["low"] if iv else None
     row["throughput_high"] = iv["high"] if iv else None
     ext = pred.get("extrapolation") or {}
-    row["extrapolation"] = bool(ext.get("beyond_calibrated_gpus") or ext.get("beyond_calibrated_nodes"))
+    row["beyond_calibrated_scale"] = bool(ext.get("beyond_calibrated_gpus") or ext.get("beyond_calibrated_nodes"))
+    row["beyond_calibrated_gpu_type"] = bool(ext.get("beyond_calibrated_gpu_type"))
+    row["extrapolation"] = row["beyond_calibrated_scale"] or row["beyond_calibrated_gpu_type"]
     return row
 
 
@@ -505,7 +507,7 @@ def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
                  + (": " + "; ".join(f"{n} {k}" for k, n in sorted(s["not_run_by_reason"].items()))
                     if s["not_run_by_reason"] else ""))
     lines.append("note: 90% interval = prediction interval from the calibration's uncertainty; "
-                 "* = extrapolation beyond the calibrated GPU or node counts (docs/metrics.md)")
+                 "* = extrapolation beyond the calibrated GPU or node counts or GPU type (docs/metrics.md)")
     lines.append("note: bottleneck = the resource that bounds the plan analytically; +wait = the simulation is "
                  f"over {100 * WAIT_BOUND_GAP:.0f}% below that bound with no resource {100 * WAIT_BUSY:.0f}% busy: "
                  "waiting (inference round trips, barriers, hand-offs) limits it, not that resource")
