@@ -140,6 +140,14 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
                           margin, ratio, over_colocated)
     if goal is not None:
         explanation = _time_sentence(goal, best, runner) + " " + explanation
+    not_run: dict[str, int] = {}
+    for r in doc["rows"]:
+        if r["status"] != "ok" and _budget_ok(r, gpus, objective):
+            not_run[r.get("reason_kind", "other")] = not_run.get(r.get("reason_kind", "other"), 0) + 1
+    if not_run:  # what the user could change to get more candidates
+        explanation += (f" Not feasible: {sum(not_run.values())} more combination(s) ("
+                        + "; ".join(f"{n} {k}" for k, n in sorted(not_run.items(), key=lambda kv: -kv[1]))
+                        + "); perfmodel sweep --show-infeasible gives each one's reason.")
     return {
         "goal": goal,
         "objective": objective,
