@@ -5,12 +5,9 @@ Bad input never shows a traceback: one line ``error: <option>: <what is allowed>
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import click
 
-from perfmodel.cliutil import version_option
+from perfmodel.cliutil import check_writable, version_option
 from perfmodel.schema.errors import ConfigError
 
 
@@ -18,17 +15,6 @@ from perfmodel.schema.errors import ConfigError
 @version_option()
 def cli() -> None:
     """Reports on sweeps, plans, predictions and measured runs."""
-
-
-def _writable(option: str, path: str) -> None:
-    p = Path(path)
-    if p.is_dir():
-        raise ConfigError(option, f"must be a file path, {path} is a directory")
-    probe = p.parent if str(p.parent) else Path(".")
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
-        raise ConfigError(option, f"must be a writable path; cannot write {path}")
 
 
 @cli.command("report")
@@ -62,9 +48,9 @@ def report_cmd(sweeps, choice, predictions, runs, trace_sim, trace_run, referenc
         raise ConfigError("--gpus", f"must be an integer >= 1, got {gpus}")
     if iteration is not None and iteration < 1:
         raise ConfigError("--iteration", f"must be an integer >= 1, got {iteration}")
-    _writable("--out", out)
+    check_writable("--out", out)
     if md:
-        _writable("--md", md)
+        check_writable("--md", md)
     inp = load_inputs(sweeps=sweeps, choice=choice, predictions=predictions, runs=runs, trace_sim=trace_sim,
                       trace_run=trace_run, references=references, reference_profiles=reference_profiles,
                       cross_validation=cross_validation, gpus=gpus, iteration=iteration,

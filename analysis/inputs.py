@@ -5,12 +5,19 @@ plan given as a sweep). Executor output is read as files only; nothing here impo
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfmodel.backbones import BACKBONES
+from perfmodel.planning.sweepfile import check_sweep
 from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.jsonio import check_float, check_int, check_object, load_json
+from perfmodel.schema.modes import MODES
+from perfmodel.schema.plan import Plan
+from perfmodel.schema.profile import load_profile
+
+REFERENCE_BACKBONES = tuple(BACKBONES)
 
 # kind -> what it is, for messages
 KINDS = {
@@ -54,16 +61,63 @@ def detect_kind(doc: Any) -> str:
 
 def load_kind(option: str, path: str) -> dict[str, Any]:
     p = Path(path)
-    if not p.is_file():
-        raise ConfigError(option, f"file not found: {path}")
-    try:
-        doc = json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(option, f"{path} is not valid JSON ({e})") from None
+    if p.is_dir():
+        hint = " (give its record.json)" if option == "--run" else ""
+        raise ConfigError(option, f"{path} is a directory, not a file{hint}")
+    doc = load_json(p, option)
     want, got = OPTION_KIND[option], detect_kind(doc)
     if got != want:
         raise ConfigError(option, f"expected {KINDS[want]}, got {KINDS[got]}: {path}")
+    CHECKS.get(want, lambda d, w: None)(doc, option)
     return doc
+
+
+# What the report reads of each kind, checked on reading (a hand-edited or truncated file is one
+# line naming the option and the field, never a traceback or a report drawn from nonsense).
+def check_predicted(r: Any, where: str) -> None:
+    """A prediction, or a plan choice's row: mode, GPUs, a positive throughput, utilization and
+    stage times as numbers."""
+    r = check_object(where, r)
+    if r.get("mode") not in MODES:
+        raise ConfigError(f"{where}.mode", f"must be one of {', '.join(MODES)}; got {r.get('mode')!r}")
+    check_int(f"{where}.gpus", r.get("gpus"), min=1)
+    check_float(f"{where}.throughput_env_steps_per_s", r.get("throughput_env_steps_per_s"), min=0.0, strict_min=True)
+    pred = r.get("prediction", r)  # a choice's rows carry the prediction beside the row's fields
+    util = check_object(f"{where}.utilization", check_object(where, pred).get("utilization"))
+    for k, v in check_object(f"{where}.utilization.resources", util.get("resources")).items():
+        check_float(f"{where}.utilization.resources.{k}", v, min=0.0)
+    for k, v in check_object(f"{where}.stage_time_s", pred.get("stage_time_s")).items():
+        check_float(f"{where}.stage_time_s.{k}", v, min=0.0)
+    for key in ("throughput_low", "throughput_high"):
+        if r.get(key) is not None:
+            check_float(f"{where}.{key}", r[key], min=0.0)
+
+
+def _check_choice(doc: dict[str, Any], option: str) -> None:
+    Plan.from_dict(check_object(f"{option}: plan", doc.get("plan")), f"{option}: plan")
+    check_predicted(doc.get("best"), f"{option}: best")
+    for key in ("runner_up", "colocated"):
+        if doc.get(key) is not None:
+            check_predicted(doc[key], f"{option}: {key}")
+
+
+def _check_trace(doc: dict[str, Any], option: str) -> None:
+    for i, ev in enumerate(doc["traceEvents"]):
+        where = f"{option}: traceEvents[{i}]"
+        ev = check_object(where, ev)
+        if ev.get("ph") == "X":
+            if not isinstance(ev.get("name"), str):
+                raise ConfigError(f"{where}.name", f"must be a string, got {ev.get('name')!r}")
+            check_float(f"{where}.ts", ev.get("ts"), min=None)
+            check_float(f"{where}.dur", ev.get("dur"), min=0.0)
+
+
+CHECKS = {
+    "sweep": lambda d, option: check_sweep(d, option),
+    "choice": _check_choice,
+    "prediction": lambda d, option: check_predicted(d, f"{option}: prediction"),
+    "trace": _check_trace,
+}
 
 
 def headline_design(doc: dict[str, Any]) -> dict[str, Any]:
@@ -150,8 +204,12 @@ def load_inputs(*, sweeps=(), choice=None, predictions=(), runs=(), trace_sim=No
     for item in reference_profiles:
         if "=" not in item:
             raise ConfigError("--reference-profile", f"must look like BACKBONE=PROFILE.json, got {item!r}")
-        b, path = item.split("=", 1)
-        inp.reference_profiles[b.strip()] = path.strip()
+        b, path = (x.strip() for x in item.split("=", 1))
+        if b not in REFERENCE_BACKBONES:
+            raise ConfigError("--reference-profile", f"backbone must be one of {', '.join(REFERENCE_BACKBONES)} "
+                                                     f"(the reference CSV's), got {b!r}")
+        load_profile(path, "--reference-profile")  # a missing or broken file is refused here, not skipped
+        inp.reference_profiles[b] = path
     if inp.empty and not allow_empty:
         raise ConfigError(*NO_INPUT)
     return inp

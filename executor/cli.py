@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from perfmodel.cliutil import fmt_number, run_click, version_option
+from perfmodel.cliutil import check_writable, fmt_number, run_click, version_option
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.metrics import error_pct
 
@@ -78,6 +78,7 @@ def profile(backbone, scale, device, suite, task_id, out, image_size, env_counts
     from executor.profiling.config import ProfileConfig
     from executor.profiling.run import command_line, run_profile
 
+    check_writable("--out", out)  # before measuring for minutes, not after
     if comm:
         _profile_comm(out, device, comm_ranks, comm_mb, repeats, base_profile, address, verbose, no_progress)
         return
@@ -115,7 +116,7 @@ def _profile_comm(out, device, ranks, sizes, repeats, base_profile, address, ver
     from perfmodel.schema.jsonio import write_json_atomic
     from perfmodel.schema.profile import load_profile
 
-    base = load_profile(base_profile) if base_profile else None
+    base = load_profile(base_profile, "--base-profile") if base_profile else None
     addr, _ = resolve_address(address)
     cfg = CommConfig(ranks=_sizes("comm-ranks", ranks), sizes_mb=_sizes("comm-mb", sizes, float),
                      repeats=_positive("repeats", repeats), device=str(resolve_device(device)), address=addr)

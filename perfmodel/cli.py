@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 import click
 
-from perfmodel.cliutil import Choice, no_progress_option, progress_bar, version_option
+from perfmodel.cliutil import Choice, check_writable, no_progress_option, progress_bar, version_option
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.modes import MODES
 from perfmodel.planning.choice import OBJECTIVES
@@ -114,6 +114,9 @@ def _resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, rati
     from perfmodel.gpu import cluster_on
 
     _check_gpu(gpu)
+    for option, path in (("--plan", plan_path), ("--profile", profile_path), ("--rlinf-config", rlinf_config)):
+        if path is not None and not path.strip():
+            _fail(option, "must be a file path, got an empty string")
     if rlinf_config is not None:
         if plan_path is not None:
             _fail("--rlinf-config", "give either --plan or --rlinf-config, not both")
@@ -147,7 +150,8 @@ def _resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, rati
     if gpus is not None and not 1 <= gpus <= MAX_GPUS:
         _fail("--gpus", f"must be an integer in 1..{MAX_GPUS}, got {gpus}")
     base, given = Plan.load_with_given(plan_path) if plan_path else (None, {})
-    profile = load_profile(profile_path or (base.profile if base and backbone is None else backbone or "pi05"))
+    profile = load_profile(profile_path or (base.profile if base and backbone is None else backbone or "pi05"),
+                           "--profile" if profile_path else "plan.profile" if base and backbone is None else "--backbone")
     _check_backbone(backbone, profile, "--profile" if profile_path else "plan.profile")
     if base is not None:
         base = complete_cluster(base, given, profile)
@@ -293,10 +297,13 @@ def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage
         _fail("--replications", f"must be an integer in 1..{MAX_REPLICATIONS}, got {replications}")
     _check_seed(seed)
     _check_price(price)
-    _cp_check_writable("--trace", trace)  # before simulating, not after
+    check_writable("--trace", trace)  # before simulating, not after
     given = (("--staleness", "max_staleness", max_staleness), ("--b-max", "b_max", b_max), ("--t-max", "t_max_s", t_max_s))
     unused = [f"{opt}: no effect in mode {plan.mode} ({plan.mechanisms.ignores(knob)})"
               for opt, knob, value in given if value is not None and plan.mechanisms.ignores(knob)]
+    if b_max is not None and not plan.mechanisms.ignores("b_max") and b_max > plan.effective_b_max:
+        unused.append(f"--b-max: {b_max} is above one env worker's {plan.envs_per_worker} envs, so a batch is capped "
+                      f"at {plan.effective_b_max} (a generator serves one worker; RLinf caps a batch the same way)")
     for w in unused:  # an option silently ignored reads as one that took effect
         click.echo(f"warning: {w}", err=True)
     out = run_predict(plan, profile, replications=replications, seed=seed, trace_path=trace,
@@ -347,6 +354,8 @@ def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | No
             profiles[b] = load_profile(b)
     if max_evals is not None and (not cross or max_evals < 1):
         _fail("--max-evals", "is an integer >= 1, only with --cross-validate")
+    if record and not cross:
+        _fail("--record", "only with --cross-validate (it stores the cross-validation in the profiles)")
     if cross:
         from perfmodel.calibration.crossval import DEFAULT_FOLD_EVALS, DESIGNS, cross_validate, format_report
 
@@ -415,7 +424,7 @@ def calibrate(reference: str, out_dir: str | None, max_evals: int, as_json: bool
     if out.exists() and not out.is_dir():
         _fail("--out-dir", f"must be a directory, {out} is a file")
     for name in sorted({p.backbone for p in points}):
-        _cp_check_writable("--out-dir", str(out / f"{name}.json"))
+        check_writable("--out-dir", str(out / f"{name}.json"))
     bar = progress_bar(max_evals, "calibrating", "eval", quiet)
 
     def progress(n: int, rms: float) -> None:
@@ -521,7 +530,7 @@ def _cp_profile(backbone: str | None, profile_path: str | None):
     from perfmodel.schema.profile import load_profile
 
     ref = _backbone_or_profile(backbone, profile_path) or "pi05"
-    return ref, load_profile(ref)
+    return ref, load_profile(ref, "--profile" if profile_path else "--backbone")
 
 
 def _cp_sweep_profile(doc: dict[str, Any], sweep_path: str):
@@ -543,25 +552,6 @@ def _cp_sweep_profile(doc: dict[str, Any], sweep_path: str):
         except (ConfigError, OSError, ValueError) as e:
             why = str(e)
     return None, f"the sweep's profile {ref!r} cannot be loaded here ({why}): no ratio intervals"
-
-
-def _cp_check_writable(option: str, path: str | None) -> None:
-    """Refuse an output path that cannot be written, before any work: create its directory and
-    a scratch file there (then remove the scratch file)."""
-    import tempfile
-
-    if path is None:
-        return
-    p = Path(path)
-    if p.is_dir():
-        _fail(option, f"must be a file path, {path} is a directory")
-    parent = p.parent if str(p.parent) else Path(".")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=parent, prefix=f".{p.name}.", suffix=".probe"):
-            pass
-    except OSError as e:
-        _fail(option, f"must be a writable path; cannot write {path}: {e.strerror or type(e).__name__}")
 
 
 def _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages):
@@ -708,8 +698,8 @@ def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_m
 
     gpus = _cp_list("--gpus", gpus_text, int, "integers >= 1")
     _cp_check_common(jobs, price, replications, seed)
-    _cp_check_writable("--out", out)
-    _cp_check_writable("--csv", csv_out)
+    check_writable("--out", out)
+    check_writable("--csv", csv_out)
     ref, base, pipeline_stages, _ = _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages)
     spec = _cp_spec(ref or _cp_ref(backbone, profile_path), modes, gpus, ratios, pipeline_stages, b_max, t_max, price,
                     replications, seed, staleness, base, gpu)
@@ -793,8 +783,8 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
     if not 1 <= gpus <= MAX_GPUS:
         _fail("--gpus", f"must be an integer in 1..{MAX_GPUS}, got {gpus}")
     _cp_check_common(jobs, price, replications, seed)
-    _cp_check_writable("--out", out)
-    _cp_check_writable("--details", details)
+    check_writable("--out", out)
+    check_writable("--details", details)
     if sweep_path:
         doc = _cp_sweep_rows(sweep_path, backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max,
                              staleness, replications, seed)

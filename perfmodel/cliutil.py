@@ -94,6 +94,10 @@ def _declares_verbose(group: click.Group, args: list[str]) -> bool:
     return any("--verbose" in getattr(p, "opts", ()) for p in cmd.params)
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised where the process stands (see run_click)."""
+
+
 def run_click(group: click.Group, prog_name: str, argv: list[str] | None = None) -> None:
     """Run a click group so that no traceback reaches a user (see the module docstring).
 
@@ -108,10 +112,32 @@ def run_click(group: click.Group, prog_name: str, argv: list[str] | None = None)
         with click.Context(group, info_name=prog_name, **group.context_settings) as ctx:
             click.echo(ctx.get_help())
         sys.exit(0)
+    # SIGTERM unwinds like Ctrl-C (finally blocks run: a sweep's worker pool is terminated, an
+    # output file is never left half-written) instead of killing the process where it stands.
+    import signal
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, terminate)
+    except ValueError:  # not the main thread (an embedding caller): leave signals alone
+        previous = None
+    try:
+        _run(group, prog_name, args, verbose)
+    finally:  # in-process callers (tests) get their handler back
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run(group: click.Group, prog_name: str, args: list[str], verbose: bool) -> None:
     try:
         rc = group.main(args=args, prog_name=prog_name, standalone_mode=False)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
+    except Terminated:
+        click.echo("error: terminated", err=True)
+        sys.exit(143)
     except (click.Abort, KeyboardInterrupt):
         click.echo("error: aborted", err=True)
         sys.exit(130)
@@ -181,3 +207,23 @@ def progress_bar(total: int, desc: str, unit: str, no_progress: bool) -> Any:
 no_progress_option = click.option(
     "--no-progress", "--quiet", "quiet", is_flag=True,
     help="no progress bar (bars are also off when stderr is not a terminal)")
+
+
+def check_writable(option: str, path: str | None) -> None:
+    """Refuse an output path that cannot be written, before any work (every vlaperf CLI checks its
+    outputs this way): create its directory and a scratch file there (then remove it)."""
+    import tempfile
+    from pathlib import Path
+
+    if path is None:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(option, f"must be a file path, {path} is a directory")
+    parent = p.parent if str(p.parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=f".{p.name}.", suffix=".probe"):
+            pass
+    except OSError as e:
+        raise ConfigError(option, f"must be a writable path; cannot write {path}: {e.strerror or type(e).__name__}") from None

@@ -256,9 +256,12 @@ def test_validate_one_row(tmp_path):
 
 @pytest.mark.parametrize("body,field", [
     ("streamer,pi05\n", "reference line 2"),
-    ("streamer,pi05,8,1:1,inf\n", "reference line 2"),
+    ("streamer,pi05,8,1:1,inf\n", "reference line 2.throughput_env_steps_per_s"),
+    ("streamer,pi05,0,1:1,3\n", "reference line 2.gpus"),
+    ("streamer,llama,8,1:1,3\n", "reference line 2.backbone"),
+    ("streamer,pi05,8,1:1,3\nstreamer,pi05,8,1:1,4\n", "reference line 3"),  # one value per setup
     ("streamer,pi05,8,7:1,3\n", "reference (pi05 streamer 8 GPUs 7:1)"),
-    ("streamer,pi05," + "9" * 5000 + ",1:1,3\n", "reference line 2"),
+    ("streamer,pi05," + "9" * 5000 + ",1:1,3\n", "reference line 2.gpus"),
 ])
 def test_bad_reference_rows(tmp_path, body, field):
     ref = tmp_path / "r.csv"
@@ -403,3 +406,72 @@ def test_an_option_the_mode_ignores_says_so():
                  "--no-interval", "--json")
     assert r.exit_code == 0 and "warning: " not in r.stderr
     assert not any("no effect" in w for w in json.loads(r.stdout).get("warnings", []))
+
+
+# -- found by fuzzing the CLIs (2026-12-04) ------------------------------------------------------
+
+def test_a_key_twice_in_one_object_is_refused(tmp_path):
+    """JSON keeps the last of two equal keys silently; a plan saying mode twice is refused."""
+    p = tmp_path / "dup.json"
+    p.write_text('{"mode": "colocated", "mode": "streamer", "cluster": {"gpus": 8}}')
+    assert "key 'mode' appears twice" in assert_one_line_error(run_main("predict", "--plan", str(p)), "plan")
+
+
+@pytest.mark.parametrize("args, field", [
+    (("predict", "--mode", "streamer", "--gpus", "8", "--plan", ""), "--plan"),
+    (("predict", "--rlinf-config", "."), "--rlinf-config"),
+    (("validate", "--record"), "--record"),
+    (("predict", "--mode", "colocated", "--gpus", "8", "--profile", "/nonexistent/p.json"), "--profile"),
+])
+def test_options_given_wrong_are_named(args, field):
+    assert_one_line_error(run_main(*args), field)
+
+
+def test_report_inputs_are_checked_on_reading(tmp_path, sweep_file):
+    """What the report reads of a sweep, prediction, choice or trace is checked as plan --sweep
+    checks a sweep: a hand-edited value is one line naming the field, never a traceback or a
+    report drawn from it."""
+    sweep = json.loads(Path(sweep_file).read_text())
+    ok = next(i for i, r in enumerate(sweep["rows"]) if r["status"] == "ok")
+    sweep["rows"][ok]["throughput_env_steps_per_s"] = "fast"
+    bad_sweep = write_json(tmp_path / "s.json", sweep)
+    pred = json.loads(run_main("predict", "--mode", "colocated", "--gpus", "8", "--json", "--no-interval").stdout)
+    pred["throughput_env_steps_per_s"] = -5
+    bad_pred = write_json(tmp_path / "p.json", pred)
+    trace = {"traceEvents": [{"ph": "X", "name": "train", "ts": 0, "pid": 1, "tid": 1}]}
+    bad_trace = write_json(tmp_path / "t.json", trace)
+    out = str(tmp_path / "r.html")
+    for args, field in (((("--sweep", str(bad_sweep)), f"sweep.rows[{ok}].throughput_env_steps_per_s")),
+                        (("--prediction", str(bad_pred)), "prediction.throughput_env_steps_per_s"),
+                        (("--trace-sim", str(bad_trace)), "traceEvents[0].dur"),
+                        (("--run", str(tmp_path)), "--run"),
+                        (("--reference", str(ROOT / "profiles" / "reference" / "rl_vla3_libero.csv"),
+                          "--reference-profile", "pi05=missing.json"), "--reference-profile")):
+        assert_one_line_error(run_main("report", *args, "-o", out, module="analysis.cli"), field)
+    assert not Path(out).exists()
+
+
+def test_executor_profile_checks_its_output_before_measuring(tmp_path):
+    r = run_main("profile", "--comm", "--comm-ranks", "2", "--out", str(tmp_path), module="executor.cli")
+    assert "is a directory" in assert_one_line_error(r, "--out")
+
+
+def test_sigterm_stops_a_sweep_in_one_line_and_keeps_the_old_output(tmp_path):
+    """SIGTERM unwinds like Ctrl-C: the worker pool is terminated without tracebacks of its
+    own, exit 143, and the -o file from before is untouched (written atomically or not at all)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "keep.json"
+    out.write_text('{"before": true}')
+    proc = subprocess.Popen([sys.executable, "-m", "perfmodel.cli", "sweep", "--gpus", "8,16,32,64,128,256,512,1024",
+                             "--ratios", "all", "--pipeline-stages", "1,2,3,4", "--b-max", "null,64,256",
+                             "--quiet", "-o", str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    time.sleep(3)  # the pool is running (the whole sweep takes minutes)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143 and err.strip() == "error: terminated", err[-2000:]
+    assert json.loads(out.read_text()) == {"before": True}

@@ -31,6 +31,7 @@ def load_reference(path: str | Path) -> list[ReferencePoint]:
     import io
     import math
 
+    from perfmodel.backbones import BACKBONES
     from perfmodel.schema.jsonio import read_text
     from perfmodel.schema.plan import MAX_GPUS
 
@@ -42,6 +43,7 @@ def load_reference(path: str | Path) -> list[ReferencePoint]:
         if missing:
             raise ConfigError("reference", f"{p} lacks column(s) {', '.join(missing)} (needs {', '.join(COLUMNS)})")
         points = []
+        first_line: dict[tuple, int] = {}
         for row in reader:
             where = f"reference line {reader.line_num}"
             if any(row.get(c) is None for c in COLUMNS):
@@ -49,16 +51,29 @@ def load_reference(path: str | Path) -> list[ReferencePoint]:
             mode = row["mode"].strip()
             if mode not in MODES:
                 raise ConfigError(f"{where}.mode", f"must be one of {', '.join(MODES)}; got {mode!r}")
+            backbone = row["backbone"].strip()
+            if backbone not in BACKBONES:
+                raise ConfigError(f"{where}.backbone", f"must be one of {', '.join(BACKBONES)}; got {backbone!r}")
             try:
                 gpus = int(row["gpus"])
+            except ValueError:
+                gpus = 0
+            if not 1 <= gpus <= MAX_GPUS:
+                raise ConfigError(f"{where}.gpus", f"must be an integer in 1..{MAX_GPUS}, got {row['gpus']!r}")
+            try:
                 thr = float(row["throughput_env_steps_per_s"])
             except ValueError:
-                raise ConfigError(where, "gpus must be an integer and throughput_env_steps_per_s a number") from None
-            if not 1 <= gpus <= MAX_GPUS or not (thr > 0 and math.isfinite(thr)):
-                raise ConfigError(where, f"gpus must be in 1..{MAX_GPUS} and throughput_env_steps_per_s a finite "
-                                         "number > 0")
+                thr = math.nan
+            if not (thr > 0 and math.isfinite(thr)):
+                raise ConfigError(f"{where}.throughput_env_steps_per_s",
+                                  f"must be a finite number > 0, got {row['throughput_env_steps_per_s']!r}")
             ratio = (row["allocation_ratio"] or "").strip() or None
-            points.append(ReferencePoint(mode, row["backbone"].strip(), gpus, ratio, thr))
+            key = (mode, backbone, gpus, ratio)
+            if key in first_line:  # two published values for one setup: which to fit is not ours to pick
+                raise ConfigError(where, f"repeats line {first_line[key]}'s setup ({mode}, {backbone}, {gpus} GPUs"
+                                         + (f", {ratio}" if ratio else "") + "): one value per setup")
+            first_line[key] = reader.line_num
+            points.append(ReferencePoint(mode, backbone, gpus, ratio, thr))
     except csv.Error as e:
         raise ConfigError("reference", f"not a valid CSV ({p}: {' '.join(str(e).split())})") from None
     if not points:

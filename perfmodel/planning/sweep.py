@@ -233,6 +233,12 @@ _WORKER: dict[str, Any] = {}
 
 
 def _init_worker(spec: SweepSpec, profile_dict: dict[str, Any]) -> None:
+    import signal
+
+    # The parent handles Ctrl-C and SIGTERM and terminates the pool: a worker just stops,
+    # without a traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _WORKER["spec"] = spec
     _WORKER["profile"] = Profile.from_dict(profile_dict)
 

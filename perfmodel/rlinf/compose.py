@@ -109,6 +109,8 @@ class Composed:
 def compose(path: str | Path) -> Composed:
     """Compose the RLinf config at ``path`` (a ``.yaml`` file in an RLinf config directory)."""
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError(FIELD, f"{path} is a directory; give the config's .yaml file in it")
     if not p.is_file():
         raise ConfigError(FIELD, f"no such file: {path}")
     if p.suffix not in (".yaml", ".yml"):

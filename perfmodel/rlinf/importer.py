@@ -209,7 +209,8 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     else:
         ref = profile_ref or str(block["profile"])
         backbone = "?"
-    profile = load_profile(ref)
+    profile = load_profile(ref, "--profile" if profile_ref is not None else
+                           "vlaperf.profile" if block.get("profile") is not None else "actor.model.model_type")
     if backbone == "?":
         backbone = profile.backbone
         mt = c.get("actor.model.model_type", None)

@@ -47,8 +47,8 @@ def read_text(path: str | Path, what: str) -> str:
 
 def parse_json(text: str, what: str, where: str) -> Any:
     """Parse JSON text: bounded nesting (deep nesting is refused, not a RecursionError) and
-    integer literals of at most ``MAX_INT_DIGITS`` digits. NaN/Infinity literals parse (the
-    field readers refuse them, naming the field)."""
+    integer literals of at most ``MAX_INT_DIGITS`` digits, no key twice in one object.
+    NaN/Infinity literals parse (the field readers refuse them, naming the field)."""
 
     def parse_int(s: str) -> int:
         digits = len(s.lstrip("-"))
@@ -57,8 +57,16 @@ def parse_json(text: str, what: str, where: str) -> Any:
                                     f"integers may have at most {MAX_INT_DIGITS}")
         return int(s)
 
+    def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in pairs:
+            if k in out:  # json keeps the last silently: a hand edit's duplicate is refused instead
+                raise ConfigError(what, f"{where}: key {k!r} appears twice in one object")
+            out[k] = v
+        return out
+
     try:
-        return json.loads(text, parse_int=parse_int)
+        return json.loads(text, parse_int=parse_int, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as e:
         raise ConfigError(what, f"not valid JSON ({where}: line {e.lineno}: {e.msg})") from None
     except ConfigError:

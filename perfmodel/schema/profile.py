@@ -294,7 +294,7 @@ class Costs:
             env_step_core_s=f.float("env_step_core_s", min=0.0, strict_min=True),
             env_core_efficiency=f.float("env_core_efficiency", 1.0, min=0.0, max=1.0, strict_min=True),
             env_reset_s=f.float("env_reset_s"),
-            env_memory_gb=f.float("env_memory_gb"),
+            env_memory_gb=f.float("env_memory_gb", min=0.0, strict_min=True),  # an env holds GBs: 0 would lift the RAM limit
             infer_s=Curve.from_dict(f.any("infer_s"), f.sub("infer_s")),
             train_micro_batch_s=Curve.from_dict(f.any("train_micro_batch_s"), f.sub("train_micro_batch_s")),
             optimizer_step_s=f.float("optimizer_step_s"),
@@ -555,9 +555,9 @@ def user_profiles() -> list[str]:
     return sorted(p.stem for p in d.glob("*.json")) if d.is_dir() else []
 
 
-def load_profile(name_or_path: str) -> Profile:
+def load_profile(name_or_path: str, what: str = "profile") -> Profile:
     """A profile by name (the user's profile directory first, then the bundled ones) or a
-    profile file by path."""
+    profile file by path; errors name ``what`` (the option or key that gave it)."""
     p = Path(name_or_path)
     if p.suffix != ".json" and not p.exists():
         for d in (user_profile_dir(), BUNDLED_DIR):
@@ -567,7 +567,7 @@ def load_profile(name_or_path: str) -> Profile:
                 break
         else:
             mine = user_profiles()
-            raise ConfigError("profile", f"no bundled profile {name_or_path!r} (bundled: {', '.join(bundled_profiles())}"
+            raise ConfigError(what, f"no bundled profile {name_or_path!r} (bundled: {', '.join(bundled_profiles())}"
                               + (f"; yours in {user_profile_dir()}: {', '.join(mine)}" if mine else "")
                               + ") and no such file")
-    return Profile.from_dict(load_json(p, "profile"), "profile")
+    return Profile.from_dict(load_json(p, what), what)
