@@ -250,6 +250,13 @@ def _interval_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+SCALE_GLOBAL_BATCH = click.option(
+    "--scale-global-batch", is_flag=True,
+    help="raise global_batch_size to the smallest multiple of micro_batch_size x actor GPUs at or above it, so "
+         "every actor GPU runs whole micro-batches and RLinf accepts the split (default: keep the workload's at "
+         "every GPU count, as the published runs did; a split RLinf refuses is warned about)")
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @version_option()
 def cli() -> None:
@@ -282,9 +289,10 @@ def cli() -> None:
 @click.option("--gpu-hour-price", "price", type=float, help="dollars per GPU-hour: adds dollars per million env steps")
 @click.option("--no-interval", is_flag=True, help="skip the prediction interval (a few simulations fewer)")
 @no_progress_option  # accepted for scripts that pass it to every command: predict has no bar
+@SCALE_GLOBAL_BATCH
 def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage_num, b_max, t_max_s,
             max_staleness, replications, seed, as_json, trace, rlinf_config, gpu, price, no_interval,
-            quiet) -> None:
+            quiet, scale_global_batch) -> None:
     """Predict throughput for one plan."""
     from perfmodel.simulate import predict as run_predict
 
@@ -293,6 +301,13 @@ def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage
                                  {"pipeline_stage_num": pipeline_stage_num, "b_max": b_max,
                                   "t_max_s": t_max_s, "max_staleness": max_staleness},
                                  rlinf_config=rlinf_config, gpu=gpu, imported=imported)
+    if scale_global_batch:
+        scaled = plan.with_whole_global_batch()
+        if scaled is not plan:
+            click.echo(f"note: --scale-global-batch: global_batch_size {plan.workload.global_batch_size} -> "
+                       f"{scaled.workload.global_batch_size} ({scaled.workload.micro_batch_size} x {plan.actor_gpus} "
+                       "actor GPUs x whole micro-batches)", err=True)
+        plan = scaled
     if not 1 <= replications <= MAX_REPLICATIONS:
         _fail("--replications", f"must be an integer in 1..{MAX_REPLICATIONS}, got {replications}")
     _check_seed(seed)
@@ -583,11 +598,12 @@ def _cp_lists(modes, ratios, pipeline_stages, b_max, t_max) -> dict[str, tuple |
 
 
 def _cp_spec(profile_ref, modes, gpus, ratios, pipeline_stages, b_max, t_max, price, replications, seed,
-             staleness, base_plan=None, gpu=None):
+             staleness, base_plan=None, gpu=None, scale_global_batch=False):
     from perfmodel.planning.sweep import SweepSpec
 
     kw: dict[str, Any] = {"profile_ref": profile_ref, "gpu_hour_price": price, "replications": replications,
-                          "seed": seed, "max_staleness": staleness, "base_plan": base_plan, "gpu": gpu}
+                          "seed": seed, "max_staleness": staleness, "base_plan": base_plan, "gpu": gpu,
+                          "scale_global_batch": scale_global_batch}
     lists = {**_cp_lists(modes, ratios, pipeline_stages, b_max, t_max), "gpus": gpus}
     kw.update({k: v for k, v in lists.items() if v is not None})
     spec = SweepSpec(**kw)
@@ -629,6 +645,7 @@ def _cp_options(f):
                      help="RLinf Hydra config (.yaml): its model, workload, batch and FSDP settings for every plan "
                           "(envs scaled at its envs per GPU)"),
         click.option("--gpu", help="accelerator: a100, h100 (default), h200, b200 (README: GPU types)"),
+        SCALE_GLOBAL_BATCH,
     ]):
         f = opt(f)
     return f
@@ -644,7 +661,7 @@ def _cp_check_common(jobs: int | None, price: float | None, replications: int, s
 
 
 def _cp_sweep_rows(sweep_path, backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max, staleness,
-                   replications, seed) -> dict[str, Any]:
+                   replications, seed, scale_global_batch=False) -> dict[str, Any]:
     """The rows of ``--sweep`` that the other options select. Options that select rows filter
     them; options that would have changed the predictions must agree with the sweep's own."""
     from click.core import ParameterSource
@@ -664,6 +681,8 @@ def _cp_sweep_rows(sweep_path, backbone, profile_path, modes, ratios, pipeline_s
     if profile_path is not None and spec.get("profile_ref") not in (profile_path, _cp_ref(None, profile_path)):
         _fail("--profile", f"contradicts --sweep {sweep_path}, swept with profile {spec.get('profile_ref')!r}; "
                            "leave it out or sweep again")
+    if given("scale_global_batch") and bool(spec.get("scale_global_batch")) != scale_global_batch:
+        _fail("--scale-global-batch", f"contradicts --sweep {sweep_path}, swept without it; leave it out or sweep again")
     for name, option, value in (("staleness", "--staleness", staleness), ("replications", "--replications",
                                                                           replications), ("seed", "--seed", seed)):
         key = "max_staleness" if name == "staleness" else name
@@ -688,8 +707,8 @@ def _cp_sweep_rows(sweep_path, backbone, profile_path, modes, ratios, pipeline_s
 @click.option("--address", help="run the predictions as Ray tasks on this cluster (host:port, auto; local = a new local one)")
 @click.option("--no-interval", is_flag=True, help="skip the prediction intervals (a few simulations fewer per plan)")
 def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max, staleness, price, replications,
-              seed, jobs, quiet, rlinf_config, gpu, gpus_text, out, csv_out, as_json, show_infeasible, address,
-              no_interval) -> None:
+              seed, jobs, quiet, rlinf_config, gpu, scale_global_batch, gpus_text, out, csv_out, as_json,
+              show_infeasible, address, no_interval) -> None:
     """Predict every mode x GPU count x ratio x knob combination; table, CSV and JSON."""
     from dataclasses import replace
 
@@ -702,7 +721,7 @@ def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_m
     check_writable("--csv", csv_out)
     ref, base, pipeline_stages, _ = _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages)
     spec = _cp_spec(ref or _cp_ref(backbone, profile_path), modes, gpus, ratios, pipeline_stages, b_max, t_max, price,
-                    replications, seed, staleness, base, gpu)
+                    replications, seed, staleness, base, gpu, scale_global_batch)
     if no_interval:
         spec = replace(spec, intervals=False)
     _, profile = _cp_profile(None, ref) if ref else _cp_profile(backbone, profile_path)
@@ -745,8 +764,8 @@ def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_m
               help="write the choice (prediction, runner-up, explanation) as JSON")
 @click.option("--json", "as_json", is_flag=True, help="print the choice as JSON")
 def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max, staleness, price, replications,
-             seed, jobs, quiet, rlinf_config, gpu, gpus, objective, env_steps, within_hours, emit, sweep_path, out,
-             details, as_json) -> None:
+             seed, jobs, quiet, rlinf_config, gpu, scale_global_batch, gpus, objective, env_steps, within_hours, emit,
+             sweep_path, out, details, as_json) -> None:
     """Choose the best plan for N GPUs and explain the choice."""
     from perfmodel.planning.choice import choice_summary, choose, chosen_plan, plan_best
     from perfmodel.schema.jsonio import write_json_atomic
@@ -787,7 +806,7 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
     check_writable("--details", details)
     if sweep_path:
         doc = _cp_sweep_rows(sweep_path, backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max,
-                             staleness, replications, seed)
+                             staleness, replications, seed, scale_global_batch)
         if price is not None:
             for r in doc["rows"]:
                 if r["status"] == "ok":
@@ -798,7 +817,7 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
         choice["ratio_unavailable"] = choice.get("ratio_unavailable") or why
     else:
         spec = _cp_spec(ref or _cp_ref(backbone, profile_path), modes, None, ratios, pipeline_stages, b_max, t_max,
-                        price, replications, seed, staleness, base, gpu)
+                        price, replications, seed, staleness, base, gpu, scale_global_batch)
         _, profile = _cp_profile(None, ref) if ref else _cp_profile(backbone, profile_path)
         bar, progress = _cp_progress(quiet, "plan")
         choice, _ = plan_best(spec, profile, gpus, objective, jobs=jobs, progress=progress, target=target)

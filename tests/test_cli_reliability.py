@@ -470,7 +470,13 @@ def test_sigterm_stops_a_sweep_in_one_line_and_keeps_the_old_output(tmp_path):
                              "--ratios", "all", "--pipeline-stages", "1,2,3,4", "--b-max", "null,64,256",
                              "--quiet", "-o", str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    time.sleep(3)  # the pool is running (the whole sweep takes minutes)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:  # until the worker pool runs
+        if children.exists() and children.read_text().split():
+            break
+        time.sleep(0.2)
+    time.sleep(1)  # the workers are at work (the whole sweep takes minutes)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143 and err.strip() == "error: terminated", err[-2000:]

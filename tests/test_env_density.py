@@ -33,7 +33,9 @@ def _measured(scenario_dict, curves=CURVES, driver=None, cores=4):
     d["costs"] = dict(d["costs"], env_density=curves)
     if driver is not None:
         d["costs"]["driver_chunk_step_s"] = driver
-    d["node"] = dict(d["node"], cpu_cores_per_node=cores)
+    # the node is the measured box: two slots, as the bundled tiny CPU profiles (a plan on fewer GPUs
+    # than a node gets only that part of its cores)
+    d["node"] = dict(d["node"], cpu_cores_per_node=cores, gpus_per_node=2)
     return Profile.from_dict(d)
 
 

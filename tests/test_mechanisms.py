@@ -126,6 +126,7 @@ def test_policy_host_work_runs_on_the_env_cores(scenario_dict):
     cores beside the chunk's env steps. Disaggregated 1:1 on 2 GPUs, 16 envs on 2 cores:
     chunk = (5 steps x 0.1 + 0.5) x 16 / 2 = 8 s; reset and inference unchanged."""
     scenario_dict["node"]["cpu_cores_per_node"] = 4
+    scenario_dict["node"]["gpus_per_node"] = 2  # the 2-GPU plan has the node to itself (a plan on part of a node gets that part of its cores)
     scenario_dict["costs"]["obs_cpu_s"] = 0.5
     prof = Profile.from_dict(scenario_dict)
     assert prof.to_dict()["costs"]["obs_cpu_s"] == 0.5
@@ -198,6 +199,7 @@ def test_inference_host_latency_leaves_the_gpu_to_other_calls(scenario_dict):
     four first calls wait their latency together (0.5-0.7 s) and then take the GPU 0.2 s each;
     without it each call holds the GPU its whole 0.4 s, so the groups queue twice as long."""
     scenario_dict["node"]["actor_cpu_cores_per_gpu"] = 0
+    scenario_dict["node"]["gpus_per_node"] = 2  # the 2-GPU plan has the node (its 16 cores) to itself
     got = {}
     for latency in (0.0, 0.2):
         scenario_dict["costs"]["infer_latency_s"] = latency

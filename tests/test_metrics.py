@@ -83,7 +83,8 @@ def test_run_counts_names_every_count():
 
 def test_plan_fields_state_the_split():
     assert plan_fields(plan("disaggregated")) == {"gpus": 2, "allocation_ratio": "1:1", "rollout_gpus": 1,
-                                                  "actor_gpus": 1, "pipeline_stage_num": 1, "total_num_envs": 2}
+                                                  "actor_gpus": 1, "pipeline_stage_num": 1, "total_num_envs": 2,
+                                                  "global_batch_size": 4, "micro_batch_size": 2}
     assert plan_fields(plan("colocated"))["rollout_gpus"] == plan_fields(plan("colocated"))["actor_gpus"] == 2
 
 

@@ -343,3 +343,31 @@ def test_the_sweep_marks_a_plan_limited_by_waiting():
            "summary": {"feasible": 1, "combinations": 1, "infeasible": 0, "errors": 0, "not_run_by_reason": {},
                        "best_per_gpus": []}}
     assert " env+wait" in format_table(doc).splitlines()[1]
+
+
+def test_scale_global_batch_makes_every_split_whole():
+    """--scale-global-batch raises the global batch to the smallest whole split over the actor
+    GPUs (the per-rank batch stays), so no plan of the sweep is one RLinf refuses, and the
+    actor takes fewer optimizer steps where the fixed batch made it the bottleneck."""
+    from perfmodel.calibration.reference import published_plan
+    from perfmodel.costs import StageCosts
+    from perfmodel.schema.profile import load_profile
+    from perfmodel.schema.rules import batch_split_is_whole, whole_global_batch
+    from perfmodel.simulate import predict
+
+    assert [whole_global_batch(1024, r, 128) for r in (1, 3, 8, 16)] == [1024, 1152, 1024, 2048]
+    pi05 = load_profile("pi05")
+    at8 = published_plan(pi05, "rollout_async", 8, "1:1")
+    assert at8.with_whole_global_batch() is at8  # already whole: unchanged
+    fixed = published_plan(pi05, "rollout_async", 64, "1:1")
+    scaled = fixed.with_whole_global_batch()
+    assert scaled.workload.global_batch_size == 4096 and scaled.workload.micro_batch_size == 128
+    assert not any("global_batch_size" in w for w in StageCosts(scaled, pi05).warnings)
+    thr = {name: predict(p, pi05, interval=False)["throughput_env_steps_per_s"] for name, p in
+           (("fixed", fixed), ("scaled", scaled))}
+    assert thr["scaled"] > thr["fixed"]  # 64 GPUs at 1:1: actor-bound with the fixed batch
+    spec = SweepSpec(profile_ref="pi05", modes=("colocated", "rollout_async"), gpus=(24, 32), ratios=("1:1", "3:1"),
+                     scale_global_batch=True, intervals=False)
+    rows = [r for r in run_sweep(spec, pi05, jobs=1)["rows"] if r["status"] == "ok"]
+    assert rows and all(batch_split_is_whole(r["plan"]["workload"]["global_batch_size"], r["actor_gpus"],
+                                             r["plan"]["workload"]["micro_batch_size"]) for r in rows)

@@ -18,6 +18,7 @@ def test_lockstep_timeline_is_exact(scenario_dict):
     """Disaggregated 1:1 on 2 GPUs, one worker of 16 envs on 2 cores (4 on the node, 2 kept
     by the actor GPU): every span by hand."""
     scenario_dict["node"]["cpu_cores_per_node"] = 4
+    scenario_dict["node"]["gpus_per_node"] = 2  # the 2-GPU plan has the node to itself (a plan on part of a node gets that part of its cores)
     scenario_profile = Profile.from_dict(scenario_dict)
     plan = published_plan(scenario_profile, "disaggregated", 2, "1:1")
     res = simulate(plan, scenario_profile, iterations=2, warmup=1, trace=True)
@@ -59,6 +60,8 @@ def test_pipelined_closed_form(scenario_dict, mode, stages):
     scenario_dict["costs"]["env_reset_s"] = 0.0
     scenario_dict["node"]["cpu_cores_per_node"] = 8  # 1 core per env worker: a stage takes all cores
     scenario_dict["node"]["actor_cpu_cores_per_gpu"] = 7
+    if mode == "disaggregated":
+        scenario_dict["node"]["gpus_per_node"] = 2  # the 2-GPU plan has the node to itself (a plan on part of a node gets that part of its cores)
     prof = Profile.from_dict(scenario_dict)
     plan = published_plan(prof, mode, 2, None if mode == "colocated" else "1:1", pipeline_stage_num=stages)
     costs = StageCosts(plan, prof)

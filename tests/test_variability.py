@@ -45,6 +45,7 @@ def test_empirical_order_statistic_is_exact():
 def test_lockstep_barrier_grows_with_envs_per_group(scenario_dict):
     """A lock-step group pays E[max over its cores]; the same envs stepping free pay the mean."""
     scenario_dict["variability"] = {"env_step_cv": 0.3}
+    scenario_dict["node"]["gpus_per_node"] = 2  # the 2-GPU plan has the node to itself (a plan on part of a node gets that part of its cores)
     prof = Profile.from_dict(scenario_dict)
     plan = published_plan(prof, "disaggregated", 2, "1:1")
     c = StageCosts(plan, prof)
@@ -112,9 +113,11 @@ def test_streamer_gains_only_when_a_global_batch_arrives_in_pieces(scenario_prof
     assert end(True, at_once) == pytest.approx(end(False, at_once)) == pytest.approx(4 * 2.68)
 
 
-def test_streamer_equals_rollout_async_when_deliveries_align(scenario_profile):
+def test_streamer_equals_rollout_async_when_deliveries_align(scenario_dict):
     """Deterministic identical groups deliver whole episodes together: in the scenario an epoch of
     all groups is 64 samples = 2 whole global batches, so streaming has nothing to start early."""
+    scenario_dict["node"]["gpus_per_node"] = 2  # the 2-GPU plan has the node to itself (a plan on part of a node gets that part of its cores)
+    scenario_profile = Profile.from_dict(scenario_dict)
     a = simulate(published_plan(scenario_profile, "rollout_async", 2, "1:1", max_staleness=0), scenario_profile)
     s = simulate(published_plan(scenario_profile, "streamer", 2, "1:1", max_staleness=0), scenario_profile)
     assert s.iteration_time_s == a.iteration_time_s

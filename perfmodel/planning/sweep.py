@@ -72,6 +72,10 @@ class SweepSpec:
     # published setup. ``gpu``: the accelerator (perfmodel/schema/hardware.py) when not h100.
     base_plan: dict[str, Any] | None = None
     gpu: str | None = None
+    # Raise each plan's global batch to a whole split over its actor GPUs (Plan.with_whole_global_batch)
+    # instead of keeping the workload's at every GPU count (the published setup; RLinf refuses
+    # a split that is not whole, and the planner warns).
+    scale_global_batch: bool = False
 
     def check(self) -> None:
         if not self.modes:
@@ -180,6 +184,8 @@ def build_plan(spec: SweepSpec, profile: Profile, c: Combo) -> Plan:
         from perfmodel.gpu import cluster_on
 
         plan = plan.with_(cluster=cluster_on(plan.cluster, spec.gpu))
+    if spec.scale_global_batch:
+        plan = plan.with_whole_global_batch()
     return plan.with_(profile=spec.profile_ref)
 
 

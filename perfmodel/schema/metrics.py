@@ -44,7 +44,8 @@ def plan_fields(plan: Plan) -> dict[str, Any]:
     """The plan's size and split, as every prediction and run record states them."""
     return {"gpus": plan.cluster.gpus, "allocation_ratio": plan.allocation_ratio, "rollout_gpus": plan.rollout_gpus,
             "actor_gpus": plan.actor_gpus, "pipeline_stage_num": plan.pipeline_stage_num,
-            "total_num_envs": plan.workload.total_num_envs}
+            "total_num_envs": plan.workload.total_num_envs, "global_batch_size": plan.workload.global_batch_size,
+            "micro_batch_size": plan.workload.micro_batch_size}
 
 
 def measured_window(iteration_done: list[float], warmup: int) -> tuple[float, float] | None:

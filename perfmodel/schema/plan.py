@@ -19,6 +19,7 @@ from perfmodel.schema.jsonio import Fields, check_int, load_json
 from perfmodel.schema.hardware import DEFAULT_GPU, GPU_NAMES
 from perfmodel.schema.modes import MODE_TABLE, MODES, Mode
 from perfmodel.schema.placement import Placement, placement_of
+from perfmodel.schema.rules import whole_global_batch
 
 ALGORITHMS = ("ppo", "grpo")
 # How the system runs (issue 13): plan fields whose defaults reproduce the published setup.
@@ -368,17 +369,23 @@ class Plan:
         c = self.cluster
         if self.env_cores_per_worker >= 1:
             return
-        workers = self.placement.max_workers_per_node
+        pl = self.placement
         kept = 0.0 if not self.mechanisms.disaggregated else c.actor_cpu_cores_per_gpu
+        # the node kind that starves its env workers most, and the part of a node this plan has there
+        n = min((n for n in pl.nodes if n.rollout), key=lambda n: (c.cpu_cores_per_node * pl.node_fraction(n)
+                                                                    - n.actor * kept) / n.rollout)
+        part = pl.node_fraction(n)
+        has = (f"a node of {c.cpu_cores_per_node} cores" if part >= 1 else
+               f"{c.cpu_cores_per_node * part:g} cores (this plan's {n.rollout + (0 if pl.colocated else n.actor)} of "
+               f"a node's {c.gpus_per_node} GPUs get that part of its {c.cpu_cores_per_node})")
+        need = math.ceil((n.rollout + n.actor * kept) / part)
         if kept > 0:
-            actors = max((n.actor for n in self.placement.nodes if n.rollout), default=0)
             raise ConfigError(f"{path}.cluster.cpu_cores_per_node",
-                              f"must leave at least one core per env worker: {workers} env worker(s) and {actors} "
-                              f"actor GPU(s) keeping {kept:g} cores each share a node of {c.cpu_cores_per_node} "
-                              f"cores; need at least {math.ceil(workers + actors * kept)}")
+                              f"must leave at least one core per env worker: {n.rollout} env worker(s) and {n.actor} "
+                              f"actor GPU(s) keeping {kept:g} cores each share {has}; need at least {need}")
         raise ConfigError(f"{path}.cluster.cpu_cores_per_node",
-                          f"must be at least the env workers per node ({workers}: one per rollout GPU), "
-                          f"got {c.cpu_cores_per_node}")
+                          f"must be at least one core per env worker ({n.rollout} on {has}), need at least "
+                          f"{math.ceil(n.rollout / part)}, got {c.cpu_cores_per_node}")
 
     @classmethod
     def from_dict(cls, obj: Any, path: str = "plan") -> "Plan":
@@ -446,3 +453,10 @@ class Plan:
 
     def with_(self, **changes: Any) -> "Plan":
         return replace(self, **changes)
+
+    def with_whole_global_batch(self) -> "Plan":
+        """This plan with ``global_batch_size`` raised to a whole split over its actor GPUs
+        (``rules.whole_global_batch``; ``--scale-global-batch``)."""
+        w = self.workload
+        batch = whole_global_batch(w.global_batch_size, self.actor_gpus, w.micro_batch_size)
+        return self if batch == w.global_batch_size else self.with_(workload=replace(w, global_batch_size=batch))

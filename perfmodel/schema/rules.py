@@ -49,6 +49,14 @@ def batch_split_is_whole(batch: int, ranks: int, micro_batch_size: int) -> bool:
     return batch % (micro_batch_size * ranks) == 0
 
 
+def whole_global_batch(batch: int, ranks: int, micro_batch_size: int) -> int:
+    """The smallest global batch at or above ``batch`` that RLinf accepts on ``ranks`` actor
+    ranks (a multiple of micro_batch_size x ranks): every rank runs whole micro-batches, so the
+    per-rank batch, not the global one, stays as the workload had it on fewer GPUs."""
+    unit = micro_batch_size * ranks
+    return -(-batch // unit) * unit
+
+
 def env_groups(envs_per_worker: int, stages: int, dynamic: bool) -> int:
     """Env groups per worker: its pipeline stages in lock-step; with dynamic batching, at least
     ASYNC_GROUPS_PER_WORKER groups (a multiple of the stages that divides the worker's envs)."""
