@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from perfmodel.cliutil import check_writable, version_option
+from perfmodel.cliutil import check_writable, no_progress_option, version_option
 from perfmodel.schema.errors import ConfigError
 
 
@@ -38,8 +38,10 @@ def cli() -> None:
 @click.option("--title", help="report title")
 @click.option("-o", "--out", "out", required=True, help="HTML report path")
 @click.option("--md", "md", help="Markdown report path (default: the HTML path with .md); figures go beside it")
+@click.option("--json", "as_json", is_flag=True, help="print what was written as one JSON object")
+@no_progress_option  # accepted as in every vlaperf command: the report has no progress bar
 def report_cmd(sweeps, choice, predictions, runs, trace_sim, trace_run, references, reference_profiles, gpus,
-               iteration, cross_validation, target_env_steps, gpu_hour_price, title, out, md) -> None:
+               iteration, cross_validation, target_env_steps, gpu_hour_price, title, out, md, as_json, quiet) -> None:
     """Build a self-contained interactive HTML report (and a Markdown version with PNG figures)."""
     from analysis.inputs import load_inputs
     from analysis.report import write_report
@@ -59,6 +61,13 @@ def report_cmd(sweeps, choice, predictions, runs, trace_sim, trace_run, referenc
         res = write_report(inp, out, md)
     except OSError as e:
         raise ConfigError("--out", f"must be a writable path; {e.strerror}: {e.filename}") from None
+    if as_json:
+        import json
+
+        click.echo(json.dumps({"html": str(res["html"]), "markdown": str(res["markdown"]),
+                               "figures_dir": str(res["figures_dir"]), "figures": [str(f) for f in res["figures"]],
+                               "not_drawn": list(res["missing"])}, indent=2))
+        return
     click.echo(f"wrote {res['html']} ({len(res['figures'])} interactive figures"
                + (f"; not drawn for lack of input: {', '.join(res['missing'])}" if res["missing"] else "") + ")")
     click.echo(f"wrote {res['markdown']} (figures in {res['figures_dir']})")

@@ -77,8 +77,8 @@ class StageCosts:
             steps, per_rank = self.micro_batching(w.global_batch_size)
             out.append(f"workload.global_batch_size: {w.global_batch_size} is not a multiple of micro_batch_size x "
                        f"actor GPUs ({w.micro_batch_size} x {ranks}), which RLinf refuses; costed as {steps} "
-                       f"micro-batch{'es' if steps > 1 else ''} of {per_rank} per rank (set micro_batch_size or "
-                       "global_batch_size so that it divides)")
+                       f"micro-batch{'es' if steps > 1 else ''} of {per_rank} per rank (--scale-global-batch, or set "
+                       "micro_batch_size or global_batch_size so that it divides)")
         cl, pl = self.plan.cluster, self.plan.placement
         on_node = min(cl.gpus_per_node, cl.gpus)  # GPUs of a node this plan uses
         share = cl.cpu_cores_per_node / on_node

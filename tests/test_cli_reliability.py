@@ -481,3 +481,14 @@ def test_sigterm_stops_a_sweep_in_one_line_and_keeps_the_old_output(tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143 and err.strip() == "error: terminated", err[-2000:]
     assert json.loads(out.read_text()) == {"before": True}
+
+
+def test_report_takes_the_shared_conventions(tmp_path):
+    """--json and --no-progress, as on every vlaperf command that prints a result."""
+    pred = write_json(tmp_path / "p.json", json.loads(run_main("predict", "--mode", "colocated", "--gpus", "8",
+                                                                "--json", "--no-interval").stdout))
+    r = run_main("report", "--prediction", str(pred), "-o", str(tmp_path / "r.html"), "--json", "--no-progress",
+                 module="analysis.cli")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert Path(out["html"]).is_file() and "utilization" in out["figures"] and "validation" in out["not_drawn"]

@@ -112,8 +112,8 @@ def scale_factors(source: str, target: str) -> ScaleFactors:
 def table_markdown() -> str:
     """The table above, generated from ACCELERATORS (for `perfmodel gpus` and the README)."""
     rows = ["| gpu | name | bf16 dense TFLOP/s | HBM GB/s | memory GB | NVLink GB/s/dir | NIC GB/s/GPU | "
-            "node CPU cores | node RAM GB |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+            "PCIe GB/s | node CPU cores | node RAM GB |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for a in ACCELERATORS.values():
         rows.append(f"| {a.name} | {a.label} | {a.bf16_dense_tflops:g} | {a.hbm_GBps:g} | {a.memory_gb:g} | "
-                    f"{a.nvlink_GBps:g} | {a.nic_GBps:g} | {a.node_cpu_cores} | {a.node_ram_gb:g} |")
+                    f"{a.nvlink_GBps:g} | {a.nic_GBps:g} | {a.pcie_GBps:g} | {a.node_cpu_cores} | {a.node_ram_gb:g} |")
     return "\n".join(rows)
