@@ -363,8 +363,7 @@ def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | No
 
     points = load_reference(reference)
     profiles = {}
-    for b in sorted({p.backbone for p in points}):
-        _one_of("reference.backbone", b, BACKBONE_NAMES)
+    for b in sorted({p.backbone for p in points}):  # load_reference refused unknown backbones
         if not cross:
             profiles[b] = load_profile(b)
     if max_evals is not None and (not cross or max_evals < 1):
@@ -432,9 +431,7 @@ def calibrate(reference: str, out_dir: str | None, max_evals: int, as_json: bool
 
     if not 1 <= max_evals <= 100_000:
         _fail("--max-evals", f"must be an integer in 1..100000, got {max_evals}")
-    points = load_reference(reference)
-    for b in {p.backbone for p in points}:
-        _one_of("reference.backbone", b, BACKBONE_NAMES)
+    points = load_reference(reference)  # refuses a backbone without a bundled profile, naming its line
     out = Path(out_dir) if out_dir else user_profile_dir()
     if out.exists() and not out.is_dir():
         _fail("--out-dir", f"must be a directory, {out} is a file")
@@ -807,6 +804,13 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
     if sweep_path:
         doc = _cp_sweep_rows(sweep_path, backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max,
                              staleness, replications, seed, scale_global_batch)
+        from perfmodel.planning.sweep import MODEL_REVISION
+
+        revision = doc.get("model_revision", 1)
+        if not isinstance(revision, int) or revision < MODEL_REVISION:
+            click.echo(f"note: --sweep {sweep_path} was written by an older model (revision {revision}, now "
+                       f"{MODEL_REVISION}): its numbers, and the choice made from them, may differ from a sweep made "
+                       "today (sweep again)", err=True)
         if price is not None:
             for r in doc["rows"]:
                 if r["status"] == "ok":
@@ -834,9 +838,12 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
         _fail("--out", f"must be a writable path; {e.strerror}: {e.filename}")
     if choice.get("ratio_unavailable"):  # on stderr whatever stdout carries (text, JSON, YAML)
         click.echo(f"note: {choice['ratio_unavailable']}", err=True)
-    if emit != "rlinf":  # the fragment carries its own warnings as comments
-        for w in (choice["best"].get("prediction") or {}).get("warnings") or []:
-            click.echo(f"warning: chosen plan: {w}", err=True)
+    from perfmodel.costs import batch_split_warning
+
+    split = batch_split_warning(plan)  # from the plan itself: a sweep file may predate the warning
+    for w in [w for w in (choice["best"].get("prediction") or {}).get("warnings") or []
+              if not w.startswith("workload.global_batch_size:")] + ([split] if split and emit != "rlinf" else []):
+        click.echo(f"warning: chosen plan: {w}", err=True)  # (--emit rlinf writes the split's into the fragment)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return

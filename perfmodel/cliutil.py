@@ -98,6 +98,28 @@ class Terminated(BaseException):
     """SIGTERM, raised where the process stands (see run_click)."""
 
 
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def raises_on_sigterm(handler: Any) -> bool:
+    """Whether ``handler`` is the one raise_on_sigterm installs."""
+    return handler is _terminate
+
+
+def raise_on_sigterm() -> Any:
+    """SIGTERM unwinds like Ctrl-C (finally blocks run: a sweep's worker pool is terminated, an
+    output file is never left half-written) instead of killing the process where it stands.
+    Returns the previous handler (None off the main thread, where signals are left alone); a
+    library that installs its own (Ray's init) is followed by a second call."""
+    import signal
+
+    try:
+        return signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:
+        return None
+
+
 def run_click(group: click.Group, prog_name: str, argv: list[str] | None = None) -> None:
     """Run a click group so that no traceback reaches a user (see the module docstring).
 
@@ -112,17 +134,9 @@ def run_click(group: click.Group, prog_name: str, argv: list[str] | None = None)
         with click.Context(group, info_name=prog_name, **group.context_settings) as ctx:
             click.echo(ctx.get_help())
         sys.exit(0)
-    # SIGTERM unwinds like Ctrl-C (finally blocks run: a sweep's worker pool is terminated, an
-    # output file is never left half-written) instead of killing the process where it stands.
     import signal
 
-    def terminate(signum: int, frame: Any) -> None:
-        raise Terminated()
-
-    try:
-        previous = signal.signal(signal.SIGTERM, terminate)
-    except ValueError:  # not the main thread (an embedding caller): leave signals alone
-        previous = None
+    previous = raise_on_sigterm()
     try:
         _run(group, prog_name, args, verbose)
     finally:  # in-process callers (tests) get their handler back
@@ -151,6 +165,12 @@ def _run(group: click.Group, prog_name: str, args: list[str], verbose: bool) -> 
             pass
         sys.exit(141)
     except BaseException as e:  # noqa: BLE001 - the one place every failure becomes one line
+        cause: BaseException | None = e
+        while cause is not None and not isinstance(cause, Terminated):  # raised inside C code (Ray's wait)
+            cause = cause.__cause__ or cause.__context__
+        if cause is not None:
+            click.echo("error: terminated", err=True)
+            sys.exit(143)
         if type(e).__name__ == "NoArgsIsHelpError" and getattr(e, "ctx", None) is not None:
             click.echo(e.ctx.get_help())  # a bare subgroup: its help, like bare `perfmodel`
             sys.exit(0)

@@ -15,6 +15,19 @@ from perfmodel.schema.rules import batch_split_is_whole, micro_batching
 from perfmodel.variability import lockstep_barrier_factor
 
 
+def batch_split_warning(plan: Plan) -> str | None:
+    """What a plan whose global batch does not split wholly over its actor GPUs is costed as,
+    or None (RLinf refuses such a split; rules.batch_split_is_whole)."""
+    w, ranks = plan.workload, plan.actor_gpus
+    if batch_split_is_whole(w.global_batch_size, ranks, w.micro_batch_size):
+        return None
+    steps, per_rank = micro_batching(w.global_batch_size, ranks, w.micro_batch_size)
+    return (f"workload.global_batch_size: {w.global_batch_size} is not a multiple of micro_batch_size x actor GPUs "
+            f"({w.micro_batch_size} x {ranks}), which RLinf refuses; costed as {steps} "
+            f"micro-batch{'es' if steps > 1 else ''} of {per_rank} per rank (--scale-global-batch, or set "
+            "micro_batch_size or global_batch_size so that it divides)")
+
+
 @dataclass(frozen=True)
 class StageCosts:
     plan: Plan
@@ -72,22 +85,18 @@ class StageCosts:
             out.append(f"env costs ({', '.join(missing)}): profile {self.profile.name} has no curve over envs per "
                        f"core (it measured one env alone on a core) but the plan runs {d:.3g} envs per core: "
                        "the single-env costs are used (re-measure with executor profile)")
-        w, ranks = self.plan.workload, self.plan.actor_gpus
-        if not batch_split_is_whole(w.global_batch_size, ranks, w.micro_batch_size):
-            steps, per_rank = self.micro_batching(w.global_batch_size)
-            out.append(f"workload.global_batch_size: {w.global_batch_size} is not a multiple of micro_batch_size x "
-                       f"actor GPUs ({w.micro_batch_size} x {ranks}), which RLinf refuses; costed as {steps} "
-                       f"micro-batch{'es' if steps > 1 else ''} of {per_rank} per rank (--scale-global-batch, or set "
-                       "micro_batch_size or global_batch_size so that it divides)")
+        split = batch_split_warning(self.plan)
+        if split:
+            out.append(split)
         cl, pl = self.plan.cluster, self.plan.placement
-        on_node = min(cl.gpus_per_node, cl.gpus)  # GPUs of a node this plan uses
-        share = cl.cpu_cores_per_node / on_node
+        # one GPU's share of its node; a plan on part of a node has that part of its cores
+        share = cl.cpu_cores_per_gpu
         if (self.plan.mechanisms.disaggregated and any(n.actor and n.rollout for n in pl.nodes)
                 and cl.actor_cpu_cores_per_gpu > share * (1 + 1e-9)):
             # Calibration keeps it within one GPU's share; a node edited to fewer cores with the
             # profile's count kept would starve the env workers without a word.
             out.append(f"cluster.actor_cpu_cores_per_gpu: {cl.actor_cpu_cores_per_gpu:g} is more than one GPU's share "
-                       f"of the node ({cl.cpu_cores_per_node} cores / {on_node} GPUs = "
+                       f"of the node ({cl.cpu_cores_per_node} cores / {cl.gpus_per_node} GPUs = "
                        f"{share:g}), so env workers on the actor's node get {self.plan.env_cores_per_worker:.3g} cores "
                        "each; for a node of another shape, scale the profile's value by the new share over the profile's, "
                        "or leave the field out of the plan file (predict --plan then scales it)")

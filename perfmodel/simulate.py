@@ -11,6 +11,7 @@ import simpy
 
 from perfmodel.bound import bound
 from perfmodel.costs import StageCosts
+from perfmodel.extrapolation import calibrated_gpu_type, extrapolation
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.metrics import plan_fields, run_counts, staleness, window_metrics
 from perfmodel.schema.plan import Plan
@@ -176,6 +177,8 @@ def predict(plan: Plan, profile: Profile, *, replications: int = 1, seed: int = 
         "replications": replications,
         # what the costs are not measured for (env costs at another envs per core): never silent
         "warnings": costs.warnings,
+        # beyond the calibrated GPU or node counts or GPU type: stated with or without an interval
+        "extrapolation": extrapolation(plan, profile.uncertainty, calibrated_gpu_type(profile)),
     }
     if interval:
         out.update(_prediction_interval(plan, profile, first.throughput_env_steps_per_s, mean,

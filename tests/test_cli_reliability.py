@@ -492,3 +492,14 @@ def test_report_takes_the_shared_conventions(tmp_path):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert Path(out["html"]).is_file() and "utilization" in out["figures"] and "validation" in out["not_drawn"]
+
+
+def test_a_sweep_from_an_older_model_says_so(sweep_file, tmp_path):
+    """plan --sweep chooses from the file's numbers; a file written before a model change that
+    moves them (MODEL_REVISION) is flagged, a current one is not."""
+    r = run_main("plan", "--gpus", "8", "--sweep", str(sweep_file), "--no-progress")
+    assert r.returncode == 0 and "older model" not in r.stderr, r.stderr
+    old = json.loads(Path(sweep_file).read_text())
+    del old["model_revision"]
+    r = run_main("plan", "--gpus", "8", "--sweep", str(write_json(tmp_path / "old.json", old)), "--no-progress")
+    assert r.returncode == 0 and "was written by an older model (revision 1" in r.stderr, r.stderr

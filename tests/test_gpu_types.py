@@ -107,3 +107,6 @@ def test_another_gpu_type_is_an_extrapolation_said_so() -> None:
     assert not a100["beyond_calibrated_gpus"] and "carried to a100 by datasheet ratios" in text
     h100, text = ext("h100")
     assert not h100["beyond_calibrated_gpu_type"] and "datasheet ratios" not in text
+    # stated without an interval too (the flag is not part of the interval's computation)
+    j = run_cli("predict", "--mode", "colocated", "--gpus", "8", "--gpu", "a100", "--quiet", "--json", "--no-interval")
+    assert json.loads(j.stdout)["extrapolation"]["beyond_calibrated_gpu_type"]

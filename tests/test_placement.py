@@ -160,10 +160,14 @@ def test_a_plan_smaller_than_a_node_gets_its_part_of_the_node():
     assert at4.placement.env_cores_per_worker == pytest.approx(at8.placement.env_cores_per_worker)
     thr = lambda plan: predict(plan, pi05)["throughput_env_steps_per_s"]  # noqa: E731
     assert thr(at4) == pytest.approx(thr(at8) / 2, rel=1e-6)
-    # The RAM check is the node part's too: a quarter node holds half the envs a whole one may.
-    gb = pi05.costs.env_memory_gb
-    snug = at4.with_(cluster=at4.cluster.__class__(**{**at4.cluster.__dict__, "node_ram_gb": 2 * 96 * gb * 2 * 1.01}))
-    check_fits(snug, StageCosts(snug, pi05))  # 2 workers x 48 envs = 96 envs in half of it
-    tight = snug.with_(cluster=snug.cluster.__class__(**{**snug.cluster.__dict__, "node_ram_gb": 96 * gb * 2 * 0.99}))
-    with pytest.raises(ConfigError, match=r"fullest node's 96 envs .* half|this plan's part of a"):
+    # The RAM check is the node part's too: 2 workers x 96 envs on half a node must fit in half its RAM.
+    need = 192 * pi05.costs.env_memory_gb
+
+    def on_node_ram(gb: float):
+        return at4.with_(cluster=at4.cluster.__class__(**{**at4.cluster.__dict__, "node_ram_gb": gb}))
+
+    snug = on_node_ram(2.01 * need)
+    check_fits(snug, StageCosts(snug, pi05))
+    tight = on_node_ram(1.5 * need)  # the whole node would hold them; this plan's half does not
+    with pytest.raises(ConfigError, match=r"fullest node's 192 envs .*this plan's part of a"):
         check_fits(tight, StageCosts(tight, pi05))

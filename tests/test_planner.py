@@ -135,6 +135,10 @@ def test_a_tie_goes_to_the_earlier_row_not_to_float_rounding():
     doc["rows"][1]["env_steps_per_gpu_hour"] = doc["rows"][1]["throughput_env_steps_per_s"] * 450
     assert candidates(doc["rows"], 8, "throughput")[0]["mode"] == "streamer"
     assert summarize(doc["rows"])["best_per_gpus"][0]["mode"] == "streamer"
+    # chained near ties: the plan and the summary apply the same rule (one function)
+    chain = [row(0, "train_async", 100.0), row(1, "rollout_async", 100.009), row(2, "streamer", 100.018)]
+    assert candidates(chain, 8, "throughput")[0]["mode"] == summarize(chain)["best_per_gpus"][0]["mode"] \
+        == "rollout_async"
 
 
 def test_a_tie_is_called_a_tie_and_a_small_gap_unresolved():
@@ -335,6 +339,7 @@ def test_the_sweep_marks_a_plan_limited_by_waiting():
                 "pipeline_stage_num": 1, "b_max": None, "t_max_s": 0.02, "throughput_env_steps_per_s": thr,
                 "bound_env_steps_per_s": 698.3, "bottleneck": "env", "scaling_efficiency": 1.0,
                 "gain_over_colocated_pct": None, "env_steps_per_gpu_hour": thr * 225, "env_steps_per_dollar": None,
+                "actor_gpus": 8, "plan": {"workload": {"global_batch_size": 1024, "micro_batch_size": 128}},
                 "prediction": {"utilization": {"resources": {"env_cpu": busiest, "actor_gpu": 0.43}}, "warnings": []}}
 
     assert waiting_limited(row(440.9, 0.60)) and not waiting_limited(row(440.9, 0.85))

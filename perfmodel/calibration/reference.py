@@ -68,7 +68,8 @@ def load_reference(path: str | Path) -> list[ReferencePoint]:
                 raise ConfigError(f"{where}.throughput_env_steps_per_s",
                                   f"must be a finite number > 0, got {row['throughput_env_steps_per_s']!r}")
             ratio = (row["allocation_ratio"] or "").strip() or None
-            key = (mode, backbone, gpus, ratio)
+            # the setup as a plan reads it: a disaggregated mode without a ratio is 1:1
+            key = (mode, backbone, gpus, ratio or ("1:1" if MODE_TABLE[mode].disaggregated else None))
             if key in first_line:  # two published values for one setup: which to fit is not ours to pick
                 raise ConfigError(where, f"repeats line {first_line[key]}'s setup ({mode}, {backbone}, {gpus} GPUs"
                                          + (f", {ratio}" if ratio else "") + "): one value per setup")

@@ -43,7 +43,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from perfmodel.schema.hardware import DEFAULT_GPU
+from perfmodel.extrapolation import calibrated_gpu_type, extrapolation  # noqa: F401 (re-exported)
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Curve, Profile, Uncertainty
 
@@ -185,30 +185,6 @@ def _plan_for(plan: Plan, old: Profile, new: Profile) -> Plan:
     if not changes:
         return plan
     return plan.with_(cluster=replace(plan.cluster, **changes))
-
-
-def extrapolation(plan: Plan, unc: Uncertainty | None, calibrated_gpu_type: str | None = None) -> dict[str, Any]:
-    """How far ``plan`` lies beyond what the calibration saw: GPU and node counts (the interval
-    widens per doubling beyond them) and the GPU type (``calibrated_gpu_type``, the profile's
-    node's): another type is costed by datasheet ratios (perfmodel/gpu.py), which nothing
-    calibrated measures, so it is flagged, and the interval does not include it."""
-    g, nodes = plan.cluster.gpus, plan.cluster.nodes
-    cg = list(unc.calibrated_gpus) if unc else []
-    cn = list(unc.calibrated_nodes) if unc else []
-    beyond_g = not cg or g < min(cg) or g > max(cg)
-    beyond_n = not cn or nodes < min(cn) or nodes > max(cn)
-    d = 0.0
-    if cg and beyond_g:
-        d = math.log2(g / max(cg)) if g > max(cg) else math.log2(min(cg) / g)
-    out = {"beyond_calibrated_gpus": beyond_g, "calibrated_gpus": cg,
-           "beyond_calibrated_nodes": beyond_n, "calibrated_nodes": cn, "nodes": nodes,
-           "doublings_beyond": round(d, 4)}
-    if calibrated_gpu_type is not None:
-        out.update(gpu_type=plan.cluster.gpu, calibrated_gpu_type=calibrated_gpu_type,
-                   beyond_calibrated_gpu_type=plan.cluster.gpu != calibrated_gpu_type)
-    if not cg:
-        out["note"] = "the profile records no calibrated scale (measured, or not calibrated against a cluster)"
-    return out
 
 
 def _directions(cov: np.ndarray) -> list[np.ndarray]:
@@ -409,7 +385,7 @@ def prediction_interval(plan: Plan, profile: Profile, throughput: float,
                         run: Callable[[Plan, Profile], float]) -> tuple[dict[str, Any] | None, dict[str, Any], str | None]:
     """(throughput_interval or None, extrapolation, why no interval). ``run`` simulates a plan on a
     profile the way the point prediction did and returns its throughput."""
-    ext = extrapolation(plan, profile.uncertainty, profile.node.get("gpu", DEFAULT_GPU))
+    ext = extrapolation(plan, profile.uncertainty, calibrated_gpu_type(profile))
     got = sensitivities(plan, profile, throughput, run)
     if isinstance(got, str):
         return None, ext, got

@@ -20,7 +20,7 @@ from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.modes import MODE_TABLE
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Profile
-from perfmodel.planning.sweep import TIE_REL, SweepSpec, beats, run_sweep, waiting_limited
+from perfmodel.planning.sweep import SweepSpec, leader, run_sweep, ties, waiting_limited
 
 OBJECTIVES = ("throughput", "cost", "time")
 
@@ -61,13 +61,8 @@ def candidates(rows: list[dict[str, Any]], gpus: int, objective: str,
         return ranked
     # A tie (within TIE_REL on the objective's measures) goes to the earliest row of the sweep,
     # as in the sweep's own summary, not to the float rounding.
-    measures = (("throughput_env_steps_per_s",) if objective == "throughput"
-                else ("env_steps_per_gpu_hour", "throughput_env_steps_per_s"))
-    tied = ranked
-    for m in measures:
-        top = max(r[m] for r in tied)
-        tied = [r for r in tied if not beats(top, r[m])]
-    lead = min(tied, key=lambda r: r["index"])
+    lead = leader(ranked, ("throughput_env_steps_per_s",) if objective == "throughput"
+                  else ("env_steps_per_gpu_hour", "throughput_env_steps_per_s"))
     return [lead] + [r for r in ranked if r is not lead]
 
 
@@ -194,12 +189,15 @@ def _describe(r: dict[str, Any]) -> str:
 
 def _thr(r: dict[str, Any]) -> str:
     s = f"{r['throughput_env_steps_per_s']:.1f} env steps/s"
+    beyond = [what for what, flag in (
+        ("extrapolated beyond the calibrated scale", r.get("beyond_calibrated_scale", r.get("extrapolation"))),
+        (f"on a GPU type not calibrated ({(r.get('plan') or {}).get('cluster', {}).get('gpu', '?')})",
+         r.get("beyond_calibrated_gpu_type"))) if flag]
     if r.get("throughput_low") is not None:
-        s += (f" (90% interval {r['throughput_low']:.1f}..{r['throughput_high']:.1f}"
-              + (", extrapolated beyond the calibrated scale" if r.get("beyond_calibrated_scale",
-                                                                         r.get("extrapolation")) else "")
-              + (f", on a GPU type not calibrated ({r['plan']['cluster']['gpu']})"
-                 if r.get("beyond_calibrated_gpu_type") and r.get("plan") else "") + ")")
+        s += f" (90% interval {r['throughput_low']:.1f}..{r['throughput_high']:.1f}" + "".join(
+            f", {b}" for b in beyond) + ")"
+    elif beyond:
+        s += f" ({', '.join(beyond)})"
     if r.get("throughput_ci95"):
         lo, hi = r["throughput_ci95"]
         s += f" (95% CI {lo:.1f}..{hi:.1f})"
@@ -247,7 +245,8 @@ def ratios_to(best: dict[str, Any], others: list[dict[str, Any]], profile: Profi
             tol += SAME_PROFILE_SPREAD * (ci[1] - ci[0]) / 2 * math.sqrt(replications)
         if abs(t - mean) > tol:
             return (f"profile {profile.name} now gives {row['mode']} on {row['gpus']} GPUs {t:.2f} env steps/s, the "
-                    f"sweep {mean:.2f}: it changed since the sweep (sweep again for the ratio intervals)")
+                    f"sweep {mean:.2f}: the profile or the model changed since the sweep, so the sweep's numbers, and "
+                    "the choice made from them, may be out of date (sweep again)")
     got = ratio_intervals(a, thr[0], list(zip(plans, thr[1:])), profile, run)
     return [None if iv is None else {**iv, "measure": "throughput"} for iv, _ in got]
 
@@ -280,7 +279,7 @@ def runner_up_margin(best: dict[str, Any], runner: dict[str, Any], objective: st
     iv = (best.get("prediction") or {}).get("throughput_interval") or {}
     model = (iv.get("components_pct") or {}).get("model_pct")
     sd = model / (100 * Z) if model else None
-    tie = not beats(max(best[key], runner[key]), min(best[key], runner[key]))
+    tie = ties(best[key], runner[key])
     return {"measure": "throughput" if objective == "throughput" else "env steps per GPU-hour",
             "gap_pct": 100 * math.expm1(gap), "tie": tie,
             "model_error_pct": None if sd is None else 100 * sd,

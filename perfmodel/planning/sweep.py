@@ -34,6 +34,7 @@ from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.modes import MODE_TABLE, MODES
 from perfmodel.schema.plan import DEFAULT_T_MAX_S, MAX_STALENESS, Plan, ratio_parts
 from perfmodel.schema.profile import Profile
+from perfmodel.schema.rules import batch_split_is_whole
 
 DEFAULT_GPUS = (8, 16, 24, 32, 64, 128, 256)
 DEFAULT_RATIOS = ("1:1", "3:1", "1:3", "2:1", "1:2")
@@ -276,6 +277,11 @@ def derive(rows: list[dict[str, Any]], price: float | None) -> None:
         r["env_steps_per_dollar"] = r["env_steps_per_gpu_hour"] / price if price else None
 
 
+# Raised whenever a change to the model moves predictions that sweep files already hold, so that
+# `plan --sweep` can say a file predates it (2: a plan on part of a node has that part of its cores
+# and RAM, 2026-12-04).
+MODEL_REVISION = 2
+
 # Predictions closer than this (relative) are the same number: simulation rounding, not a gap.
 # A tie goes to the earliest row of the sweep (the simpler mode: modes are swept in their
 # cumulative order), never to the float rounding.
@@ -300,15 +306,35 @@ def waiting_limited(r: dict[str, Any]) -> bool:
     return below > WAIT_BOUND_GAP and max(res.values()) < WAIT_BUSY
 
 
-def best_per(rows: list[dict[str, Any]], key: Callable[[dict[str, Any]], Any],
-             value: str = "throughput_env_steps_per_s") -> dict[Any, dict[str, Any]]:
-    """The best feasible row per group (ties, within TIE_REL: the earliest row)."""
-    out: dict[Any, dict[str, Any]] = {}
-    for r in sorted((r for r in rows if r["status"] == "ok"), key=lambda r: r["index"]):
-        k = key(r)
-        if k not in out or beats(r[value], out[k][value]):
-            out[k] = r
-    return out
+def split_is_whole(r: dict[str, Any]) -> bool:
+    """Whether a row's plan splits its global batch wholly over its actor GPUs (read from the plan,
+    so sweep files written before the warning existed are judged alike)."""
+    w = r["plan"]["workload"]
+    return batch_split_is_whole(w["global_batch_size"], r["actor_gpus"], w["micro_batch_size"])
+
+
+def ties(a: float, b: float) -> bool:
+    return not beats(a, b) and not beats(b, a)
+
+
+def leader(rows: Iterable[dict[str, Any]], measures: tuple[str, ...] = ("throughput_env_steps_per_s",)
+           ) -> dict[str, Any]:
+    """The best of ``rows``: those within TIE_REL of the top on each measure in turn, then the
+    earliest of them (the one rule of the sweep's summary and of the plan's choice)."""
+    tied = list(rows)
+    for m in measures:
+        top = max(r[m] for r in tied)
+        tied = [r for r in tied if not beats(top, r[m])]
+    return min(tied, key=lambda r: r["index"])
+
+
+def best_per(rows: list[dict[str, Any]], key: Callable[[dict[str, Any]], Any]) -> dict[Any, dict[str, Any]]:
+    """The best feasible row per group (``leader``)."""
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["status"] == "ok":
+            groups.setdefault(key(r), []).append(r)
+    return {k: leader(rs) for k, rs in groups.items()}
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -388,9 +414,19 @@ def _run_ray(spec: SweepSpec, profile: Profile, combos: list[Combo], address: st
         import ray
     except ImportError:
         raise ConfigError("--address", "needs Ray installed (pip install ray)") from None
+    import signal
+
+    from perfmodel.cliutil import raise_on_sigterm, raises_on_sigterm
+
+    # Ray's C++ failure handler would dump a stack on SIGTERM and its init replaces the CLI's
+    # handler: keep the CLI's (one line, exit 143), as the executor does (executor/runtime/session.py).
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+    ours = raises_on_sigterm(signal.getsignal(signal.SIGTERM))
     try:
         ray.init(address=None if address == "local" else address, ignore_reinit_error=True,
                  logging_level="ERROR", log_to_driver=False, include_dashboard=False)
+        if ours:
+            raise_on_sigterm()
     except Exception as e:  # a bad address must be one line, not Ray's traceback
         raise ConfigError("--address", f"must name a running Ray cluster (host:port or auto); "
                           f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
@@ -443,6 +479,7 @@ def run_sweep(spec: SweepSpec, profile: Profile, *, jobs: int | None = None,
     return {
         "kind": "perfmodel.planning.sweep",
         "schema_version": 1,
+        "model_revision": MODEL_REVISION,
         "profile": profile.name,
         "backbone": profile.backbone,
         "spec": spec.to_dict(),
@@ -494,7 +531,7 @@ def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
     price = doc["spec"]["gpu_hour_price"]
     head = (f"{'gpus':>5} {'mode':<14} {'ratio':>5} {'stg':>3} {'b_max':>5} {'t_max':>5} {'env steps/s':>12} "
             f"{'90% interval':>17} {'scal.eff':>8} {'vs coloc':>9} {'steps/GPU-h':>12} "
-            f"{'steps/$':>10} {'bottleneck':<11}")
+            f"{'steps/$':>10} {'bottleneck':<16}")
     lines = [head]
     for r in doc["rows"]:
         if r["status"] != "ok":
@@ -511,7 +548,7 @@ def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
             f"{fmt_number(r['b_max'], 'd'):>5} {r['t_max_s']:>5.3g} {r['throughput_env_steps_per_s']:>12.2f} "
             f"{ci_s:>17} {r['scaling_efficiency']:>8.3f} {('-' if gain is None else f'{gain:+.1f}%'):>9} "
             f"{r['env_steps_per_gpu_hour']:>12.0f} {fmt_number(r['env_steps_per_dollar'], '.0f'):>10} "
-            f"{r['bottleneck'] + ('+wait' if waiting_limited(r) else ''):<11}")
+            f"{r['bottleneck'] + ('+wait' if waiting_limited(r) else ''):<16}")
     s = doc["summary"]
     lines.append("")
     lines.append(f"{s['feasible']} of {s['combinations']} combinations predicted; {s['infeasible']} infeasible"
@@ -523,8 +560,7 @@ def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
     lines.append("note: bottleneck = the resource that bounds the plan analytically; +wait = the simulation is "
                  f"over {100 * WAIT_BOUND_GAP:.0f}% below that bound with no resource {100 * WAIT_BUSY:.0f}% busy: "
                  "waiting (inference round trips, barriers, hand-offs) limits it, not that resource")
-    uneven = sum(any(w.startswith("workload.global_batch_size:") for w in (r.get("prediction") or {}).get("warnings", ()))
-                 for r in doc["rows"] if r["status"] == "ok")
+    uneven = sum(not split_is_whole(r) for r in doc["rows"] if r["status"] == "ok")
     if uneven:
         lines.append(f"warning: {uneven} row(s) split workload.global_batch_size unevenly over their actor GPUs (not a "
                      "multiple of micro_batch_size x actor GPUs), which RLinf refuses: costed with smaller or padded "
@@ -540,7 +576,7 @@ def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
         # modes the model cannot tell from the best (the same predicted throughput)
         tied = sorted({r["mode"] for r in doc["rows"] if r["status"] == "ok" and r["gpus"] == b["gpus"]
                        and r["mode"] != b["mode"]
-                       and math.isclose(r["throughput_env_steps_per_s"], b["throughput_env_steps_per_s"], rel_tol=TIE_REL)})
+                       and ties(r["throughput_env_steps_per_s"], b["throughput_env_steps_per_s"])})
         lines.append(f"best at {b['gpus']:>4} GPUs: {b['mode']} {b['allocation_ratio'] or ''} "
                      f"{b['throughput_env_steps_per_s']:.2f} env steps/s"
                      + (f", tied with {', '.join(tied)}" if tied else "") + f" (rows[{b['index']}] of --json)")

@@ -87,8 +87,7 @@ class Placement:
         """The part of a node a plan's node of share ``n`` uses: 1 for a whole node; a plan on
         fewer GPUs than a node gets that part of the node's cores and RAM, as smaller cloud
         instances of the same GPU do."""
-        used = n.rollout if self.colocated else n.rollout + n.actor
-        return min(1.0, used / self.gpus_per_node)
+        return node_part(n.rollout if self.colocated else n.rollout + n.actor, self.gpus_per_node)
 
     def slots(self) -> tuple[list[int], list[int]]:
         """Global device indices of the rollout slots and the actor slots (rank order)."""
@@ -104,6 +103,18 @@ class Placement:
                     actor += range(base + share.rollout, base + share.rollout + share.actor)
                 base += self.gpus_per_node
         return rollout, actor
+
+
+def node_part(used: int, gpus_per_node: int) -> float:
+    """The part of a node whose ``used`` GPUs a plan has (its cores and RAM go with it)."""
+    return min(1.0, used / gpus_per_node)
+
+
+def env_cores_of(n: NodeShare, cpu_cores_per_node: float, gpus_per_node: int, actor_cpu_cores_per_gpu: float) -> float:
+    """Cores each env worker on a (disaggregated) node of share ``n`` gets: the plan's part of the
+    node's cores, less what its actor GPUs keep, over its env workers."""
+    return (cpu_cores_per_node * node_part(n.rollout + n.actor, gpus_per_node)
+            - n.actor * actor_cpu_cores_per_gpu) / n.rollout
 
 
 def _run_length(split: list[tuple[int, int]], counts: list[int]) -> tuple[NodeShare, ...]:
@@ -170,8 +181,7 @@ def placement_of(gpus: int, gpus_per_node: int, cpu_cores_per_node: int, actor_c
         # Workers on different nodes may get different shares; all are given the smallest, the
         # one that paces the rollout. A node used only in part (a plan smaller than a node) has
         # that part of its cores (Placement.node_fraction).
-        cores = min(((cpu_cores_per_node * min(1.0, (n.rollout + n.actor) / gpus_per_node)
-                      - n.actor * actor_cpu_cores_per_gpu) / n.rollout
+        cores = min((env_cores_of(n, cpu_cores_per_node, gpus_per_node, actor_cpu_cores_per_gpu)
                      for n in shares if n.rollout), default=math.inf)
     envs_per_worker = total_num_envs // rollout_gpus
     groups = env_groups(envs_per_worker, pipeline_stage_num, dynamic_batching)

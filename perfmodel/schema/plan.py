@@ -18,7 +18,7 @@ from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.jsonio import Fields, check_int, load_json
 from perfmodel.schema.hardware import DEFAULT_GPU, GPU_NAMES
 from perfmodel.schema.modes import MODE_TABLE, MODES, Mode
-from perfmodel.schema.placement import Placement, placement_of
+from perfmodel.schema.placement import Placement, env_cores_of, placement_of
 from perfmodel.schema.rules import whole_global_batch
 
 ALGORITHMS = ("ppo", "grpo")
@@ -372,8 +372,8 @@ class Plan:
         pl = self.placement
         kept = 0.0 if not self.mechanisms.disaggregated else c.actor_cpu_cores_per_gpu
         # the node kind that starves its env workers most, and the part of a node this plan has there
-        n = min((n for n in pl.nodes if n.rollout), key=lambda n: (c.cpu_cores_per_node * pl.node_fraction(n)
-                                                                    - n.actor * kept) / n.rollout)
+        n = min((n for n in pl.nodes if n.rollout),
+                key=lambda n: env_cores_of(n, c.cpu_cores_per_node, c.gpus_per_node, kept))
         part = pl.node_fraction(n)
         has = (f"a node of {c.cpu_cores_per_node} cores" if part >= 1 else
                f"{c.cpu_cores_per_node * part:g} cores (this plan's {n.rollout + (0 if pl.colocated else n.actor)} of "

@@ -1,0 +1,40 @@
+"""How far a plan lies beyond what a profile's calibration saw (GPU and node counts, GPU type).
+Light on purpose (no numpy): every prediction states it, with or without an interval."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from perfmodel.schema.hardware import DEFAULT_GPU
+from perfmodel.schema.plan import Plan
+from perfmodel.schema.profile import Profile, Uncertainty
+
+
+def calibrated_gpu_type(profile: Profile) -> str:
+    """The GPU type a profile's costs are for (its node's; the default, H100-class, when unsaid)."""
+    return profile.node.get("gpu", DEFAULT_GPU)
+
+
+def extrapolation(plan: Plan, unc: Uncertainty | None, calibrated_gpu_type: str | None = None) -> dict[str, Any]:
+    """How far ``plan`` lies beyond what the calibration saw: GPU and node counts (the interval
+    widens per doubling beyond them) and the GPU type (``calibrated_gpu_type``, the profile's
+    node's): another type is costed by datasheet ratios (perfmodel/gpu.py), which nothing
+    calibrated measures, so it is flagged, and the interval does not include it."""
+    g, nodes = plan.cluster.gpus, plan.cluster.nodes
+    cg = list(unc.calibrated_gpus) if unc else []
+    cn = list(unc.calibrated_nodes) if unc else []
+    beyond_g = not cg or g < min(cg) or g > max(cg)
+    beyond_n = not cn or nodes < min(cn) or nodes > max(cn)
+    d = 0.0
+    if cg and beyond_g:
+        d = math.log2(g / max(cg)) if g > max(cg) else math.log2(min(cg) / g)
+    out = {"beyond_calibrated_gpus": beyond_g, "calibrated_gpus": cg,
+           "beyond_calibrated_nodes": beyond_n, "calibrated_nodes": cn, "nodes": nodes,
+           "doublings_beyond": round(d, 4)}
+    if calibrated_gpu_type is not None:
+        out.update(gpu_type=plan.cluster.gpu, calibrated_gpu_type=calibrated_gpu_type,
+                   beyond_calibrated_gpu_type=plan.cluster.gpu != calibrated_gpu_type)
+    if not cg:
+        out["note"] = "the profile records no calibrated scale (measured, or not calibrated against a cluster)"
+    return out
