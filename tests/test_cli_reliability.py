@@ -503,3 +503,15 @@ def test_a_sweep_from_an_older_model_says_so(sweep_file, tmp_path):
     del old["model_revision"]
     r = run_main("plan", "--gpus", "8", "--sweep", str(write_json(tmp_path / "old.json", old)), "--no-progress")
     assert r.returncode == 0 and "was written by an older model (revision 1" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("rows", [
+    "colocated,pi05,8,,100\ncolocated,pi05,8,1:1,110\n",  # colocated has no split: the same setup
+    "rollout_async,pi05,8,1:1,100\nrollout_async,pi05,8,2:2,110\n",  # 2:2 is 1:1
+    "rollout_async,pi05,8,,100\nrollout_async,pi05,8,1:1,110\n",  # no ratio reads as 1:1
+])
+def test_one_published_value_per_setup_as_a_plan_reads_it(tmp_path, rows):
+    ref = tmp_path / "r.csv"
+    ref.write_text("mode,backbone,gpus,allocation_ratio,throughput_env_steps_per_s\n" + rows)
+    assert "repeats line 2's setup" in assert_one_line_error(run_main("validate", "--reference", str(ref)),
+                                                             "reference line 3")

@@ -125,12 +125,12 @@ class RaySession:
     def start(self) -> None:
         import logging
 
-        import ray
-
         os.environ.setdefault("RAY_worker_niceness", "0")  # as the profile measured (Ray's default: 15)
         # Ray's C++ failure-signal handler turns SIGTERM into an abort with a stack dump (no
-        # record); the driver's own handler (Signals) must see SIGTERM instead.
+        # record); the driver's own handler (Signals) must see SIGTERM instead. Ray reads this
+        # when it is imported, so it is set first.
         os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+        import ray
         if ray.is_initialized():  # a caller's session (tests): use it, leave it running
             return
         kw: dict[str, Any] = dict(log_to_driver=False, configure_logging=False, logging_level=logging.ERROR)

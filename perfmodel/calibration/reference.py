@@ -25,6 +25,20 @@ class ReferencePoint:
     throughput_env_steps_per_s: float
 
 
+def _split(mode: str, ratio: str | None, field: str) -> tuple[int, int] | None:
+    """A published setup's split as a plan reads it (colocated: none; otherwise 1:1 when not
+    given, in lowest terms, so 2:2 is 1:1), to tell two rows of one setup apart from two setups."""
+    import math
+
+    from perfmodel.schema.plan import ratio_parts
+
+    if not MODE_TABLE[mode].disaggregated:
+        return None
+    r, a = ratio_parts(ratio or "1:1", field)
+    g = math.gcd(r, a)
+    return r // g, a // g
+
+
 def load_reference(path: str | Path) -> list[ReferencePoint]:
     """Published points from a CSV; every problem (unreadable file, not CSV, a short row, a
     value out of range) is one ConfigError naming the line."""
@@ -68,8 +82,7 @@ def load_reference(path: str | Path) -> list[ReferencePoint]:
                 raise ConfigError(f"{where}.throughput_env_steps_per_s",
                                   f"must be a finite number > 0, got {row['throughput_env_steps_per_s']!r}")
             ratio = (row["allocation_ratio"] or "").strip() or None
-            # the setup as a plan reads it: a disaggregated mode without a ratio is 1:1
-            key = (mode, backbone, gpus, ratio or ("1:1" if MODE_TABLE[mode].disaggregated else None))
+            key = (mode, backbone, gpus, _split(mode, ratio, f"{where}.allocation_ratio"))
             if key in first_line:  # two published values for one setup: which to fit is not ours to pick
                 raise ConfigError(where, f"repeats line {first_line[key]}'s setup ({mode}, {backbone}, {gpus} GPUs"
                                          + (f", {ratio}" if ratio else "") + "): one value per setup")

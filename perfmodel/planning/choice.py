@@ -279,7 +279,9 @@ def runner_up_margin(best: dict[str, Any], runner: dict[str, Any], objective: st
     iv = (best.get("prediction") or {}).get("throughput_interval") or {}
     model = (iv.get("components_pct") or {}).get("model_pct")
     sd = model / (100 * Z) if model else None
-    tie = ties(best[key], runner[key])
+    # cost and time: a tie on env steps per GPU-hour is decided by throughput (leader), so it is
+    # a tie only when both are the same
+    tie = ties(best[key], runner[key]) and ties(best["throughput_env_steps_per_s"], runner["throughput_env_steps_per_s"])
     return {"measure": "throughput" if objective == "throughput" else "env steps per GPU-hour",
             "gap_pct": 100 * math.expm1(gap), "tie": tie,
             "model_error_pct": None if sd is None else 100 * sd,

@@ -317,15 +317,22 @@ def ties(a: float, b: float) -> bool:
     return not beats(a, b) and not beats(b, a)
 
 
-def leader(rows: Iterable[dict[str, Any]], measures: tuple[str, ...] = ("throughput_env_steps_per_s",)
-           ) -> dict[str, Any]:
-    """The best of ``rows``: those within TIE_REL of the top on each measure in turn, then the
-    earliest of them (the one rule of the sweep's summary and of the plan's choice)."""
+def top_tied(rows: Iterable[dict[str, Any]], measures: tuple[str, ...] = ("throughput_env_steps_per_s",)
+             ) -> list[dict[str, Any]]:
+    """The rows (at least one given) within TIE_REL of the top on each measure in turn: the best,
+    as far as the model can tell them apart."""
     tied = list(rows)
     for m in measures:
         top = max(r[m] for r in tied)
         tied = [r for r in tied if not beats(top, r[m])]
-    return min(tied, key=lambda r: r["index"])
+    return tied
+
+
+def leader(rows: Iterable[dict[str, Any]], measures: tuple[str, ...] = ("throughput_env_steps_per_s",)
+           ) -> dict[str, Any]:
+    """The best of ``rows`` (at least one): the earliest of ``top_tied`` (the one rule of the
+    sweep's summary and of the plan's choice)."""
+    return min(top_tied(rows, measures), key=lambda r: r["index"])
 
 
 def best_per(rows: list[dict[str, Any]], key: Callable[[dict[str, Any]], Any]) -> dict[Any, dict[str, Any]]:
@@ -410,18 +417,19 @@ def _run_ray(spec: SweepSpec, profile: Profile, combos: list[Combo], address: st
         except (OSError, ValueError) as e:
             raise ConfigError("--address", f"must be host:port of a running Ray cluster, auto or local; "
                               f"cannot reach {address!r} ({getattr(e, 'strerror', None) or e})") from None
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError("--address", "needs Ray installed (pip install ray)") from None
     import signal
 
     from perfmodel.cliutil import raise_on_sigterm, raises_on_sigterm
 
-    # Ray's C++ failure handler would dump a stack on SIGTERM and its init replaces the CLI's
-    # handler: keep the CLI's (one line, exit 143), as the executor does (executor/runtime/session.py).
+    # Ray's C++ failure handler would dump a stack on SIGTERM (Ray reads this switch on import, so
+    # it is set first), and its init replaces the CLI's handler: keep the CLI's (one line, exit
+    # 143), as the executor does (executor/runtime/session.py).
     os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     ours = raises_on_sigterm(signal.getsignal(signal.SIGTERM))
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("--address", "needs Ray installed (pip install ray)") from None
     try:
         ray.init(address=None if address == "local" else address, ignore_reinit_error=True,
                  logging_level="ERROR", log_to_driver=False, include_dashboard=False)
@@ -574,9 +582,8 @@ def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
         lines.append(f"note: steps/$ at ${price:g} per GPU-hour")
     for b in s["best_per_gpus"]:
         # modes the model cannot tell from the best (the same predicted throughput)
-        tied = sorted({r["mode"] for r in doc["rows"] if r["status"] == "ok" and r["gpus"] == b["gpus"]
-                       and r["mode"] != b["mode"]
-                       and ties(r["throughput_env_steps_per_s"], b["throughput_env_steps_per_s"])})
+        tied = sorted({r["mode"] for r in top_tied(r for r in doc["rows"] if r["status"] == "ok"
+                                                    and r["gpus"] == b["gpus"]) if r["mode"] != b["mode"]})
         lines.append(f"best at {b['gpus']:>4} GPUs: {b['mode']} {b['allocation_ratio'] or ''} "
                      f"{b['throughput_env_steps_per_s']:.2f} env steps/s"
                      + (f", tied with {', '.join(tied)}" if tied else "") + f" (rows[{b['index']}] of --json)")

@@ -372,8 +372,9 @@ class Plan:
         pl = self.placement
         kept = 0.0 if not self.mechanisms.disaggregated else c.actor_cpu_cores_per_gpu
         # the node kind that starves its env workers most, and the part of a node this plan has there
+        # (colocated: every worker has its GPU's share, on any node; the first will do)
         n = min((n for n in pl.nodes if n.rollout),
-                key=lambda n: env_cores_of(n, c.cpu_cores_per_node, c.gpus_per_node, kept))
+                key=lambda n: 0.0 if pl.colocated else env_cores_of(n, c.cpu_cores_per_node, c.gpus_per_node, kept))
         part = pl.node_fraction(n)
         has = (f"a node of {c.cpu_cores_per_node} cores" if part >= 1 else
                f"{c.cpu_cores_per_node * part:g} cores (this plan's {n.rollout + (0 if pl.colocated else n.actor)} of "
