@@ -149,9 +149,6 @@ def _run(group: click.Group, prog_name: str, args: list[str], verbose: bool) -> 
         rc = group.main(args=args, prog_name=prog_name, standalone_mode=False)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
-    except Terminated:
-        click.echo("error: terminated", err=True)
-        sys.exit(143)
     except (click.Abort, KeyboardInterrupt):
         click.echo("error: aborted", err=True)
         sys.exit(130)
@@ -165,8 +162,8 @@ def _run(group: click.Group, prog_name: str, args: list[str], verbose: bool) -> 
             pass
         sys.exit(141)
     except BaseException as e:  # noqa: BLE001 - the one place every failure becomes one line
-        cause: BaseException | None = e
-        while cause is not None and not isinstance(cause, Terminated):  # raised inside C code (Ray's wait)
+        cause: BaseException | None = e  # Terminated itself, or wrapped by C code (Ray's wait)
+        while cause is not None and not isinstance(cause, Terminated):
             cause = cause.__cause__ or cause.__context__
         if cause is not None:
             click.echo("error: terminated", err=True)

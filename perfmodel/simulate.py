@@ -181,7 +181,7 @@ def predict(plan: Plan, profile: Profile, *, replications: int = 1, seed: int = 
         "extrapolation": extrapolation(plan, profile.uncertainty, calibrated_gpu_type(profile)),
     }
     if interval:
-        out.update(_prediction_interval(plan, profile, first.throughput_env_steps_per_s, mean,
+        out.update(_prediction_interval(plan, profile, first.throughput_env_steps_per_s, mean, out["extrapolation"],
                                         seed=seed, iterations=iterations, warmup=warmup))
     if replications > 1:
         out["throughput_ci95"] = [lo, hi]
@@ -194,9 +194,9 @@ def predict(plan: Plan, profile: Profile, *, replications: int = 1, seed: int = 
     return out
 
 
-def _prediction_interval(plan: Plan, profile: Profile, first: float, mean: float, *, seed: int,
-                         iterations: int, warmup: int) -> dict[str, Any]:
-    """``throughput_interval`` and ``extrapolation`` (perfmodel.calibration.uncertainty), centred
+def _prediction_interval(plan: Plan, profile: Profile, first: float, mean: float, ext: dict[str, Any], *,
+                         seed: int, iterations: int, warmup: int) -> dict[str, Any]:
+    """``throughput_interval`` (perfmodel.calibration.uncertainty), widened by ``ext``, centred
     on the mean of the replications; the perturbed simulations replay the first replication's
     random draws (common random numbers), or one worker replica when costs are deterministic
     (exact then, perfmodel.sim.modes)."""
@@ -206,11 +206,11 @@ def _prediction_interval(plan: Plan, profile: Profile, first: float, mean: float
         return simulate(pl, pr, iterations=iterations, warmup=warmup,
                         seed=seed if pr.variability.any else None).throughput_env_steps_per_s
 
-    iv, ext, why = prediction_interval(plan, profile, first, run)
+    iv, why = prediction_interval(plan, profile, first, run, ext)
     if iv is not None and first > 0:
         f = mean / first
         iv["low"], iv["high"] = iv["low"] * f, iv["high"] * f
-    out: dict[str, Any] = {"throughput_interval": iv, "extrapolation": ext}
+    out: dict[str, Any] = {"throughput_interval": iv}
     if why is not None:
         out["throughput_interval_unavailable"] = why
     return out

@@ -109,8 +109,8 @@ def held_out_intervals(values: dict[str, float], train: list[ReferencePoint], te
     counts, the RMS log error of the *other* folds' predictions (never the fold's own errors).
     ``predicted``: the fold's predictions of ``test``, the centres of the intervals."""
     from perfmodel.calibration.calibrate import predict_plan, profiles_from_values, reference_plan
-    from perfmodel.calibration.uncertainty import (analyse, attach, extrapolation, interval_from_deltas, ratio_of,
-                                                   sensitivities)
+    from perfmodel.calibration.uncertainty import analyse, attach, interval_from_deltas, ratio_of, sensitivities
+    from perfmodel.extrapolation import extrapolation
 
     backbones = sorted({p.backbone for p in train})
     unc = analyse(values, train, crossval={"folds": other_folds} if other_folds else None)

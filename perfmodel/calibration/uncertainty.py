@@ -43,7 +43,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from perfmodel.extrapolation import calibrated_gpu_type, extrapolation  # noqa: F401 (re-exported)
+from perfmodel.extrapolation import extrapolation
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Curve, Profile, Uncertainty
 
@@ -381,15 +381,15 @@ def sensitivities(plan: Plan, profile: Profile, throughput: float,
     return "the profile stores no calibration uncertainty (provenance.uncertainty); run perfmodel calibrate"
 
 
-def prediction_interval(plan: Plan, profile: Profile, throughput: float,
-                        run: Callable[[Plan, Profile], float]) -> tuple[dict[str, Any] | None, dict[str, Any], str | None]:
-    """(throughput_interval or None, extrapolation, why no interval). ``run`` simulates a plan on a
-    profile the way the point prediction did and returns its throughput."""
-    ext = extrapolation(plan, profile.uncertainty, calibrated_gpu_type(profile))
+def prediction_interval(plan: Plan, profile: Profile, throughput: float, run: Callable[[Plan, Profile], float],
+                        ext: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """(throughput_interval or None, why no interval). ``run`` simulates a plan on a profile the
+    way the point prediction did and returns its throughput; ``ext`` is the plan's
+    ``extrapolation`` (the prediction states it with or without an interval)."""
     got = sensitivities(plan, profile, throughput, run)
     if isinstance(got, str):
-        return None, ext, got
-    return interval_from_deltas(throughput, got.deltas(), profile.uncertainty, ext, got.covered()), ext, None
+        return None, got
+    return interval_from_deltas(throughput, got.deltas(), profile.uncertainty, ext, got.covered()), None
 
 
 def interval_from_deltas(throughput: float, deltas: list[float], unc: Uncertainty | None,

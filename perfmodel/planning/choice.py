@@ -265,8 +265,6 @@ def per_objective(iv: dict[str, Any] | None, best: dict[str, Any], other: dict[s
     return out
 
 
-
-
 def runner_up_margin(best: dict[str, Any], runner: dict[str, Any], objective: str = "throughput") -> dict[str, Any]:
     """How far the runner-up is from the best on the objective's measure (throughput, or env
     steps per GPU-hour for cost and time), against the model's residual error at the calibrated
