@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Profile the FULL-scale pi05 and gr00t_n15 stand-ins on one GPU: inference vs batch size, training
-# micro-batch vs size, optimizer step, offload/reload, weight-sync bandwidth. Envs stay on CPU
+# Profile the FULL-scale pi05 and gr00t_n15 stand-ins on one GPU: inference vs batch size (12: an
+# async rollout batch, 48: one GPU's envs in lock-step), training micro-batch vs size (128: the
+# published micro_batch_size), optimizer step, offload/reload, host link (pinned and pageable),
+# peak GPU memory per size, weight-sync bandwidth. Envs stay on CPU
 # workers: their costs are copied from the committed CPU profiles (profiles/*_tiny_cpu.json).
 # About 5 minutes on one H200. Writes profiles/<backbone>_full_gpu.json (or $OUT_DIR/...).
 #
@@ -12,8 +14,8 @@ PY=${PYTHON:-python3}
 DEVICE=${DEVICE:-cuda}
 SCALE=${SCALE:-full}
 OUT_DIR=${OUT_DIR:-profiles}
-BATCH_SIZES=${BATCH_SIZES:-1,8,32,64}
-TRAIN_SIZES=${TRAIN_SIZES:-1,4,8,16}
+BATCH_SIZES=${BATCH_SIZES:-1,12,48,96}
+TRAIN_SIZES=${TRAIN_SIZES:-1,16,64,128}
 SYNC_MB=${SYNC_MB:-16,64,256}
 REPEATS=${REPEATS:-5}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1

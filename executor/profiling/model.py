@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -35,6 +35,16 @@ def measure_model(cfg: ProfileConfig, slots: int, bar) -> dict[str, Any]:
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
 
+    peak_gb: dict[str, list] = {"infer": [], "train_micro_batch": []}  # CUDA: peak allocated per size
+
+    def reset_peak() -> None:
+        if dev.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(dev)
+
+    def record_peak(stage: str, size: int) -> None:
+        if dev.type == "cuda":
+            peak_gb[stage].append([size, round(torch.cuda.max_memory_allocated(dev) / 1e9, 3)])
+
     bar.set_description("building policy")
     policy = make_policy(cfg.backbone, cfg.scale, cfg.device)
     policy.eval()
@@ -49,7 +59,9 @@ def measure_model(cfg: ProfileConfig, slots: int, bar) -> dict[str, Any]:
         bar.set_description(f"inference batch {b}")
         o = obs(b)
         walls: list[float] = []
+        reset_peak()
         infer_samples.append((float(b), timed(lambda: policy.generate(o), cfg.repeats, 2, sync, cpu_time, walls)))
+        record_peak("infer", b)
         wall_samples["infer_s"].append([float(b), walls])
         bar.update(1)
 
@@ -68,7 +80,9 @@ def measure_model(cfg: ProfileConfig, slots: int, bar) -> dict[str, Any]:
             micro_batch_backward(policy, batch, stats, lcfg, True, 1)
 
         walls = []
+        reset_peak()
         train_samples.append((float(m), timed(fwd_bwd, cfg.repeats, 1, sync, cpu_time, walls)))
+        record_peak("train_micro_batch", m)
         wall_samples["train_micro_batch_s"].append([float(m), walls])
         bar.update(1)
     bar.set_description("optimizer step")
@@ -90,6 +104,7 @@ def measure_model(cfg: ProfileConfig, slots: int, bar) -> dict[str, Any]:
         inproc.append(time.perf_counter() - t0)
     del gen_policy, recv
     offload, reload = [0.0], [0.0]
+    host_link: dict[str, Any] = {}
     if dev.type == "cuda":
         bar.set_description("offload / reload")
         del opt
@@ -104,6 +119,7 @@ def measure_model(cfg: ProfileConfig, slots: int, bar) -> dict[str, Any]:
             policy.to(dev)
             sync()
             reload.append(time.perf_counter() - t0)
+        host_link = measure_host_link(dev, min(weight_bytes, 2e9), sync)
     bar.update(1)
     infer = fit_linear(infer_samples)
     train = fit_linear(train_samples)
@@ -135,7 +151,32 @@ def measure_model(cfg: ProfileConfig, slots: int, bar) -> dict[str, Any]:
             "weight_sync_inprocess_s": inproc,
             "offload_samples_s": offload,
             "reload_samples_s": reload,
+            "peak_memory_gb": peak_gb if dev.type == "cuda" else {},
+            "host_link": host_link,
         },
     }
 
 
+
+
+def measure_host_link(dev: Any, nbytes: float, sync: Callable[[], None], repeats: int = 3) -> dict[str, Any]:
+    """Host<->device copy bandwidth of one ``nbytes`` buffer, pinned and pageable host memory: what
+    bounds offload/reload (``policy.to`` above copies pageable memory) and a host-path collective."""
+    import torch
+
+    n = int(nbytes)
+    out: dict[str, Any] = {"bytes": n}
+    try:
+        gpu = torch.empty(n, dtype=torch.uint8, device=dev)
+        for kind, pinned in (("pinned", True), ("pageable", False)):
+            host = torch.empty(n, dtype=torch.uint8, pin_memory=pinned)
+            for name, copy in (("h2d", lambda: gpu.copy_(host, non_blocking=pinned)),
+                               ("d2h", lambda: host.copy_(gpu, non_blocking=pinned))):
+                secs = timed(copy, repeats, 1, sync)
+                out[f"{kind}_{name}_GBps"] = round(n / statistics.median(secs) / 1e9, 3)
+                out[f"{kind}_{name}_samples_s"] = secs
+            del host
+        del gpu
+    except (RuntimeError, MemoryError) as e:  # an extra reading: the profile stands without it, and says why
+        out["error"] = f"{type(e).__name__}: {e}"
+    return out
