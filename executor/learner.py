@@ -328,6 +328,6 @@ def random_batch(policy, n: int, image_size: int = 128, seed: int = 0) -> dict[s
         "language": ["put the bowl on the plate"] * n,
     }
     out = policy.generate(obs, generator=torch.Generator().manual_seed(seed))
-    rewards = torch.from_numpy(rng.standard_normal(n).astype(np.float32))
+    rewards = torch.from_numpy(rng.standard_normal(n).astype(np.float32)).to(out.value.device)  # the policy's device
     return {"obs": obs, "noise": out.noise, "actions": out.actions, "logprob": out.logprob,
             "values": out.value, "advantages": rewards - out.value, "returns": rewards}
