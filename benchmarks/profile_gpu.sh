@@ -27,5 +27,5 @@ for bb in pi05 gr00t_n15; do
   "$PY" -m executor.cli profile --backbone "$bb" --scale "$SCALE" --device "$DEVICE" \
     --env-profile "profiles/${bb}_tiny_cpu.json" --gpus-per-node 8 \
     --batch-sizes "$BATCH_SIZES" --train-sizes "$TRAIN_SIZES" --repeats "$REPEATS" --sync-mb "$SYNC_MB" \
-    --out "$OUT_DIR/${bb}_${SCALE}_${suffix}.json" --no-progress
+    --out "$OUT_DIR/${bb}_${SCALE}_${suffix}.json" --no-progress ${PROFILE_ARGS:-}
 done
