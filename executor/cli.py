@@ -61,6 +61,8 @@ def cli() -> None:
               help="take env costs from this measured (CPU) profile instead of measuring envs here")
 @click.option("--driver-chunk-steps", default=6, type=int, show_default=True,
               help="chunk steps of the real runs that measure the driver's cost per chunk step (0: skip)")
+@click.option("--trained-part", default="action_expert", show_default=True,
+              help="which weights the training measurement trains: action_expert (VLM frozen, as published) or full")
 @click.option("--comm", is_flag=True,
               help="measure collectives (all-reduce, all-gather, broadcast) over torch.distributed instead")
 @click.option("--comm-ranks", default="2,4", show_default=True, help="--comm: rank counts")
@@ -71,7 +73,7 @@ def cli() -> None:
 @click.option("--verbose", is_flag=True, help="let Ray's own messages through to stderr")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 def profile(backbone, scale, device, suite, task_id, out, image_size, env_counts, env_repeats, reset_repeats,
-            batch_sizes, train_sizes, repeats, sync_mb, gpus_per_node, env_profile, driver_chunk_steps, comm, comm_ranks, comm_mb,
+            batch_sizes, train_sizes, repeats, sync_mb, gpus_per_node, env_profile, driver_chunk_steps, trained_part, comm, comm_ranks, comm_mb,
             base_profile, address, verbose, no_progress) -> None:
     """Measure env, inference, training and sync costs into a perfmodel profile (or, with
     --comm, the cost of collectives at increasing rank counts)."""
@@ -98,6 +100,7 @@ def profile(backbone, scale, device, suite, task_id, out, image_size, env_counts
         gpus_per_node=None if gpus_per_node is None else _positive("gpus-per-node", gpus_per_node),
         env_profile=env_profile,
         driver_chunk_steps=driver_chunk_steps,
+        trained_part=trained_part,
         command=command_line(sys.argv[1:]),
     )
     cfg.check()  # all input errors before any measurement starts

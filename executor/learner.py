@@ -42,6 +42,7 @@ class LearnerConfig:
     group_size: int = 1
     norm_adv: bool = True
     seed: int = 0
+    trained_part: str = "action_expert"  # plan.trained_part: which weights the ranks train
 
     def check(self, world_size: int = 1) -> None:
         if self.algorithm not in ("ppo", "grpo"):
@@ -60,7 +61,8 @@ class LearnerConfig:
         w = plan.workload
         return cls(**{**dict(algorithm=w.algorithm, update_epoch=w.update_epoch,
                                 micro_batch_size=w.micro_batch_size, global_batch_size=w.global_batch_size,
-                                group_size=w.group_size, seed=seed), **overrides})
+                                group_size=w.group_size, seed=seed, trained_part=plan.trained_part),
+                             **overrides})
 
 
 # ---------------------------------------------------------------------------------------------

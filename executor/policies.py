@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from perfmodel.backbones import Backbone, Transformer, get_backbone
+from perfmodel.backbones import Backbone, Transformer, get_backbone, with_trained_part
 from perfmodel.schema.errors import ConfigError
 
 STATE_DIM = 9  # executor.envs.STATE_DIM (kept here so policies import without LIBERO)
@@ -364,10 +364,11 @@ def resolve_device(device: str) -> torch.device:
 
 
 def make_policy(name: str, scale: str = "tiny", device: str = "auto", seed: int = 0,
-                dtype: torch.dtype | None = None) -> VLAPolicy:
+                dtype: torch.dtype | None = None, trained_part: str = "action_expert") -> VLAPolicy:
     """A stand-in policy: bf16 on CUDA, float32 on CPU (unless ``dtype`` is given); ``device``
-    ``meta`` builds it without allocating (parameter counts of the full scale)."""
-    backbone = get_backbone(name, scale)
+    ``meta`` builds it without allocating (parameter counts of the full scale). ``trained_part``
+    (plan.trained_part) decides which weights take gradients and optimizer state."""
+    backbone = with_trained_part(get_backbone(name, scale), trained_part)
     dev = torch.device("meta") if device == "meta" else resolve_device(device)
     if dtype is None:
         dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32

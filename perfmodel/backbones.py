@@ -224,6 +224,17 @@ BACKBONES = {b.name: b for b in (PI05, GR00T_N15)}
 SCALES = ("full", "small", "tiny")
 
 
+def with_trained_part(backbone: Backbone, trained_part: str) -> Backbone:
+    """The backbone training ``trained_part`` (plan.trained_part): ``action_expert`` freezes the
+    VLM (RL-VLA3 model/pi0_5.yaml ``train_expert_only: True``; GR00T's configs do not tune the
+    LLM or the vision tower), ``full`` trains every weight."""
+    from perfmodel.schema.errors import ConfigError
+
+    if trained_part not in ("action_expert", "full"):
+        raise ConfigError("trained_part", f"must be action_expert or full, got {trained_part!r}")
+    return replace(backbone, train_vlm=trained_part == "full")
+
+
 def get_backbone(name: str, scale: str = "full") -> Backbone:
     from perfmodel.schema.errors import ConfigError
 

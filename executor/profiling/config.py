@@ -29,6 +29,7 @@ class ProfileConfig:
     gpus_per_node: int | None = None
     env_profile: str | None = None  # take env costs from this measured profile instead of measuring
     driver_chunk_steps: int = 6  # chunk steps of the driver measurement per stepping kind; 0: none
+    trained_part: str = "action_expert"  # which weights the training measurement trains (plan.trained_part)
     command: str = ""
 
     def check(self) -> None:
@@ -51,6 +52,8 @@ class ProfileConfig:
                 raise ConfigError(name.replace("_", "-"), f"must be a list of positive sizes, got {list(v)}")
         if self.env_profile is None and 1 not in self.env_counts:
             raise ConfigError("env-counts", f"must include 1 (one env alone on one core), got {list(self.env_counts)}")
+        if self.trained_part not in ("action_expert", "full"):
+            raise ConfigError("trained-part", f"must be action_expert or full, got {self.trained_part!r}")
         if self.gpus_per_node is not None and self.gpus_per_node < 1:
             raise ConfigError("gpus-per-node", f"must be an integer >= 1, got {self.gpus_per_node}")
         from executor.policies import resolve_device

@@ -46,7 +46,7 @@ def measure_model(cfg: ProfileConfig, slots: int, bar) -> dict[str, Any]:
             peak_gb[stage].append([size, round(torch.cuda.max_memory_allocated(dev) / 1e9, 3)])
 
     bar.set_description("building policy")
-    policy = make_policy(cfg.backbone, cfg.scale, cfg.device)
+    policy = make_policy(cfg.backbone, cfg.scale, cfg.device, trained_part=cfg.trained_part)
     policy.eval()
     rng = np.random.default_rng(1)
 
@@ -65,7 +65,7 @@ def measure_model(cfg: ProfileConfig, slots: int, bar) -> dict[str, Any]:
         wall_samples["infer_s"].append([float(b), walls])
         bar.update(1)
 
-    lcfg = LearnerConfig()
+    lcfg = LearnerConfig(trained_part=cfg.trained_part)
     opt = make_optimizer(policy, lcfg)
     train_samples = []
     for m in cfg.train_sizes:

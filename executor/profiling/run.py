@@ -136,7 +136,7 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
                              "dedicated core (not counting preemption by other processes); wall samples "
                              "in extra.wall_samples_s" if not on_gpu else "wall seconds, CUDA synchronised"),
             "train_micro_batch": "forward of the full denoising chain + backward of the trained part + PPO "
-                                 "losses, no optimizer step",
+                                 f"losses, no optimizer step; trained part: {cfg.trained_part} (plan.trained_part)",
             "offload": "policy weights .to('cpu') / back to the device" if on_gpu else "0 on CPU (no device memory)",
             "envs_per_gpu": (f"published LIBERO example (384 envs on 8 GPUs); at {envs['env_memory_gb']:.2f} GB "
                              f"per env that is {48 * envs['env_memory_gb']:.0f} GB of env RAM per GPU" if on_gpu else

@@ -227,7 +227,8 @@ class TrainerRankActor:
             os.environ["MASTER_ADDR"] = addr
             os.environ["MASTER_PORT"] = str(port)
             init_distributed(rank, world, backend="gloo", port=port, addr=addr)
-        self.policy = make_policy(backbone, scale, device=device, seed=seed)  # same init as generators
+        self.policy = make_policy(backbone, scale, device=device, seed=seed,  # same init as generators
+                                  trained_part=learner.trained_part)
         self.optimizer = make_optimizer(self.policy, learner)
         self.publisher = WeightPublisher(self.policy)
         self.use_value = learner.algorithm == "ppo"

@@ -20,13 +20,13 @@ import math
 import platform
 import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from datetime import date
 from typing import Any, Callable
 
 import numpy as np
 
-from perfmodel.backbones import Backbone, get_backbone
+from perfmodel.backbones import Backbone, get_backbone, with_trained_part
 from perfmodel.schema.metrics import error_pct
 from perfmodel.schema.plan import PUBLISHED_GPUS, PUBLISHED_WORKLOAD, Plan
 from perfmodel.schema.profile import BUNDLED_DIR, Costs, Curve, Profile, load_profile
@@ -157,7 +157,7 @@ def build_profile(backbone: Backbone, values: dict[str, float], env_memory_gb: f
     # The costs describe the published trained part (the action expert / head, VLM frozen:
     # RL-VLA3 model/pi0_5.yaml train_expert_only: True); ``trained_parts`` scales them to the
     # other part from the FLOP and parameter counts of the shapes.
-    parts = {"action_expert": replace(backbone, train_vlm=False), "full": replace(backbone, train_vlm=True)}
+    parts = {part: with_trained_part(backbone, part) for part in ("action_expert", "full")}
     base = parts[PUBLISHED_TRAINED_PART]
     infer_slope = backbone.inference_flops() / (GPU_PEAK_BF16_FLOPS * v("infer_mfu"))
     train_slope = base.train_flops() / (GPU_PEAK_BF16_FLOPS * v("train_mfu"))
