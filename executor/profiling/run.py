@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 
 
 from perfmodel.backbones import get_backbone
+from perfmodel.schema.hardware import accelerator_of_device
 from perfmodel.schema.plan import PUBLISHED_GPUS, PUBLISHED_WORKLOAD, Workload
 from perfmodel.schema.profile import Costs, Curve, EnvDensityCurve, Profile, Variability
 
@@ -149,6 +150,7 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
             **({"driver": driver["assumption"]} if driver else {}),
         },
         node={
+            **({"gpu": gpu} if (gpu := accelerator_of_device(hw.get("gpu", "")) if on_gpu else None) else {}),
             "gpus_per_node": slots,
             "cpu_cores_per_node": cores,
             "node_ram_gb": round(ram, 2),

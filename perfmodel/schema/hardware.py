@@ -77,6 +77,15 @@ def accelerator(name: str, field: str = "cluster.gpu") -> Accelerator:
     return ACCELERATORS[name]
 
 
+def accelerator_of_device(device_name: str) -> str | None:
+    """The table's accelerator a CUDA device name reports (``torch.cuda.get_device_name``, e.g.
+    "NVIDIA H200" -> "h200"), or None for a device not in the table: a measured profile says which
+    GPU its costs belong to, so carrying it to another type starts from the right one."""
+    name = device_name.upper()
+    hits = [a for a in ACCELERATORS if a.upper() in name.replace(" ", "")]
+    return hits[0] if len(hits) == 1 else None
+
+
 @dataclass(frozen=True)
 class ScaleFactors:
     """Multipliers from a profile's GPU to a target GPU: time factors (< 1 = faster) for
