@@ -183,7 +183,7 @@ class VLAPolicy(nn.Module):
         self.value_head = nn.Sequential(nn.Linear(lw, 256 if lw >= 256 else lw), nn.Tanh(),
                                         nn.Linear(256 if lw >= 256 else lw, 1))
         self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
-        if not b.train_vlm:  # frozen VLM (GR00T): no gradients, no optimizer state
+        if not b.train_vlm:  # frozen VLM (trained_part action_expert): no gradients, no optimizer state
             for m in (self.patch_embed, self.vision, self.vision_norm, self.vision_proj, self.embed, self.llm,
                       self.llm_norm):
                 m.requires_grad_(False)

@@ -190,7 +190,9 @@ PI05 = Backbone(
     action_dim=7,
     denoise_steps=4,  # RLinf LIBERO configs use 3 to 5
     extra_params=2_000_000,  # action in/out projections, time MLP, value head
-    train_vlm=True,  # RLinf's pi0.5 PPO fine-tunes the whole policy with FSDP (bf16)
+    # The published setup trains the action expert (RL-VLA3 model/pi0_5.yaml train_expert_only:
+    # True); plan.trained_part "full" trains every weight (with_trained_part).
+    train_vlm=False,
     published_params=3.3e9,
     source="models.md: SigLIP So400m/14 (27x1152, MLP 4304), Gemma 2B (18x2048, 8q/1kv heads x256, MLP 16384), "
     "Gemma-300M expert (18x1024, MLP 4096, head dim 256); chunk 10; 3-5 denoising steps (4 used)",

@@ -20,7 +20,8 @@ def extrapolation(plan: Plan, unc: Uncertainty | None, calibrated_gpu_type: str 
     """How far ``plan`` lies beyond what the calibration saw: GPU and node counts (the interval
     widens per doubling beyond them) and the GPU type (``calibrated_gpu_type``, the profile's
     node's): another type is costed by datasheet ratios (perfmodel/gpu.py), which nothing
-    calibrated measures, so it is flagged, and the interval does not include it."""
+    calibrated measures, so it is flagged; where the profile has measured GPU compute, the interval
+    spans the two ends of what the fitted slopes allow (uncertainty.with_gpu_type_bracket)."""
     g, nodes = plan.cluster.gpus, plan.cluster.nodes
     cg = list(unc.calibrated_gpus) if unc else []
     cn = list(unc.calibrated_nodes) if unc else []

@@ -6,6 +6,10 @@ perfmodel/schema/hardware.py).
   memory-bound and scales with HBM bandwidth, the batch-proportional part is compute-bound and
   scales with peak bf16 FLOP/s; the optimizer step (streaming the optimizer state) scales with
   HBM bandwidth; offload/reload with host-device (PCIe) bandwidth. Env costs (CPU) are kept.
+  ``measured_compute_only``: only the measured GPU compute per sample of each curve
+  (``Costs.gpu_compute_per_sample_s``) scales with FLOP/s and the rest of the fitted slope is
+  kept, as host work would be: the other end of what the fitted slopes allow (the interval
+  includes both, perfmodel.calibration.uncertainty).
 - ``cluster_on(cluster, gpu)``: the profile's node moved to ``gpu``'s typical node: NVLink and
   NIC bandwidths scaled by the link ratios (the calibrated values stay calibrated: an effective
   bandwidth times the ratio of datasheet bandwidths), CPU cores and RAM by the typical nodes'
@@ -45,25 +49,38 @@ def _shift(c: Curve, seconds: float) -> Curve:
     return replace(c, points=tuple((x, y + seconds) for x, y in c.points), samples=())
 
 
-def profile_on(profile: Profile, gpu: str) -> Profile:
+def _per_item(c: Curve, compute_s: float | None, compute_time: float) -> float:
+    """The factor of a curve's per-sample part: all of it compute-bound, or (``compute_s``) only
+    that many seconds of its slope, the rest kept."""
+    if compute_s is None or c.model != "linear" or c.slope <= 0:
+        return compute_time
+    g = min(compute_s, c.slope)
+    return (g * compute_time + (c.slope - g)) / c.slope
+
+
+def profile_on(profile: Profile, gpu: str, measured_compute_only: bool = False) -> Profile:
     """``profile`` with its GPU costs scaled to ``gpu`` (the same object when it is its own GPU)."""
     src = profile_gpu(profile)
     if gpu == src:
         return profile
     f = scale_factors(src, gpu)
     c = profile.costs
+    measured = c.gpu_compute_per_sample_s if measured_compute_only else {}
+    infer_item = _per_item(c.infer_s, measured.get("infer_s"), f.compute_time)
+    train_item = _per_item(c.train_micro_batch_s, measured.get("train_micro_batch_s"), f.compute_time)
     costs: Costs = replace(
         c,
         # the host-path latency of a call (Costs.infer_latency_s) is not the GPU's: kept as is
-        infer_s=_shift(_curve(_shift(c.infer_s, -c.infer_latency_s), f.memory_time, f.compute_time),
+        infer_s=_shift(_curve(_shift(c.infer_s, -c.infer_latency_s), f.memory_time, infer_item),
                        c.infer_latency_s),
-        train_micro_batch_s=_curve(c.train_micro_batch_s, f.memory_time, f.compute_time),
+        train_micro_batch_s=_curve(c.train_micro_batch_s, f.memory_time, train_item),
         optimizer_step_s=c.optimizer_step_s * f.memory_time,
         offload_s=c.offload_s * f.pcie_time,
         reload_s=c.reload_s * f.pcie_time,
     )
     assumptions = dict(profile.assumptions)
-    assumptions["gpu_scaling"] = ASSUMPTION.format(src=src, dst=gpu)
+    assumptions["gpu_scaling"] = ASSUMPTION.format(src=src, dst=gpu) + (
+        "; only the measured GPU compute per sample scales, the rest of each slope kept" if measured else "")
     return replace(profile, costs=costs, node={**profile.node, "gpu": gpu}, assumptions=assumptions)
 
 

@@ -30,6 +30,7 @@ from perfmodel.backbones import Backbone, get_backbone, with_trained_part
 from perfmodel.schema.metrics import error_pct
 from perfmodel.schema.plan import PUBLISHED_GPUS, PUBLISHED_WORKLOAD, Plan
 from perfmodel.schema.profile import BUNDLED_DIR, Costs, Curve, Profile, load_profile
+from perfmodel.calibration.measured import gpu_seconds_per_sample, measured_gpu_compute
 from perfmodel.calibration.reference import ReferencePoint, published_plan
 from perfmodel.bound import closed_form_iteration_s
 from perfmodel.costs import StageCosts
@@ -114,6 +115,11 @@ PARAMS = (
           "CPU seconds per env and chunk step of the policy's host work on the env cores (observation "
           "to policy inputs, action chunk back), competing with env stepping"),
 )
+# The inference slope read as measured GPU compute plus host work per sample shared by the
+# backbones (benchmarks/measured_gpu_compute.py cross-validates it against infer_mfu).
+PARAMS_MEASURED_INFER = tuple(p for p in PARAMS if p.name != "infer_mfu") + (
+    Param("infer_host_sample_s", 1e-4, 0.3, 0.04, "s", True,
+          "host seconds per sample of an inference call beyond the architecture's measured GPU compute"),)
 # From the same hand solution, except obs_cpu_s: a rough start read off the published pi0.5 /
 # GR00T rollout_async ratio (0.85, both CPU-bound), with GR00T's near zero.
 INIT_PER_BACKBONE = {
@@ -159,7 +165,11 @@ def build_profile(backbone: Backbone, values: dict[str, float], env_memory_gb: f
     # other part from the FLOP and parameter counts of the shapes.
     parts = {part: with_trained_part(backbone, part) for part in ("action_expert", "full")}
     base = parts[PUBLISHED_TRAINED_PART]
-    infer_slope = backbone.inference_flops() / (GPU_PEAK_BF16_FLOPS * v("infer_mfu"))
+    if any(n in values for n in ("infer_host_sample_s", f"{backbone.name}.infer_host_sample_s")):
+        # measured GPU compute per sample (the stand-in on a GPU) + host work per sample (fitted)
+        infer_slope = gpu_seconds_per_sample(backbone.name, "infer_s") + v("infer_host_sample_s")
+    else:
+        infer_slope = backbone.inference_flops() / (GPU_PEAK_BF16_FLOPS * v("infer_mfu"))
     train_slope = base.train_flops() / (GPU_PEAK_BF16_FLOPS * v("train_mfu"))
     offload_bw = v("offload_GBps") * 1e9
     costs = Costs(
@@ -187,6 +197,8 @@ def build_profile(backbone: Backbone, values: dict[str, float], env_memory_gb: f
         # The fixed per-call time is the host path (observations over Ray to the generator,
         # collation, launches, actions back): the GPU serves other calls meanwhile.
         infer_latency_s=v("infer_overhead_s"),
+        # what of the fitted slopes is surely GPU compute: measured, for carrying to other GPUs
+        gpu_compute_per_sample_s=measured_gpu_compute(backbone.name),
         weights_gb=backbone.weight_bytes() / 1e9,
         trained_parts={name: {"train_flops_scale": b.train_flops() / base.train_flops(),
                               "trained_bytes_scale": b.trained_params / base.trained_params,

@@ -389,7 +389,28 @@ def prediction_interval(plan: Plan, profile: Profile, throughput: float, run: Ca
     got = sensitivities(plan, profile, throughput, run)
     if isinstance(got, str):
         return None, got
-    return interval_from_deltas(throughput, got.deltas(), profile.uncertainty, ext, got.covered()), None
+    iv = interval_from_deltas(throughput, got.deltas(), profile.uncertainty, ext, got.covered())
+    if ext.get("beyond_calibrated_gpu_type") and profile.costs.gpu_compute_per_sample_s:
+        from perfmodel.gpu import profile_on
+
+        other_end = run(plan, profile_on(profile, plan.cluster.gpu, measured_compute_only=True))
+        iv = with_gpu_type_bracket(iv, throughput, other_end)
+    return iv, None
+
+
+def with_gpu_type_bracket(iv: dict[str, Any], throughput: float, other_end: float) -> dict[str, Any]:
+    """``iv`` stretched to hold ``other_end``: the plan on another GPU type with only the measured
+    GPU compute of the fitted slopes scaled (perfmodel/gpu.py). The point scales all of each slope;
+    which share of the rest is GPU work nothing measured says, so the interval spans both ends
+    (a bracket, not a spread: it adds to the interval's edge rather than in quadrature)."""
+    low, high = min(iv["low"], other_end), max(iv["high"], other_end)
+    return {**iv, "low": low, "high": high, "width_pct": 100.0 * (high - low) / throughput if throughput > 0 else 0.0,
+            "method": iv["method"] + (f"; GPU type: {other_end:.4g} with only the measured GPU compute per sample "
+                                      "carried by FLOP/s (the rest of the fitted slopes kept), inside"),
+            "gpu_type_other_end": other_end,
+            "components_pct": {**iv["components_pct"],
+                               "gpu_type_pct": round(100.0 * abs(math.log(other_end / throughput)), 3)
+                               if throughput > 0 and other_end > 0 else 0.0}}
 
 
 def interval_from_deltas(throughput: float, deltas: list[float], unc: Uncertainty | None,

@@ -263,6 +263,12 @@ class Costs:
         request is in transit on its own while other groups' batches use the GPU
         (perfmodel.sim.workers.InferenceServer). The fixed per-call time of the bundled
         profiles; 0 in measured ones (the stand-ins' calls run on the measuring device itself).
+    gpu_compute_per_sample_s: the architecture's GPU seconds per sample of ``infer_s`` and
+        ``train_micro_batch_s`` on the profile's GPU, measured (full-scale stand-ins on a GPU,
+        perfmodel.calibration.measured), where the curves' per-sample slopes are fitted: the
+        part of each slope that is surely GPU compute. Carrying costs to another GPU type
+        (perfmodel/gpu.py) scales the whole slope by default; scaling only this part brackets
+        how much of the rest is GPU work (the interval includes both). Empty: not measured.
     """
 
     env_step_core_s: float
@@ -286,6 +292,7 @@ class Costs:
     driver_chunk_step_s: dict = field(default_factory=dict)
     obs_cpu_s: float = 0.0
     infer_latency_s: float = 0.0
+    gpu_compute_per_sample_s: dict = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, obj: Any, path: str) -> "Costs":
@@ -312,6 +319,8 @@ class Costs:
             driver_chunk_step_s=_driver_costs(f.any("driver_chunk_step_s", {}), f.sub("driver_chunk_step_s")),
             obs_cpu_s=f.float("obs_cpu_s", 0.0, min=0.0),
             infer_latency_s=f.float("infer_latency_s", 0.0, min=0.0),
+            gpu_compute_per_sample_s=_gpu_compute(f.any("gpu_compute_per_sample_s", {}),
+                                                  f.sub("gpu_compute_per_sample_s")),
         )
         f.done()
         for name in ("infer_s", "train_micro_batch_s"):
@@ -326,7 +335,8 @@ class Costs:
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {}
         for k, v in self.__dict__.items():
-            if k in ("env_density", "driver_chunk_step_s", "obs_cpu_s", "infer_latency_s") and not v:
+            if k in ("env_density", "driver_chunk_step_s", "obs_cpu_s", "infer_latency_s",
+                     "gpu_compute_per_sample_s") and not v:
                 continue  # absent in profiles that do not have them
             if k == "env_density":
                 v = {kind: c.to_dict() for kind, c in v.items()}
@@ -356,6 +366,17 @@ def _driver_costs(obj: Any, path: str) -> dict[str, float]:
 
 
 TRAINED_PART_KEYS = ("train_flops_scale", "trained_bytes_scale", "train_state_gb")
+
+
+GPU_COMPUTE_STAGES = ("infer_s", "train_micro_batch_s")
+
+
+def _gpu_compute(obj: Any, path: str) -> dict[str, float]:
+    Fields(obj, path)  # must be an object
+    for k in obj:
+        if k not in GPU_COMPUTE_STAGES:
+            raise ConfigError(f"{path}.{k}", f"unknown field (allowed: {', '.join(GPU_COMPUTE_STAGES)})")
+    return {k: check_float(f"{path}.{k}", obj[k], min=0.0) for k in GPU_COMPUTE_STAGES if k in obj}
 
 
 def _trained_parts(obj: Any, path: str) -> dict[str, dict[str, float]]:
