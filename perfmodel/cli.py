@@ -226,7 +226,8 @@ def _interval_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("interval", f"{iv['low']:.2f} .. {iv['high']:.2f} env steps/s "
                                  f"({100 * iv['coverage']:.0f}% interval, width {iv['width_pct']:.1f}% of the prediction)"))
         parts = iv.get("components_pct") or {}
-        if parts.get("parameters_pct", 0) > parts.get("model_pct", 0) and not parts.get("extrapolation_pct"):
+        if (parts.get("parameters_pct", 0) > parts.get("model_pct", 0) and not parts.get("extrapolation_pct")
+                and not parts.get("gpu_type_pct")):
             # Within the calibrated scale a wide interval needs a reason: the fitted parameters
             # are pinned at the published setups, and this plan leans on ones they pin less.
             rows.append(("note", f"the width is mostly the fitted parameters' uncertainty "
@@ -244,9 +245,13 @@ def _interval_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
             what = f"extrapolation: {ext.get('note', 'no calibrated scale')}"
         rows.append(("warning", what))
     if ext and ext.get("beyond_calibrated_gpu_type"):
+        other = (iv or {}).get("gpu_type_other_end")
         rows.append(("warning", f"extrapolation: costs calibrated on {ext['calibrated_gpu_type']} are carried to "
                                 f"{ext['gpu_type']} by datasheet ratios (README: GPU types); no {ext['gpu_type']} "
-                                "measurement backs them, and the interval does not include that"))
+                                "run backs them" + (
+                                    f"; the interval holds {other:.2f} env steps/s, the plan with only the "
+                                    "measured GPU compute scaled" if other is not None else
+                                    ", and the interval does not include that")))
     return rows
 
 

@@ -6,6 +6,7 @@ by the datasheets' bf16 ratio (perfmodel.schema.hardware)."""
 
 from __future__ import annotations
 
+import functools
 import statistics
 from pathlib import Path
 
@@ -29,6 +30,7 @@ def measured_gpu_profile_path(backbone: str) -> Path:
     return BUNDLED_DIR / f"{backbone}_full_gpu.json"
 
 
+@functools.lru_cache(maxsize=None)  # bundled files, read once: a fit builds profiles thousands of times
 def gpu_seconds_per_sample(backbone: str, stage: str, gpu: str = DEFAULT_GPU) -> float:
     """The full-scale stand-in's measured GPU seconds per sample of ``stage`` (``infer_s`` or
     ``train_micro_batch_s``), carried to ``gpu`` (compute-bound: by peak bf16 FLOP/s)."""
