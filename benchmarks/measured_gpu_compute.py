@@ -11,7 +11,7 @@ both fitted from the same start:
 - ``measured``: measured GPU seconds per sample + ``infer_host_sample_s``, one host cost per
   sample shared by both backbones (one parameter fewer).
 
-Prints one line per reading with the fitted values. A few minutes on 2 cores.
+Prints one line per reading with the fitted values. About 90 s on 2 cores.
 
     python benchmarks/measured_gpu_compute.py [--max-evals 120]
 """

@@ -18,14 +18,18 @@ BATCH_SIZES=${BATCH_SIZES:-1,12,48,96}
 TRAIN_SIZES=${TRAIN_SIZES:-1,16,64,128}
 SYNC_MB=${SYNC_MB:-16,64,256}
 REPEATS=${REPEATS:-5}
+TRAINED_PART=${TRAINED_PART:-action_expert}  # full: every weight (files *_trained_full.json, not read by calibration)
+# the 2026-12-04 H200 profiles ran with it (less fragmentation at the large training sizes)
+export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 mkdir -p "$OUT_DIR"
 if [ "$DEVICE" != cpu ]; then nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true; fi
 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
 for bb in pi05 gr00t_n15; do
   suffix=$([ "$DEVICE" = cpu ] && echo cpu_dryrun || echo gpu)  # never overwrites *_tiny_cpu.json
+  [ "$TRAINED_PART" = action_expert ] || suffix="${suffix}_trained_${TRAINED_PART}"
   "$PY" -m executor.cli profile --backbone "$bb" --scale "$SCALE" --device "$DEVICE" \
     --env-profile "profiles/${bb}_tiny_cpu.json" --gpus-per-node 8 \
     --batch-sizes "$BATCH_SIZES" --train-sizes "$TRAIN_SIZES" --repeats "$REPEATS" --sync-mb "$SYNC_MB" \
-    --out "$OUT_DIR/${bb}_${SCALE}_${suffix}.json" --no-progress ${PROFILE_ARGS:-}
+    --trained-part "$TRAINED_PART" --out "$OUT_DIR/${bb}_${SCALE}_${suffix}.json" --no-progress ${PROFILE_ARGS:-}
 done

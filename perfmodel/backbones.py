@@ -61,6 +61,11 @@ class Transformer:
         return n * per_layer
 
 
+def train_state_bytes(params: int, trained: int) -> float:
+    """bf16 weights + fp32 master weights, gradients and two Adam moments of the trained part."""
+    return float((params - trained) * BF16_BYTES + trained * (BF16_BYTES + 4 + 4 + 8))
+
+
 @dataclass(frozen=True)
 class Backbone:
     """A VLA policy: vision encoder -> language model prefix -> iterative action head."""
@@ -135,9 +140,7 @@ class Backbone:
         return float(self.trained_params * BF16_BYTES)
 
     def train_state_bytes(self) -> float:
-        """bf16 weights + fp32 master weights, gradients and two Adam moments of the trained part."""
-        frozen = self.params - self.trained_params
-        return float(frozen * BF16_BYTES + self.trained_params * (BF16_BYTES + 4 + 4 + 8))
+        return train_state_bytes(self.params, self.trained_params)
 
     def scaled(self, scale: str) -> "Backbone":
         """Same structure at ``full`` (real shapes), ``small`` or ``tiny`` (for CPU runs)."""

@@ -50,12 +50,11 @@ def _shift(c: Curve, seconds: float) -> Curve:
 
 
 def _per_item(c: Curve, compute_s: float | None, compute_time: float) -> float:
-    """The factor of a curve's per-sample part: all of it compute-bound, or (``compute_s``) only
-    that many seconds of its slope, the rest kept."""
-    if compute_s is None or c.model != "linear" or c.slope <= 0:
+    """The factor of a curve's per-sample part: all of it compute-bound, or (``compute_s``, at
+    most the slope: Costs checks it) only that many seconds of its slope, the rest kept."""
+    if compute_s is None or c.slope <= 0:
         return compute_time
-    g = min(compute_s, c.slope)
-    return (g * compute_time + (c.slope - g)) / c.slope
+    return (compute_s * compute_time + (c.slope - compute_s)) / c.slope
 
 
 def profile_on(profile: Profile, gpu: str, measured_compute_only: bool = False) -> Profile:
@@ -77,6 +76,7 @@ def profile_on(profile: Profile, gpu: str, measured_compute_only: bool = False) 
         optimizer_step_s=c.optimizer_step_s * f.memory_time,
         offload_s=c.offload_s * f.pcie_time,
         reload_s=c.reload_s * f.pcie_time,
+        gpu_compute_per_sample_s={k: v * f.compute_time for k, v in c.gpu_compute_per_sample_s.items()},
     )
     assumptions = dict(profile.assumptions)
     assumptions["gpu_scaling"] = ASSUMPTION.format(src=src, dst=gpu) + (

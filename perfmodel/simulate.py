@@ -210,6 +210,8 @@ def _prediction_interval(plan: Plan, profile: Profile, first: float, mean: float
     if iv is not None and first > 0:
         f = mean / first
         iv["low"], iv["high"] = iv["low"] * f, iv["high"] * f
+        if "gpu_type_other_end" in iv:
+            iv["gpu_type_other_end"] *= f
     out: dict[str, Any] = {"throughput_interval": iv}
     if why is not None:
         out["throughput_interval_unavailable"] = why

@@ -116,3 +116,18 @@ def test_trained_part_decides_which_weights_train() -> None:
     assert LearnerConfig.from_plan(plan.with_(trained_part="full")).trained_part == "full"
     with pytest.raises(ConfigError, match="trained_part"):
         make_policy("pi05", "tiny", "cpu", trained_part="vlm")
+
+
+def test_profile_and_run_refuse_a_trained_part_they_would_not_train(tmp_path):
+    from executor.learner import LearnerConfig
+    from executor.profiling.config import ProfileConfig
+    from executor.runtime.modes import RunOptions
+    from executor.runtime.session import execute_session
+    from perfmodel.calibration.reference import published_plan
+    from perfmodel.schema.profile import load_profile
+
+    with pytest.raises(ConfigError, match="trained-part: must be action_expert or full"):
+        ProfileConfig(backbone="pi05", scale="tiny", out=str(tmp_path / "p.json"), trained_part="vlm").check()
+    plan = published_plan(load_profile("pi05_tiny_cpu"), "disaggregated", 2, "1:1")
+    with pytest.raises(ConfigError, match="learner.trained_part: must be the plan's trained_part 'action_expert'"):
+        execute_session(plan, iterations=1, opts=RunOptions(), learner=LearnerConfig.from_plan(plan, trained_part="full"))

@@ -5,12 +5,14 @@ the GPU-type bracket they give a prediction on another GPU (perfmodel/gpu.py, un
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import replace
 
 import pytest
 
 from perfmodel.calibration.measured import gpu_seconds_per_sample, marginal_per_sample_s, measured_gpu_compute
 from perfmodel.calibration.reference import published_plan
-from perfmodel.calibration.uncertainty import with_gpu_type_bracket
+from perfmodel.calibration.uncertainty import with_gpu_type_bracket, with_ratio_bracket
 from perfmodel.gpu import cluster_on, profile_on
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.hardware import accelerator_of_device
@@ -22,8 +24,31 @@ def test_marginal_seconds_per_sample_reads_the_two_largest_sizes() -> None:
     c = Curve("linear", intercept=0.0, slope=1.0, samples=((1.0, (0.05, 0.07)), (12.0, (0.08,)),
                                                             (48.0, (0.27, 0.28, 0.29)), (96.0, (0.55, 0.57))))
     assert marginal_per_sample_s(c) == pytest.approx((0.56 - 0.28) / 48)
-    with pytest.raises(ConfigError, match="two sizes"):
-        marginal_per_sample_s(Curve("linear", intercept=0.0, slope=1.0, samples=((1.0, (0.1,)),)))
+    with pytest.raises(ConfigError, match="x.samples: a measured curve needs raw samples at two sizes"):
+        marginal_per_sample_s(Curve("linear", intercept=0.0, slope=1.0, samples=((1.0, (0.1,)),)), "x.samples")
+    flat = Curve("linear", intercept=0.0, slope=1.0, samples=((12.0, (0.2,)), (48.0, (0.19,))))
+    with pytest.raises(ConfigError, match="does not grow from size 12 to 48"):
+        marginal_per_sample_s(flat)
+
+
+def test_calibration_reads_only_a_full_scale_action_expert_measurement(tmp_path, monkeypatch) -> None:
+    import perfmodel.calibration.measured as measured
+
+    src = json.loads(measured.measured_gpu_profile_path("pi05").read_text())
+    for change, field in (({"provenance": {**src["provenance"], "scale": "tiny"}}, "provenance.scale"),
+                          ({"node": {k: v for k, v in src["node"].items() if k != "gpu"}}, "node.gpu"),
+                          ({"costs": {**src["costs"], "trained_parts": {"full": src["costs"]["trained_parts"]["action_expert"]}}},
+                           "costs.trained_parts")):
+        (tmp_path / "pi05_full_gpu.json").write_text(json.dumps({**src, **change}))
+        monkeypatch.setattr(measured, "BUNDLED_DIR", tmp_path)
+        measured.gpu_seconds_per_sample.cache_clear()
+        try:
+            with pytest.raises(ConfigError, match=f"pi05_full_gpu.json: {field}: must be"):
+                gpu_seconds_per_sample("pi05", "infer_s")
+        finally:
+            measured.gpu_seconds_per_sample.cache_clear()
+    monkeypatch.undo()
+    assert measured_gpu_compute("no_such_backbone") == {}  # nothing measured: nothing stored
 
 
 def test_measured_profiles_say_their_gpu_and_what_trained() -> None:
@@ -33,7 +58,11 @@ def test_measured_profiles_say_their_gpu_and_what_trained() -> None:
         params = p.extra["params"]
         assert (params["trained"] == params["total"]) is trained_all
     assert accelerator_of_device("NVIDIA H200") == "h200" and accelerator_of_device("NVIDIA A100-SXM4-80GB") == "a100"
-    assert accelerator_of_device("NVIDIA GeForce RTX 4090") is None
+    assert accelerator_of_device("NVIDIA H100 80GB HBM3") == "h100"
+    # not the table's parts: other chips whose names contain a table name, PCIe / NVL variants
+    for other in ("NVIDIA GeForce RTX 4090", "NVIDIA GH200 480GB", "NVIDIA RTX A1000", "NVIDIA H100 PCIe",
+                  "NVIDIA H100 NVL", ""):
+        assert accelerator_of_device(other) is None, other
 
 
 def test_bundled_fits_carry_the_measured_compute_below_their_slopes() -> None:
@@ -49,9 +78,14 @@ def test_bundled_fits_carry_the_measured_compute_below_their_slopes() -> None:
 
 def test_schema_checks_the_measured_compute() -> None:
     d = load_profile("pi05").costs.to_dict()
-    for bad, match in (({"infer": 0.1}, "unknown field"), ({"infer_s": -1.0}, "infer_s")):
+    table = {"model": "table", "points": [[1, 2.0], [64, 4.0]]}
+    for bad, match in (({"infer": 0.1}, "unknown field"), ({"infer_s": -1.0}, "infer_s"),
+                       ({"infer_s": 1.0}, r"gpu_compute_per_sample_s.infer_s: must be part of a linear infer_s's slope")):
         with pytest.raises(ConfigError, match=match):
             Costs.from_dict({**d, "gpu_compute_per_sample_s": bad}, "costs")
+    with pytest.raises(ConfigError, match="on a table curve"):
+        Costs.from_dict({**d, "train_micro_batch_s": table, "gpu_compute_per_sample_s": {"train_micro_batch_s": 0.001}},
+                        "costs")
     assert "gpu_compute_per_sample_s" not in Costs.from_dict({**d, "gpu_compute_per_sample_s": {}}, "costs").to_dict()
 
 
@@ -66,15 +100,24 @@ def test_measured_compute_only_scales_just_that_part_of_each_slope() -> None:
     assert part.train_micro_batch_s.slope == pytest.approx(
         g["train_micro_batch_s"] * ratio + h.train_micro_batch_s.slope - g["train_micro_batch_s"])
     assert part.infer_s.intercept == whole.infer_s.intercept  # the fixed parts carry alike
+    assert part.gpu_compute_per_sample_s["infer_s"] == pytest.approx(g["infer_s"] * ratio)  # A100 seconds now
     assert profile_on(prof, "h100", measured_compute_only=True) is prof
 
 
-def test_bracket_stretches_the_interval_to_the_other_end() -> None:
-    iv = {"low": 90.0, "high": 110.0, "method": "m", "components_pct": {"model_pct": 3.0}, "width_pct": 20.0}
+def test_bracket_joins_the_interval_around_the_other_end() -> None:
+    h = math.log(1.1)
+    iv = {"low": 100 / 1.1, "high": 110.0, "half_width_log": h, "method": "m", "components_pct": {"model_pct": 3.0},
+          "width_pct": 20.0}
     out = with_gpu_type_bracket(iv, 100.0, 150.0)
-    assert (out["low"], out["high"], out["width_pct"]) == (90.0, 150.0, 60.0)
-    assert out["gpu_type_other_end"] == 150.0 and out["components_pct"]["gpu_type_pct"] > 40
-    assert with_gpu_type_bracket(iv, 100.0, 105.0)["high"] == 110.0  # inside: unchanged edges
+    assert (out["low"], out["high"]) == (pytest.approx(100 / 1.1), pytest.approx(165.0))
+    assert out["width_pct"] == pytest.approx(165.0 - 100 / 1.1)
+    assert out["gpu_type_other_end"] == 150.0 and out["components_pct"]["gpu_type_pct"] == pytest.approx(40.547, abs=1e-3)
+    low = with_gpu_type_bracket(iv, 100.0, 80.0)  # a faster GPU's other end lies below the point
+    assert (low["low"], low["high"]) == (pytest.approx(80 / 1.1), 110.0)
+    r = {"ratio": 1.2, "low": 1.2 / 1.1, "high": 1.32, "half_width_log": h, "resolved": True, "method": "m"}
+    assert with_ratio_bracket(r, 1.25)["resolved"] is True  # both ends order the plans alike
+    flipped = with_ratio_bracket(r, 0.9)
+    assert flipped["resolved"] is False and flipped["low"] == pytest.approx(0.9 / 1.1)
 
 
 def test_prediction_on_another_gpu_holds_both_ends() -> None:
@@ -89,4 +132,39 @@ def test_prediction_on_another_gpu_holds_both_ends() -> None:
     # slower compute, and most of the fitted slope not compute: the other end is faster
     assert iv["gpu_type_other_end"] > out["throughput_env_steps_per_s"]
     assert "gpu_type_other_end" not in predict(plan, prof)["throughput_interval"]  # its own GPU
+    # without measured compute: the extrapolation is still stated, the interval has no other end
+    bare = replace(prof, costs=replace(prof.costs, gpu_compute_per_sample_s={}))
+    out_bare = predict(on_a100, bare)
+    assert out_bare["extrapolation"]["beyond_calibrated_gpu_type"]
+    assert "gpu_type_other_end" not in out_bare["throughput_interval"]
+    assert out_bare["throughput_interval"]["high"] < iv["high"]
     json.dumps(out)
+
+
+def test_cli_names_the_other_end_or_says_there_is_none() -> None:
+    from click.testing import CliRunner
+
+    from perfmodel.cli import cli
+
+    r = CliRunner().invoke(cli, ["predict", "--mode", "colocated", "--gpus", "8", "--gpu", "a100"])
+    assert r.exit_code == 0 and "the interval holds" in r.output and "only the measured GPU compute scaled" in r.output
+    r = CliRunner().invoke(cli, ["predict", "--mode", "colocated", "--gpus", "8", "--gpu", "h100"])
+    assert r.exit_code == 0 and "the interval holds" not in r.output
+
+
+def test_measured_part_counts_the_measured_policy() -> None:
+    from executor.profiling.run import measured_part
+    from perfmodel.backbones import get_backbone
+
+    b = get_backbone("gr00t_n15")
+    assert measured_part({"total": b.params, "trained": b.trained_params}) == {
+        "train_flops_scale": 1.0, "trained_bytes_scale": 1.0, "train_state_gb": b.train_state_bytes() / 1e9}
+    for name in ("pi05_tiny_cpu", "gr00t_n15_tiny_cpu", "pi05_full_gpu", "pi05_full_gpu_trained_full"):
+        p = load_profile(name)
+        ((part, entry),) = p.costs.trained_parts.items()
+        assert entry == measured_part(p.extra["params"])
+    # a measured profile costs only the part it measured
+    prof = load_profile("pi05_tiny_cpu")
+    plan = published_plan(prof, "disaggregated", 2, "1:1").with_(trained_part="full")
+    with pytest.raises(ConfigError, match="plan.trained_part: profile pi05_tiny_cpu has costs for action_expert"):
+        predict(plan, prof)

@@ -15,7 +15,7 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 
 
-from perfmodel.backbones import get_backbone, with_trained_part
+from perfmodel.backbones import get_backbone, train_state_bytes
 from perfmodel.schema.hardware import accelerator_of_device
 from perfmodel.schema.plan import PUBLISHED_GPUS, PUBLISHED_WORKLOAD, Workload
 from perfmodel.schema.profile import Costs, Curve, EnvDensityCurve, Profile, Variability
@@ -90,7 +90,7 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
         env_density={k: EnvDensityCurve.from_dict(v, f"costs.env_density.{k}") for k, v in envs["env_density"].items()},
         driver_chunk_step_s=dict(driver["driver_chunk_step_s"]) if driver else {},
         # what was measured, and only that: a plan training another part is refused (StageCosts)
-        trained_parts={cfg.trained_part: measured_part(cfg.backbone, cfg.scale, cfg.trained_part)},
+        trained_parts={cfg.trained_part: measured_part(model["extra"]["params"])},
     )
     hw = hardware(cfg.device)
     name = os.path.splitext(os.path.basename(cfg.out))[0]
@@ -172,11 +172,12 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
     return profile
 
 
-def measured_part(backbone: str, scale: str, trained_part: str) -> dict[str, float]:
+def measured_part(params: dict[str, int]) -> dict[str, float]:
     """``Costs.trained_parts`` entry of the part a profile measured: its own costs (scales 1) and
-    the training state that part holds (from the shapes)."""
-    b = with_trained_part(get_backbone(backbone, scale), trained_part)
-    return {"train_flops_scale": 1.0, "trained_bytes_scale": 1.0, "train_state_gb": b.train_state_bytes() / 1e9}
+    the training state of the measured policy's weights (``params``: total and trained), counted
+    as the model counts it (perfmodel.backbones.train_state_bytes)."""
+    return {"train_flops_scale": 1.0, "trained_bytes_scale": 1.0,
+            "train_state_gb": train_state_bytes(params["total"], params["trained"]) / 1e9}
 
 
 def command_line(argv: list[str]) -> str:

@@ -306,6 +306,9 @@ def execute_session(plan: Plan, *, iterations: int, opts: Any, learner: Any, add
     from executor.runtime.driver import Context
     from executor.runtime.modes import wire
 
+    if learner.trained_part != plan.trained_part:  # the ranks train what the plan (and its prediction) says
+        raise ConfigError("learner.trained_part", f"must be the plan's trained_part {plan.trained_part!r}; "
+                                                  f"got {learner.trained_part!r}")
     stop = stop or threading.Event()
     session = RaySession(address, num_cpus=max(plan.cluster.gpus, os.cpu_count() or 1))
     load_before = os.getloadavg()[0]

@@ -30,7 +30,8 @@ from perfmodel.backbones import Backbone, get_backbone, with_trained_part
 from perfmodel.schema.metrics import error_pct
 from perfmodel.schema.plan import PUBLISHED_GPUS, PUBLISHED_WORKLOAD, Plan
 from perfmodel.schema.profile import BUNDLED_DIR, Costs, Curve, Profile, load_profile
-from perfmodel.calibration.measured import gpu_seconds_per_sample, measured_gpu_compute
+# PUBLISHED_TRAINED_PART: the published setup's trained part (RL-VLA3: the action expert / head)
+from perfmodel.calibration.measured import PUBLISHED_TRAINED_PART, gpu_seconds_per_sample, measured_gpu_compute
 from perfmodel.calibration.reference import ReferencePoint, published_plan
 from perfmodel.bound import closed_form_iteration_s
 from perfmodel.costs import StageCosts
@@ -139,8 +140,6 @@ BOUND_NOTES = {
 # reference points (empty: the published setup). Cross-validation of alternatives sets it
 # (e.g. {"placement_strategy": "split"}) to let held-out error decide between them.
 SETUP_OVERRIDES: dict[str, Any] = {}
-# The published setup (RL-VLA3 fork of RLinf): which part trains by default, per backbone.
-PUBLISHED_TRAINED_PART = "action_expert"
 
 
 def parameter_names(backbones: list[str]) -> list[str]:

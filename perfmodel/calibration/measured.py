@@ -11,19 +11,24 @@ import statistics
 from pathlib import Path
 
 from perfmodel.schema.errors import ConfigError
-from perfmodel.schema.hardware import DEFAULT_GPU, scale_factors
+from perfmodel.schema.hardware import DEFAULT_GPU, GPU_NAMES, scale_factors
 from perfmodel.schema.profile import BUNDLED_DIR, Curve, load_profile
 
 STAGES = ("infer_s", "train_micro_batch_s")
+PUBLISHED_TRAINED_PART = "action_expert"  # what the fitted training slopes describe (calibrate.py)
 
 
-def marginal_per_sample_s(curve: Curve) -> float:
-    """Seconds per extra sample between the two largest measured sizes (medians of the raw samples)."""
+def marginal_per_sample_s(curve: Curve, where: str = "samples") -> float:
+    """Seconds per extra sample between the two largest measured sizes (medians of the raw
+    samples); ``where`` names the curve in errors."""
     pts = sorted((x, statistics.median(ys)) for x, ys in curve.samples)
     if len(pts) < 2:
-        raise ConfigError("samples", "a measured curve needs raw samples at two sizes or more")
+        raise ConfigError(where, "a measured curve needs raw samples at two sizes or more")
     (x0, y0), (x1, y1) = pts[-2], pts[-1]
-    return max(0.0, (y1 - y0) / (x1 - x0))
+    if y1 <= y0:
+        raise ConfigError(where, f"time does not grow from size {x0:g} to {x1:g} ({y0:.4g} s, {y1:.4g} s): "
+                                 "measure larger sizes or more repeats")
+    return (y1 - y0) / (x1 - x0)
 
 
 def measured_gpu_profile_path(backbone: str) -> Path:
@@ -36,9 +41,17 @@ def gpu_seconds_per_sample(backbone: str, stage: str, gpu: str = DEFAULT_GPU) ->
     ``train_micro_batch_s``), carried to ``gpu`` (compute-bound: by peak bf16 FLOP/s)."""
     if stage not in STAGES:
         raise ConfigError("stage", f"must be one of {', '.join(STAGES)}; got {stage!r}")
-    prof = load_profile(str(measured_gpu_profile_path(backbone)), what="measured GPU profile")
-    src = str(prof.node.get("gpu", DEFAULT_GPU))
-    return marginal_per_sample_s(getattr(prof.costs, stage)) * scale_factors(src, gpu).compute_time
+    path = measured_gpu_profile_path(backbone)
+    prof = load_profile(str(path), what="measured GPU profile")
+    for field, ok, want in (("provenance.kind", prof.provenance.get("kind") == "measured", "measured"),
+                            ("provenance.scale", prof.provenance.get("scale") == "full", "full"),
+                            ("node.gpu", prof.node.get("gpu") in GPU_NAMES, f"one of {', '.join(GPU_NAMES)}"),
+                            ("costs.trained_parts", set(prof.costs.trained_parts) == {PUBLISHED_TRAINED_PART},
+                             f"only {PUBLISHED_TRAINED_PART} (the published trained part the fit describes)")):
+        if not ok:
+            raise ConfigError(f"{path.name}: {field}", f"must be {want} for the calibration to read it")
+    curve = marginal_per_sample_s(getattr(prof.costs, stage), f"{path.name}: costs.{stage}.samples")
+    return curve * scale_factors(str(prof.node["gpu"]), gpu).compute_time
 
 
 def measured_gpu_compute(backbone: str, gpu: str = DEFAULT_GPU) -> dict[str, float]:

@@ -43,7 +43,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from perfmodel.extrapolation import extrapolation
+from perfmodel.extrapolation import calibrated_gpu_type, extrapolation
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Curve, Profile, Uncertainty
 
@@ -232,7 +232,9 @@ def _compute_fitted_perturbations(profile: Profile, unc: Uncertainty) -> tuple[P
 
     def build(vals: dict[str, float]) -> Profile:
         p = build_profile(spec, vals, profile.costs.env_memory_gb, profile.provenance)
-        return replace(p, name=profile.name, variability=profile.variability)
+        # the profile's own measured compute, not the bundled file's as it is today
+        costs = replace(p.costs, gpu_compute_per_sample_s=profile.costs.gpu_compute_per_sample_s)
+        return replace(p, name=profile.name, variability=profile.variability, costs=costs)
 
     base = build(values)
     if base.costs == profile.costs and base.node == profile.node:
@@ -390,23 +392,34 @@ def prediction_interval(plan: Plan, profile: Profile, throughput: float, run: Ca
     if isinstance(got, str):
         return None, got
     iv = interval_from_deltas(throughput, got.deltas(), profile.uncertainty, ext, got.covered())
-    if ext.get("beyond_calibrated_gpu_type") and profile.costs.gpu_compute_per_sample_s:
-        from perfmodel.gpu import profile_on
-
-        other_end = run(plan, profile_on(profile, plan.cluster.gpu, measured_compute_only=True))
+    other_end = gpu_type_other_end(plan, profile, run)
+    if other_end is not None:
         iv = with_gpu_type_bracket(iv, throughput, other_end)
     return iv, None
 
 
+def gpu_type_other_end(plan: Plan, profile: Profile, run: Callable[[Plan, Profile], float]) -> float | None:
+    """The plan's throughput with only the measured GPU compute of the fitted slopes carried to
+    the plan's GPU type (perfmodel/gpu.py, ``measured_compute_only``), or None on the profile's
+    own type or without measured compute. The point carries each whole slope; which share of the
+    rest is GPU work nothing measured says, so both are ends of what the calibration allows."""
+    if plan.cluster.gpu == calibrated_gpu_type(profile) or not profile.costs.gpu_compute_per_sample_s:
+        return None
+    from perfmodel.gpu import profile_on
+
+    return run(plan, profile_on(profile, plan.cluster.gpu, measured_compute_only=True))
+
+
 def with_gpu_type_bracket(iv: dict[str, Any], throughput: float, other_end: float) -> dict[str, Any]:
-    """``iv`` stretched to hold ``other_end``: the plan on another GPU type with only the measured
-    GPU compute of the fitted slopes scaled (perfmodel/gpu.py). The point scales all of each slope;
-    which share of the rest is GPU work nothing measured says, so the interval spans both ends
-    (a bracket, not a spread: it adds to the interval's edge rather than in quadrature)."""
-    low, high = min(iv["low"], other_end), max(iv["high"], other_end)
+    """``iv`` (the point's interval) joined with the same interval around ``other_end``
+    (``gpu_type_other_end``): a bracket, not a spread, so the two ends are not added in
+    quadrature; each keeps its own model and parameter margin."""
+    h = iv["half_width_log"]
+    low, high = min(iv["low"], other_end * math.exp(-h)), max(iv["high"], other_end * math.exp(h))
     return {**iv, "low": low, "high": high, "width_pct": 100.0 * (high - low) / throughput if throughput > 0 else 0.0,
-            "method": iv["method"] + (f"; GPU type: {other_end:.4g} with only the measured GPU compute per sample "
-                                      "carried by FLOP/s (the rest of the fitted slopes kept), inside"),
+            "method": iv["method"] + (f"; GPU type: joined with the same interval around {other_end:.4g}, the plan "
+                                      "with only the measured GPU compute per sample carried by FLOP/s (the rest of "
+                                      "the fitted slopes kept)"),
             "gpu_type_other_end": other_end,
             "components_pct": {**iv["components_pct"],
                                "gpu_type_pct": round(100.0 * abs(math.log(other_end / throughput)), 3)
@@ -462,14 +475,29 @@ def ratio_intervals(plan_a: Plan, thr_a: float, others: list[tuple[Plan, float]]
         return extrapolation(p, unc)["doublings_beyond"] if unc else 0.0
 
     out: list[tuple[dict[str, Any] | None, str | None]] = []
+    alt_a = gpu_type_other_end(plan_a, profile, run)
     for plan_b, thr_b in others:
         b = sensitivities(plan_b, profile, thr_b, run)
         if isinstance(b, str):
             out.append((None, b))
             continue
-        out.append((ratio_of(thr_a, thr_b, a, b, unc, (doublings(plan_a), doublings(plan_b)),
-                             plan_a.cluster.gpus == plan_b.cluster.gpus), None))
+        r = ratio_of(thr_a, thr_b, a, b, unc, (doublings(plan_a), doublings(plan_b)),
+                     plan_a.cluster.gpus == plan_b.cluster.gpus)
+        alt_b = gpu_type_other_end(plan_b, profile, run)
+        if alt_a is not None or alt_b is not None:  # another GPU type: the ratio at the other end too
+            r = with_ratio_bracket(r, (alt_a if alt_a is not None else thr_a) / (alt_b if alt_b is not None else thr_b))
+        out.append((r, None))
     return out
+
+
+def with_ratio_bracket(r: dict[str, Any], other_ratio: float) -> dict[str, Any]:
+    """A ratio interval joined with the same interval around the ratio at the GPU type's other
+    end (``gpu_type_other_end`` of both plans): the order is resolved only if both ends agree."""
+    h = r["half_width_log"]
+    low, high = min(r["low"], other_ratio * math.exp(-h)), max(r["high"], other_ratio * math.exp(h))
+    return {**r, "low": low, "high": high, "gpu_type_other_end_ratio": other_ratio,
+            "resolved": bool(low > 1.0 or high < 1.0) if r["resolved"] is not None else None,
+            "method": r["method"] + f"; GPU type: joined with the ratio at the other end ({other_ratio:.4g})"}
 
 
 def ratio_from_deltas(thr_a: float, thr_b: float, deltas_a: list[float], deltas_b: list[float],

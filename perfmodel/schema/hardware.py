@@ -28,6 +28,7 @@ assumption, listed in every prediction made on another GPU.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from perfmodel.schema.errors import ConfigError
@@ -81,8 +82,10 @@ def accelerator_of_device(device_name: str) -> str | None:
     """The table's accelerator a CUDA device name reports (``torch.cuda.get_device_name``, e.g.
     "NVIDIA H200" -> "h200"), or None for a device not in the table: a measured profile says which
     GPU its costs belong to, so carrying it to another type starts from the right one."""
-    name = device_name.upper()
-    hits = [a for a in ACCELERATORS if a.upper() in name.replace(" ", "")]
+    tokens = set(re.split(r"[^A-Z0-9]+", device_name.upper()))
+    if tokens & {"PCIE", "NVL"}:  # other clocks, power and links than the table's SXM parts
+        return None
+    hits = [a for a in ACCELERATORS if a.upper() in tokens]  # whole words: not GH200, not RTX A1000
     return hits[0] if len(hits) == 1 else None
 
 

@@ -327,6 +327,12 @@ class Costs:
             curve: Curve = getattr(c, name)
             if curve(1) <= 0:
                 raise ConfigError(f"{path}.{name}", "must give a positive time at size 1")
+        for stage, g in c.gpu_compute_per_sample_s.items():
+            curve = getattr(c, stage)
+            if curve.model != "linear" or g > curve.slope:
+                raise ConfigError(f"{path}.gpu_compute_per_sample_s.{stage}",
+                                  f"must be part of a linear {stage}'s slope ({curve.slope:g} s per sample); got {g:g}"
+                                  + ("" if curve.model == "linear" else f" on a {curve.model} curve"))
         if c.infer_latency_s > c.infer_s(1):
             raise ConfigError(f"{path}.infer_latency_s", f"must be at most infer_s at batch 1 ({c.infer_s(1):g} s), "
                                                          f"the part of a call that is off the GPU; got {c.infer_latency_s:g}")
