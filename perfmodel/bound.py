@@ -31,13 +31,6 @@ class Bound:
     bottleneck: str
 
 
-def max_batch(costs: StageCosts) -> int:
-    plan = costs.plan
-    if plan.mechanisms.dynamic_batching:
-        return max(plan.effective_b_max, 1)
-    return plan.envs_per_stage
-
-
 def cheapest_per_sample_s(costs: StageCosts, b_hi: int) -> float:
     """min over batch sizes b in 1..b_hi of the GPU part of a call, infer_gpu(b) / b, in O(table
     points): on each linear piece of the curve, infer_gpu(b) / b = slope + c / b is monotone in
@@ -77,7 +70,7 @@ def bound(costs: StageCosts) -> Bound:
     lockstep = plan.mechanisms.lockstep
     env_s = w.rollout_epoch * (costs.env_reset_s(n) + w.chunk_steps_per_epoch * costs.env_chunk_s(n, lockstep))
     samples_per_worker = n * w.chunk_steps_per_epoch * w.rollout_epoch
-    b_hi = max_batch(costs)
+    b_hi = costs.max_infer_batch
     per_sample = cheapest_per_sample_s(costs, b_hi)
     inference_s = samples_per_worker * per_sample
     actor_s = actor_iteration_s(costs)

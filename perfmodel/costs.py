@@ -100,7 +100,24 @@ class StageCosts:
                        f"{share:g}), so env workers on the actor's node get {self.plan.env_cores_per_worker:.3g} cores "
                        "each; for a node of another shape, scale the profile's value by the new share over the profile's, "
                        "or leave the field out of the plan file (predict --plan then scales it)")
+        act = self._train_activation_gb_per_sample
+        if act[1]:
+            out.append(f"GPU memory: training activations of {self.plan.trained_part} are not measured for "
+                       f"{self.profile.name}; the check counts {act[1]}'s ({act[0]:.3g} GB per sample), a floor")
         return out
+
+    @property
+    def _train_activation_gb_per_sample(self) -> tuple[float, str | None]:
+        """(GB per micro-batch sample, the part it was measured for when not the plan's). A part
+        not measured gets the smallest measured part's: training more weights never holds fewer
+        activations, so it is a floor (and says so in ``warnings``)."""
+        parts = self.profile.costs.trained_parts
+        own = parts.get(self.plan.trained_part, {}).get("train_activation_gb_per_sample")
+        if own is not None:
+            return own, None
+        measured = [(e["train_activation_gb_per_sample"], n) for n, e in parts.items()
+                    if "train_activation_gb_per_sample" in e]
+        return min(measured) if measured else (0.0, None)
 
     def env_cpu_s(self, kind: str, n_envs: int) -> float:
         """CPU seconds of one env's step or reset as charged in a group of ``n_envs`` envs: what
@@ -275,25 +292,50 @@ class StageCosts:
         return [(n.rollout * p.envs_per_worker, n.rollout * p.envs_per_worker * self.profile.costs.env_memory_gb,
                  p.cluster.node_ram_gb * pl.node_fraction(n)) for n in pl.nodes if n.rollout]
 
-    def gpu_memory_gb(self) -> float:
-        """Resident model memory of the fullest GPU (weights and training state; activations
-        not counted). Colocated without offload holds the generator's weights and the actor's
-        state together; otherwise each GPU holds one of them. 0 when the profile lacks sizes."""
+    @property
+    def max_infer_batch(self) -> int:
+        """The largest inference call of the plan: a lock-step stage's envs, or dynamic batching's cap."""
+        if self.plan.mechanisms.dynamic_batching:
+            return max(self.plan.effective_b_max, 1)
+        return self.plan.envs_per_stage
+
+    def gpu_memory_gb(self, activations: bool = True) -> float:
+        """Peak memory of the fullest GPU: weights and training state, plus the activations of
+        the largest inference call and of one training micro-batch where the profile measured
+        them (Costs.infer_activation_gb_per_sample, trained_parts.*.train_activation_gb_per_sample).
+        A generator holds its weights and its call's activations, an actor its state and a
+        micro-batch's; colocated without offload keeps both models resident through both phases,
+        with offload each phase holds its own. 0 when the profile lacks sizes."""
         c, p = self.profile.costs, self.plan
         state = self._part.get("train_state_gb", 0.0)
         if c.weights_gb <= 0 or state <= 0:
             return 0.0
         actor = state / (p.actor_gpus if self.full_shard else 1)
-        if p.mechanisms.disaggregated:
-            return max(c.weights_gb, actor)
-        return actor + (0.0 if p.enable_offload else c.weights_gb)
+        infer_act, train_act = self.activation_gb() if activations else (0.0, 0.0)
+        if p.mechanisms.disaggregated or p.enable_offload:
+            return max(c.weights_gb + infer_act, actor + train_act)
+        return actor + c.weights_gb + max(infer_act, train_act)
+
+    def activation_gb(self) -> tuple[float, float]:
+        """(GB of the largest inference call's activations, GB of one training micro-batch's per rank)."""
+        c, p = self.profile.costs, self.plan
+        return (c.infer_activation_gb_per_sample * self.max_infer_batch,
+                self._train_activation_gb_per_sample[0] * self.micro_batching(p.workload.global_batch_size)[1])
 
     def check_gpu_memory(self) -> None:
         need, have = self.gpu_memory_gb(), self.plan.cluster.gpu_memory_gb
-        if need > have:
-            from perfmodel.schema.errors import ConfigError
+        if need <= have:
+            return
+        from perfmodel.schema.errors import ConfigError
 
-            what = "colocated without offload keeps every model resident: " if (
-                not self.plan.mechanisms.disaggregated and not self.plan.enable_offload) else ""
-            raise ConfigError("plan.enable_offload" if what else "plan.sharding_strategy",
-                              f"{what}{need:.0f} GB of models per GPU exceed cluster.gpu_memory_gb {have:g}")
+        if self.gpu_memory_gb(activations=False) <= have:  # the models fit; a micro-batch's activations do not
+            infer_act, train_act = self.activation_gb()
+            raise ConfigError("plan.workload.micro_batch_size",
+                              f"{need:.0f} GB per GPU exceed cluster.gpu_memory_gb {have:g} with the activations of a "
+                              f"training micro-batch of {self.micro_batching(self.plan.workload.global_batch_size)[1]} "
+                              f"samples per rank ({train_act:.0f} GB) and of an inference call of {self.max_infer_batch} "
+                              f"({infer_act:.0f} GB): a smaller micro_batch_size holds fewer")
+        what = "colocated without offload keeps every model resident: " if (
+            not self.plan.mechanisms.disaggregated and not self.plan.enable_offload) else ""
+        raise ConfigError("plan.enable_offload" if what else "plan.sharding_strategy",
+                          f"{what}{need:.0f} GB of models and activations per GPU exceed cluster.gpu_memory_gb {have:g}")

@@ -96,15 +96,42 @@ def test_weight_sync_crosses_nodes_with_packed_placement(scenario_profile):
 
 def test_colocated_without_offload_must_fit_gpu_memory():
     pi05 = load_profile("pi05")
+    c = pi05.costs
     ok = published_plan(pi05, "colocated", 8, None)
-    assert 0 < StageCosts(ok, pi05).gpu_memory_gb() < ok.cluster.gpu_memory_gb
+    part = c.trained_parts["action_expert"]
+    # full_shard state over 8 ranks + the generator's weights + the larger phase's activations:
+    # a training micro-batch of 128 per rank (measured GB per sample) against a call of 48 envs
+    expect = part["train_state_gb"] / 8 + c.weights_gb + max(c.infer_activation_gb_per_sample * 48,
+                                                             part["train_activation_gb_per_sample"] * 128)
+    assert StageCosts(ok, pi05).gpu_memory_gb() == pytest.approx(expect)
+    assert 0 < expect < ok.cluster.gpu_memory_gb
     big = published_plan(pi05, "colocated", 8, None, trained_part="full", sharding_strategy="no_shard")
+    big = big.with_(workload=big.workload.__class__(**{**big.workload.__dict__, "micro_batch_size": 1}))
     small_gpu = big.with_(cluster=big.cluster.__class__(**{**big.cluster.__dict__, "gpu_memory_gb": 62.0}))
     with pytest.raises(ConfigError) as e:
         simulate(small_gpu, pi05, iterations=2, warmup=1)
     assert e.value.field == "plan.enable_offload"
     # With offload the generator's weights leave the GPU during training and it fits.
     assert StageCosts(small_gpu.with_(enable_offload=True), pi05).gpu_memory_gb() < 62
+
+
+def test_a_micro_batch_must_fit_with_its_activations():
+    """Training every pi0.5 weight at the published micro-batch of 128 per rank: the models fit an
+    H100, the measured activations (2.5 GB per sample; an H200 ran out at 64) do not."""
+    pi05 = load_profile("pi05")
+    plan = published_plan(pi05, "disaggregated", 16, "1:1", trained_part="full")
+    costs = StageCosts(plan, pi05)
+    assert costs.gpu_memory_gb(activations=False) < 80 < costs.gpu_memory_gb()
+    with pytest.raises(ConfigError, match="plan.workload.micro_batch_size: .* training micro-batch of 128 samples per rank"):
+        simulate(plan, pi05, iterations=2, warmup=1)
+    w = plan.workload
+    small = plan.with_(workload=w.__class__(**{**w.__dict__, "micro_batch_size": 16}))
+    assert StageCosts(small, pi05).gpu_memory_gb() < 80
+    # GR00T's full part was not measured: the action head's activations count as a floor, said so
+    g = load_profile("gr00t_n15")
+    gc = StageCosts(published_plan(g, "colocated", 8, None, trained_part="full"), g)
+    assert gc.activation_gb()[1] == pytest.approx(g.costs.trained_parts["action_expert"]["train_activation_gb_per_sample"] * 128)
+    assert any("training activations of full are not measured" in w for w in gc.warnings)
 
 
 def test_memory_refusal_is_one_line_exit_2(tmp_path):

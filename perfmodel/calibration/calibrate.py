@@ -31,7 +31,8 @@ from perfmodel.schema.metrics import error_pct
 from perfmodel.schema.plan import PUBLISHED_GPUS, PUBLISHED_WORKLOAD, Plan
 from perfmodel.schema.profile import BUNDLED_DIR, Costs, Curve, Profile, load_profile
 # PUBLISHED_TRAINED_PART: the published setup's trained part (RL-VLA3: the action expert / head)
-from perfmodel.calibration.measured import PUBLISHED_TRAINED_PART, gpu_seconds_per_sample, measured_gpu_compute
+from perfmodel.calibration.measured import (PUBLISHED_TRAINED_PART, gpu_seconds_per_sample, measured_activation_gb,
+                                            measured_gpu_compute)
 from perfmodel.calibration.reference import ReferencePoint, published_plan
 from perfmodel.bound import closed_form_iteration_s
 from perfmodel.costs import StageCosts
@@ -171,6 +172,7 @@ def build_profile(backbone: Backbone, values: dict[str, float], env_memory_gb: f
         infer_slope = backbone.inference_flops() / (GPU_PEAK_BF16_FLOPS * v("infer_mfu"))
     train_slope = base.train_flops() / (GPU_PEAK_BF16_FLOPS * v("train_mfu"))
     offload_bw = v("offload_GBps") * 1e9
+    infer_act_gb, train_act_gb = measured_activation_gb(backbone.name)
     costs = Costs(
         env_step_core_s=t_env,
         env_core_efficiency=1.0,
@@ -201,8 +203,11 @@ def build_profile(backbone: Backbone, values: dict[str, float], env_memory_gb: f
         weights_gb=backbone.weight_bytes() / 1e9,
         trained_parts={name: {"train_flops_scale": b.train_flops() / base.train_flops(),
                               "trained_bytes_scale": b.trained_params / base.trained_params,
-                              "train_state_gb": b.train_state_bytes() / 1e9}
+                              "train_state_gb": b.train_state_bytes() / 1e9,
+                              # measured peak memory growth per micro-batch sample (H200 stand-ins)
+                              **({"train_activation_gb_per_sample": train_act_gb[name]} if name in train_act_gb else {})}
                        for name, b in parts.items()},
+        infer_activation_gb_per_sample=infer_act_gb,
     )
     node = dict(NODE, inter_node_bw_GBps=v("inter_node_bw_GBps"),
                 actor_cpu_cores_per_gpu=v("actor_cpu_cores_per_gpu"))

@@ -60,3 +60,36 @@ def measured_gpu_compute(backbone: str, gpu: str = DEFAULT_GPU) -> dict[str, flo
     if not measured_gpu_profile_path(backbone).exists():
         return {}
     return {stage: gpu_seconds_per_sample(backbone, stage, gpu) for stage in STAGES}
+
+
+def _marginal_points(points: list, where: str) -> float:
+    """Per-sample growth between the two largest sizes of [[size, value], ...]."""
+    pts = sorted((float(x), float(y)) for x, y in points)
+    if len(pts) < 2 or pts[-1][1] <= pts[-2][1]:
+        raise ConfigError(where, "needs values at two sizes or more that grow with the size")
+    (x0, y0), (x1, y1) = pts[-2], pts[-1]
+    return (y1 - y0) / (x1 - x0)
+
+
+@functools.lru_cache(maxsize=None)  # as gpu_seconds_per_sample; callers copy the dict
+def measured_activation_gb(backbone: str) -> tuple[float, dict[str, float]]:
+    """(inference GB per sample of a call, {trained part: training GB per micro-batch sample}):
+    the growth of the measured peak GPU memory between the two largest sizes
+    (``extra.peak_memory_gb``) of ``<backbone>_full_gpu.json`` (the published trained part) and,
+    where measured, ``<backbone>_full_gpu_trained_full.json``. (0, {}) when none is bundled."""
+    if not measured_gpu_profile_path(backbone).exists():
+        return 0.0, {}
+    gpu_seconds_per_sample(backbone, "infer_s")  # the same checks of what the file measured
+    path = measured_gpu_profile_path(backbone)
+    peaks = load_profile(str(path), what="measured GPU profile").extra["peak_memory_gb"]
+    infer = _marginal_points(peaks["infer"], f"{path.name}: extra.peak_memory_gb.infer")
+    train = {PUBLISHED_TRAINED_PART: _marginal_points(peaks["train_micro_batch"],
+                                                      f"{path.name}: extra.peak_memory_gb.train_micro_batch")}
+    full = BUNDLED_DIR / f"{backbone}_full_gpu_trained_full.json"
+    if full.exists():
+        prof = load_profile(str(full), what="measured GPU profile")
+        if set(prof.costs.trained_parts) != {"full"}:
+            raise ConfigError(f"{full.name}: costs.trained_parts", "must be only full")
+        train["full"] = _marginal_points(prof.extra["peak_memory_gb"]["train_micro_batch"],
+                                         f"{full.name}: extra.peak_memory_gb.train_micro_batch")
+    return infer, train

@@ -269,6 +269,12 @@ class Costs:
         part of each slope that is surely GPU compute. Carrying costs to another GPU type
         (perfmodel/gpu.py) scales the whole slope by default; scaling only this part brackets
         how much of the rest is GPU work (the interval includes both). Empty: not measured.
+    infer_activation_gb_per_sample: GPU memory an inference call holds per sample of its batch
+        beyond the weights (measured peak, full-scale stand-in); ``trained_parts.<part>.
+        train_activation_gb_per_sample`` likewise for one training micro-batch (forward +
+        backward, no activation checkpointing: RLinf's openpi configs do not support it). The
+        GPU-memory check counts them (StageCosts.gpu_memory_gb); 0 / absent: not measured, not
+        counted.
     """
 
     env_step_core_s: float
@@ -293,6 +299,7 @@ class Costs:
     obs_cpu_s: float = 0.0
     infer_latency_s: float = 0.0
     gpu_compute_per_sample_s: dict = field(default_factory=dict)
+    infer_activation_gb_per_sample: float = 0.0
 
     @classmethod
     def from_dict(cls, obj: Any, path: str) -> "Costs":
@@ -321,6 +328,7 @@ class Costs:
             infer_latency_s=f.float("infer_latency_s", 0.0, min=0.0),
             gpu_compute_per_sample_s=_gpu_compute(f.any("gpu_compute_per_sample_s", {}),
                                                   f.sub("gpu_compute_per_sample_s")),
+            infer_activation_gb_per_sample=f.float("infer_activation_gb_per_sample", 0.0, min=0.0),
         )
         f.done()
         for name in ("infer_s", "train_micro_batch_s"):
@@ -342,7 +350,7 @@ class Costs:
         d: dict[str, Any] = {}
         for k, v in self.__dict__.items():
             if k in ("env_density", "driver_chunk_step_s", "obs_cpu_s", "infer_latency_s",
-                     "gpu_compute_per_sample_s") and not v:
+                     "gpu_compute_per_sample_s", "infer_activation_gb_per_sample") and not v:
                 continue  # absent in profiles that do not have them
             if k == "env_density":
                 v = {kind: c.to_dict() for kind, c in v.items()}
@@ -393,6 +401,8 @@ def _trained_parts(obj: Any, path: str) -> dict[str, dict[str, float]]:
     for part, entry in obj.items():
         f = Fields(entry, f"{path}.{part}")
         out[part] = {k: f.float(k, min=0.0) for k in TRAINED_PART_KEYS}
+        if "train_activation_gb_per_sample" in entry:  # measured (0 / absent: not counted)
+            out[part]["train_activation_gb_per_sample"] = f.float("train_activation_gb_per_sample", min=0.0)
         f.done()
     return out
 
