@@ -122,6 +122,11 @@ PARAMS = (
 PARAMS_MEASURED_INFER = tuple(p for p in PARAMS if p.name != "infer_mfu") + (
     Param("infer_host_sample_s", 1e-4, 0.3, 0.04, "s", True,
           "host seconds per sample of an inference call beyond the architecture's measured GPU compute"),)
+# ... or as measured GPU compute slowed by one factor shared by the backbones (an inefficient
+# implementation on the GPU rather than host work).
+PARAMS_SLOWED_INFER = tuple(p for p in PARAMS if p.name != "infer_mfu") + (
+    Param("infer_gpu_slowdown", 1.0, 100.0, 10.0, "", True,
+          "the real implementation's inference time per sample over the architecture's measured GPU compute"),)
 # From the same hand solution, except obs_cpu_s: a rough start read off the published pi0.5 /
 # GR00T rollout_async ratio (0.85, both CPU-bound), with GR00T's near zero.
 INIT_PER_BACKBONE = {
@@ -168,6 +173,9 @@ def build_profile(backbone: Backbone, values: dict[str, float], env_memory_gb: f
     if any(n in values for n in ("infer_host_sample_s", f"{backbone.name}.infer_host_sample_s")):
         # measured GPU compute per sample (the stand-in on a GPU) + host work per sample (fitted)
         infer_slope = gpu_seconds_per_sample(backbone.name, "infer_s") + v("infer_host_sample_s")
+    elif any(n in values for n in ("infer_gpu_slowdown", f"{backbone.name}.infer_gpu_slowdown")):
+        # measured GPU compute per sample x one implementation slowdown (fitted)
+        infer_slope = gpu_seconds_per_sample(backbone.name, "infer_s") * v("infer_gpu_slowdown")
     else:
         infer_slope = backbone.inference_flops() / (GPU_PEAK_BF16_FLOPS * v("infer_mfu"))
     train_slope = base.train_flops() / (GPU_PEAK_BF16_FLOPS * v("train_mfu"))
