@@ -371,12 +371,17 @@ class Costs:
 DRIVER_KINDS = ("lockstep", "dynamic")
 
 
-def _driver_costs(obj: Any, path: str) -> dict[str, float]:
+def _float_table(obj: Any, path: str, keys: tuple[str, ...]) -> dict[str, float]:
+    """An object of optional non-negative numbers under ``keys`` (unknown keys refused)."""
     Fields(obj, path)  # must be an object
     for k in obj:
-        if k not in DRIVER_KINDS:
-            raise ConfigError(f"{path}.{k}", f"unknown field (allowed: {', '.join(DRIVER_KINDS)})")
-    return {k: check_float(f"{path}.{k}", obj[k]) for k in DRIVER_KINDS if k in obj}
+        if k not in keys:
+            raise ConfigError(f"{path}.{k}", f"unknown field (allowed: {', '.join(keys)})")
+    return {k: check_float(f"{path}.{k}", obj[k], min=0.0) for k in keys if k in obj}
+
+
+def _driver_costs(obj: Any, path: str) -> dict[str, float]:
+    return _float_table(obj, path, DRIVER_KINDS)
 
 
 TRAINED_PART_KEYS = ("train_flops_scale", "trained_bytes_scale", "train_state_gb")
@@ -386,11 +391,7 @@ GPU_COMPUTE_STAGES = ("infer_s", "train_micro_batch_s")
 
 
 def _gpu_compute(obj: Any, path: str) -> dict[str, float]:
-    Fields(obj, path)  # must be an object
-    for k in obj:
-        if k not in GPU_COMPUTE_STAGES:
-            raise ConfigError(f"{path}.{k}", f"unknown field (allowed: {', '.join(GPU_COMPUTE_STAGES)})")
-    return {k: check_float(f"{path}.{k}", obj[k], min=0.0) for k in GPU_COMPUTE_STAGES if k in obj}
+    return _float_table(obj, path, GPU_COMPUTE_STAGES)
 
 
 def _trained_parts(obj: Any, path: str) -> dict[str, dict[str, float]]:
