@@ -102,7 +102,9 @@ def test_profile_tiny_writes_a_valid_profile(tmp_path):
     assert c.env_reset_s > c.env_step_core_s and 0.1 < c.env_memory_gb < 10
     assert c.infer_s(1) > 0 and c.train_micro_batch_s(2) > c.train_micro_batch_s(1) * 0.5
     assert len(c.infer_s.samples) == 2 and all(len(ys) == 2 for _, ys in c.infer_s.samples)
-    assert c.weight_sync_bytes == c.grad_allreduce_bytes > 0  # pi0.5 trains the whole policy
+    # the published trained part by default: the action expert's gradients, the whole policy synced
+    assert 0 < c.grad_allreduce_bytes < c.weight_sync_bytes and set(c.trained_parts) == {"action_expert"}
+    assert c.trained_parts["action_expert"]["train_state_gb"] > 0
     assert c.offload_s == 0 == c.reload_s
     assert p.node["intra_node_bw_GBps"] > 0 and p.node["cpu_cores_per_node"] >= 1
     assert p.default_workload["num_action_chunks"] == 10
@@ -149,4 +151,11 @@ def test_gpu_script_dry_run_on_cpu(tmp_path):
                        env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     for bb in ("pi05", "gr00t_n15"):
-        Profile.from_dict(json.loads((tmp_path / f"{bb}_tiny_cpu_dryrun.json").read_text()))
+        p = Profile.from_dict(json.loads((tmp_path / f"{bb}_tiny_cpu_dryrun.json").read_text()))
+        assert set(p.costs.trained_parts) == {"action_expert"}
+    # TRAINED_PART=full: its own file name, so calibration never reads it as the published part
+    r = subprocess.run(["bash", str(ROOT / "benchmarks" / "profile_gpu.sh")], capture_output=True, text=True,
+                       env={**env, "TRAINED_PART": "full"}, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    p = Profile.from_dict(json.loads((tmp_path / "pi05_tiny_cpu_dryrun_trained_full.json").read_text()))
+    assert set(p.costs.trained_parts) == {"full"} and p.extra["params"]["trained"] == p.extra["params"]["total"]
