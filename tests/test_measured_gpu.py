@@ -52,7 +52,8 @@ def test_calibration_reads_only_a_full_scale_action_expert_measurement(tmp_path,
 
 
 def test_measured_profiles_say_their_gpu_and_what_trained() -> None:
-    for name, trained_all in (("pi05_full_gpu", False), ("gr00t_n15_full_gpu", False), ("pi05_full_gpu_trained_full", True)):
+    for name, trained_all in (("pi05_full_gpu", False), ("gr00t_n15_full_gpu", False), ("pi05_full_gpu_trained_full", True),
+                              ("gr00t_n15_full_gpu_trained_full", True)):
         p = load_profile(name)
         assert p.provenance["kind"] == "measured" and p.node["gpu"] == "h200"
         params = p.extra["params"]
@@ -159,7 +160,8 @@ def test_measured_part_counts_the_measured_policy() -> None:
     b = get_backbone("gr00t_n15")
     assert measured_part({"total": b.params, "trained": b.trained_params}) == {
         "train_flops_scale": 1.0, "trained_bytes_scale": 1.0, "train_state_gb": b.train_state_bytes() / 1e9}
-    for name in ("pi05_tiny_cpu", "gr00t_n15_tiny_cpu", "pi05_full_gpu", "pi05_full_gpu_trained_full"):
+    for name in ("pi05_tiny_cpu", "gr00t_n15_tiny_cpu", "pi05_full_gpu", "pi05_full_gpu_trained_full",
+                 "gr00t_n15_full_gpu_trained_full"):
         p = load_profile(name)
         ((part, entry),) = p.costs.trained_parts.items()
         assert entry == measured_part(p.extra["params"])
