@@ -234,9 +234,10 @@ def with_trained_part(backbone: Backbone, trained_part: str) -> Backbone:
     VLM (RL-VLA3 model/pi0_5.yaml ``train_expert_only: True``; GR00T's configs do not tune the
     LLM or the vision tower), ``full`` trains every weight."""
     from perfmodel.schema.errors import ConfigError
+    from perfmodel.schema.plan import TRAINED_PARTS
 
-    if trained_part not in ("action_expert", "full"):
-        raise ConfigError("trained_part", f"must be action_expert or full, got {trained_part!r}")
+    if trained_part not in TRAINED_PARTS:
+        raise ConfigError("trained_part", f"must be {' or '.join(TRAINED_PARTS)}, got {trained_part!r}")
     return replace(backbone, train_vlm=trained_part == "full")
 
 

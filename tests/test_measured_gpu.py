@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from perfmodel.calibration.measured import gpu_seconds_per_sample, marginal_per_sample_s, measured_gpu_compute
+from perfmodel.calibration.measured import gpu_seconds_per_sample, marginal_per_sample_s, measured_gpu
 from perfmodel.calibration.reference import published_plan
 from perfmodel.calibration.uncertainty import with_gpu_type_bracket, with_ratio_bracket
 from perfmodel.gpu import cluster_on, profile_on
@@ -48,7 +48,7 @@ def test_calibration_reads_only_a_full_scale_action_expert_measurement(tmp_path,
         finally:
             measured.gpu_seconds_per_sample.cache_clear()
     monkeypatch.undo()
-    assert measured_gpu_compute("no_such_backbone") == {}  # nothing measured: nothing stored
+    assert measured_gpu("no_such_backbone").compute_s == {}  # nothing measured: nothing stored
 
 
 def test_measured_profiles_say_their_gpu_and_what_trained() -> None:
@@ -69,7 +69,7 @@ def test_measured_profiles_say_their_gpu_and_what_trained() -> None:
 def test_bundled_fits_carry_the_measured_compute_below_their_slopes() -> None:
     for b in ("pi05", "gr00t_n15"):
         c = load_profile(b).costs
-        assert c.gpu_compute_per_sample_s == measured_gpu_compute(b)
+        assert c.gpu_compute_per_sample_s == measured_gpu(b).compute_s
         # H200 -> H100: the same bf16 peak, so the measured seconds carry unchanged
         assert c.gpu_compute_per_sample_s["infer_s"] == gpu_seconds_per_sample(b, "infer_s", "h200")
         # what the fit calls per-sample inference is mostly not the architecture's GPU compute

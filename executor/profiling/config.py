@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from perfmodel.backbones import get_backbone
 from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.plan import TRAINED_PARTS
 
 
 
@@ -52,8 +53,8 @@ class ProfileConfig:
                 raise ConfigError(name.replace("_", "-"), f"must be a list of positive sizes, got {list(v)}")
         if self.env_profile is None and 1 not in self.env_counts:
             raise ConfigError("env-counts", f"must include 1 (one env alone on one core), got {list(self.env_counts)}")
-        if self.trained_part not in ("action_expert", "full"):
-            raise ConfigError("trained-part", f"must be action_expert or full, got {self.trained_part!r}")
+        if self.trained_part not in TRAINED_PARTS:
+            raise ConfigError("trained-part", f"must be {' or '.join(TRAINED_PARTS)}, got {self.trained_part!r}")
         if self.gpus_per_node is not None and self.gpus_per_node < 1:
             raise ConfigError("gpus-per-node", f"must be an integer >= 1, got {self.gpus_per_node}")
         from executor.policies import resolve_device

@@ -28,11 +28,10 @@ import numpy as np
 
 from perfmodel.backbones import Backbone, get_backbone, with_trained_part
 from perfmodel.schema.metrics import error_pct
-from perfmodel.schema.plan import PUBLISHED_GPUS, PUBLISHED_WORKLOAD, Plan
+from perfmodel.schema.plan import PUBLISHED_GPUS, PUBLISHED_WORKLOAD, TRAINED_PARTS, Plan
 from perfmodel.schema.profile import BUNDLED_DIR, Costs, Curve, Profile, load_profile
 # PUBLISHED_TRAINED_PART: the published setup's trained part (RL-VLA3: the action expert / head)
-from perfmodel.calibration.measured import (PUBLISHED_TRAINED_PART, gpu_seconds_per_sample, measured_activation_gb,
-                                            measured_gpu_compute)
+from perfmodel.calibration.measured import PUBLISHED_TRAINED_PART, MeasuredGpu, gpu_seconds_per_sample, measured_gpu
 from perfmodel.calibration.reference import ReferencePoint, published_plan
 from perfmodel.bound import closed_form_iteration_s
 from perfmodel.costs import StageCosts
@@ -160,7 +159,9 @@ def _param(name: str) -> Param:
 
 
 def build_profile(backbone: Backbone, values: dict[str, float], env_memory_gb: float,
-                  provenance: dict[str, Any]) -> Profile:
+                  provenance: dict[str, Any], measured: MeasuredGpu | None = None) -> Profile:
+    """The profile of ``backbone`` at fitted ``values``; ``measured``: the GPU measurements it
+    carries (default: the bundled ones, perfmodel.calibration.measured)."""
     def v(name: str) -> float:
         return values[name] if name in values else values[f"{backbone.name}.{name}"]
 
@@ -168,7 +169,7 @@ def build_profile(backbone: Backbone, values: dict[str, float], env_memory_gb: f
     # The costs describe the published trained part (the action expert / head, VLM frozen:
     # RL-VLA3 model/pi0_5.yaml train_expert_only: True); ``trained_parts`` scales them to the
     # other part from the FLOP and parameter counts of the shapes.
-    parts = {part: with_trained_part(backbone, part) for part in ("action_expert", "full")}
+    parts = {part: with_trained_part(backbone, part) for part in TRAINED_PARTS}
     base = parts[PUBLISHED_TRAINED_PART]
     if any(n in values for n in ("infer_host_sample_s", f"{backbone.name}.infer_host_sample_s")):
         # measured GPU compute per sample (the stand-in on a GPU) + host work per sample (fitted)
@@ -180,7 +181,7 @@ def build_profile(backbone: Backbone, values: dict[str, float], env_memory_gb: f
         infer_slope = backbone.inference_flops() / (GPU_PEAK_BF16_FLOPS * v("infer_mfu"))
     train_slope = base.train_flops() / (GPU_PEAK_BF16_FLOPS * v("train_mfu"))
     offload_bw = v("offload_GBps") * 1e9
-    infer_act_gb, train_act_gb = measured_activation_gb(backbone.name)
+    measured = measured or measured_gpu(backbone.name)
     costs = Costs(
         env_step_core_s=t_env,
         env_core_efficiency=1.0,
@@ -207,15 +208,16 @@ def build_profile(backbone: Backbone, values: dict[str, float], env_memory_gb: f
         # collation, launches, actions back): the GPU serves other calls meanwhile.
         infer_latency_s=v("infer_overhead_s"),
         # what of the fitted slopes is surely GPU compute: measured, for carrying to other GPUs
-        gpu_compute_per_sample_s=measured_gpu_compute(backbone.name),
+        gpu_compute_per_sample_s=dict(measured.compute_s),
         weights_gb=backbone.weight_bytes() / 1e9,
         trained_parts={name: {"train_flops_scale": b.train_flops() / base.train_flops(),
                               "trained_bytes_scale": b.trained_params / base.trained_params,
                               "train_state_gb": b.train_state_bytes() / 1e9,
                               # measured peak memory growth per micro-batch sample (H200 stand-ins)
-                              **({"train_activation_gb_per_sample": train_act_gb[name]} if name in train_act_gb else {})}
+                              **({"train_activation_gb_per_sample": measured.train_activation_gb[name]}
+                                 if name in measured.train_activation_gb else {})}
                        for name, b in parts.items()},
-        infer_activation_gb_per_sample=infer_act_gb,
+        infer_activation_gb_per_sample=measured.infer_activation_gb,
     )
     node = dict(NODE, inter_node_bw_GBps=v("inter_node_bw_GBps"),
                 actor_cpu_cores_per_gpu=v("actor_cpu_cores_per_gpu"))

@@ -8,31 +8,57 @@ from __future__ import annotations
 
 import functools
 import statistics
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.hardware import DEFAULT_GPU, GPU_NAMES, scale_factors
-from perfmodel.schema.profile import BUNDLED_DIR, Curve, load_profile
+from perfmodel.schema.profile import BUNDLED_DIR, Costs, Curve, Profile, load_profile
 
 STAGES = ("infer_s", "train_micro_batch_s")
 PUBLISHED_TRAINED_PART = "action_expert"  # what the fitted training slopes describe (calibrate.py)
 
 
-def marginal_per_sample_s(curve: Curve, where: str = "samples") -> float:
-    """Seconds per extra sample between the two largest measured sizes (medians of the raw
-    samples); ``where`` names the curve in errors."""
-    pts = sorted((x, statistics.median(ys)) for x, ys in curve.samples)
+def _growth(pts: list[tuple[float, float]], where: str, quantity: str) -> float:
+    """Per-sample growth of ``quantity`` between the two largest sizes of [(size, value), ...]."""
+    pts = sorted(pts)
     if len(pts) < 2:
-        raise ConfigError(where, "a measured curve needs raw samples at two sizes or more")
+        raise ConfigError(where, f"needs {quantity} measured at two sizes or more")
     (x0, y0), (x1, y1) = pts[-2], pts[-1]
     if y1 <= y0:
-        raise ConfigError(where, f"time does not grow from size {x0:g} to {x1:g} ({y0:.4g} s, {y1:.4g} s): "
+        raise ConfigError(where, f"{quantity} does not grow from size {x0:g} to {x1:g} ({y0:.4g}, {y1:.4g}): "
                                  "measure larger sizes or more repeats")
     return (y1 - y0) / (x1 - x0)
 
 
-def measured_gpu_profile_path(backbone: str) -> Path:
-    return BUNDLED_DIR / f"{backbone}_full_gpu.json"
+def marginal_per_sample_s(curve: Curve, where: str = "samples") -> float:
+    """Seconds per extra sample between the two largest measured sizes (medians of the raw
+    samples); ``where`` names the curve in errors."""
+    if len(curve.samples) < 2:
+        raise ConfigError(where, "a measured curve needs raw samples at two sizes or more")
+    return _growth([(x, statistics.median(ys)) for x, ys in curve.samples], where, "time")
+
+
+def measured_gpu_profile_path(backbone: str, trained_part: str = PUBLISHED_TRAINED_PART) -> Path:
+    """``<backbone>_full_gpu.json`` (the published part), ``<backbone>_full_gpu_trained_full.json``."""
+    suffix = "" if trained_part == PUBLISHED_TRAINED_PART else f"_trained_{trained_part}"
+    return BUNDLED_DIR / f"{backbone}_full_gpu{suffix}.json"
+
+
+def _checked(backbone: str, trained_part: str = PUBLISHED_TRAINED_PART) -> tuple[Path, Profile]:
+    """The bundled measured GPU profile of ``backbone`` training ``trained_part``, refused in one
+    line naming the file and field unless it is a full-scale measurement of that part on a GPU
+    of the table."""
+    path = measured_gpu_profile_path(backbone, trained_part)
+    prof = load_profile(str(path), what="measured GPU profile")
+    for field, ok, want in (("provenance.kind", prof.provenance.get("kind") == "measured", "measured"),
+                            ("provenance.scale", prof.provenance.get("scale") == "full", "full"),
+                            ("node.gpu", prof.node.get("gpu") in GPU_NAMES, f"one of {', '.join(GPU_NAMES)}"),
+                            ("costs.trained_parts", set(prof.costs.trained_parts) == {trained_part},
+                             f"only {trained_part} (the part its file name says)")):
+        if not ok:
+            raise ConfigError(f"{path.name}: {field}", f"must be {want} for the calibration to read it")
+    return path, prof
 
 
 @functools.lru_cache(maxsize=None)  # bundled files, read once: a fit builds profiles thousands of times
@@ -41,55 +67,45 @@ def gpu_seconds_per_sample(backbone: str, stage: str, gpu: str = DEFAULT_GPU) ->
     ``train_micro_batch_s``), carried to ``gpu`` (compute-bound: by peak bf16 FLOP/s)."""
     if stage not in STAGES:
         raise ConfigError("stage", f"must be one of {', '.join(STAGES)}; got {stage!r}")
-    path = measured_gpu_profile_path(backbone)
-    prof = load_profile(str(path), what="measured GPU profile")
-    for field, ok, want in (("provenance.kind", prof.provenance.get("kind") == "measured", "measured"),
-                            ("provenance.scale", prof.provenance.get("scale") == "full", "full"),
-                            ("node.gpu", prof.node.get("gpu") in GPU_NAMES, f"one of {', '.join(GPU_NAMES)}"),
-                            ("costs.trained_parts", set(prof.costs.trained_parts) == {PUBLISHED_TRAINED_PART},
-                             f"only {PUBLISHED_TRAINED_PART} (the published trained part the fit describes)")):
-        if not ok:
-            raise ConfigError(f"{path.name}: {field}", f"must be {want} for the calibration to read it")
+    path, prof = _checked(backbone)
     curve = marginal_per_sample_s(getattr(prof.costs, stage), f"{path.name}: costs.{stage}.samples")
     return curve * scale_factors(str(prof.node["gpu"]), gpu).compute_time
 
 
-def measured_gpu_compute(backbone: str, gpu: str = DEFAULT_GPU) -> dict[str, float]:
-    """``Costs.gpu_compute_per_sample_s`` for ``backbone`` on ``gpu``: each stage's measured GPU
-    seconds per sample, or {} when no measured GPU profile of the backbone is bundled."""
+@dataclass(frozen=True)
+class MeasuredGpu:
+    """What a calibrated profile takes from the measured GPU profiles (empty: none measured):
+    ``Costs.gpu_compute_per_sample_s``, ``Costs.infer_activation_gb_per_sample`` and each trained
+    part's ``train_activation_gb_per_sample``."""
+
+    compute_s: dict[str, float] = field(default_factory=dict)
+    infer_activation_gb: float = 0.0
+    train_activation_gb: dict[str, float] = field(default_factory=dict)
+
+
+def _peak_growth(path: Path, prof: Profile, stage: str) -> float:
+    where = f"{path.name}: extra.peak_memory_gb.{stage}"
+    return _growth([(float(x), float(y)) for x, y in prof.extra["peak_memory_gb"][stage]], where, "peak memory")
+
+
+@functools.lru_cache(maxsize=None)  # as gpu_seconds_per_sample
+def measured_gpu(backbone: str, gpu: str = DEFAULT_GPU) -> MeasuredGpu:
+    """The bundled measurements of ``backbone`` for a profile on ``gpu``: compute per sample (the
+    published part's file), activation memory per sample (the growth of the measured peak between
+    the two largest sizes, ``extra.peak_memory_gb``; of every part measured)."""
     if not measured_gpu_profile_path(backbone).exists():
-        return {}
-    return {stage: gpu_seconds_per_sample(backbone, stage, gpu) for stage in STAGES}
+        return MeasuredGpu()
+    path, prof = _checked(backbone)
+    train = {PUBLISHED_TRAINED_PART: _peak_growth(path, prof, "train_micro_batch")}
+    if measured_gpu_profile_path(backbone, "full").exists():
+        full_path, full = _checked(backbone, "full")
+        train["full"] = _peak_growth(full_path, full, "train_micro_batch")
+    return MeasuredGpu({stage: gpu_seconds_per_sample(backbone, stage, gpu) for stage in STAGES},
+                       _peak_growth(path, prof, "infer"), train)
 
 
-def _marginal_points(points: list, where: str) -> float:
-    """Per-sample growth between the two largest sizes of [[size, value], ...]."""
-    pts = sorted((float(x), float(y)) for x, y in points)
-    if len(pts) < 2 or pts[-1][1] <= pts[-2][1]:
-        raise ConfigError(where, "needs values at two sizes or more that grow with the size")
-    (x0, y0), (x1, y1) = pts[-2], pts[-1]
-    return (y1 - y0) / (x1 - x0)
-
-
-@functools.lru_cache(maxsize=None)  # as gpu_seconds_per_sample; callers copy the dict
-def measured_activation_gb(backbone: str) -> tuple[float, dict[str, float]]:
-    """(inference GB per sample of a call, {trained part: training GB per micro-batch sample}):
-    the growth of the measured peak GPU memory between the two largest sizes
-    (``extra.peak_memory_gb``) of ``<backbone>_full_gpu.json`` (the published trained part) and,
-    where measured, ``<backbone>_full_gpu_trained_full.json``. (0, {}) when none is bundled."""
-    if not measured_gpu_profile_path(backbone).exists():
-        return 0.0, {}
-    gpu_seconds_per_sample(backbone, "infer_s")  # the same checks of what the file measured
-    path = measured_gpu_profile_path(backbone)
-    peaks = load_profile(str(path), what="measured GPU profile").extra["peak_memory_gb"]
-    infer = _marginal_points(peaks["infer"], f"{path.name}: extra.peak_memory_gb.infer")
-    train = {PUBLISHED_TRAINED_PART: _marginal_points(peaks["train_micro_batch"],
-                                                      f"{path.name}: extra.peak_memory_gb.train_micro_batch")}
-    full = BUNDLED_DIR / f"{backbone}_full_gpu_trained_full.json"
-    if full.exists():
-        prof = load_profile(str(full), what="measured GPU profile")
-        if set(prof.costs.trained_parts) != {"full"}:
-            raise ConfigError(f"{full.name}: costs.trained_parts", "must be only full")
-        train["full"] = _marginal_points(prof.extra["peak_memory_gb"]["train_micro_batch"],
-                                         f"{full.name}: extra.peak_memory_gb.train_micro_batch")
-    return infer, train
+def measured_of(costs: Costs) -> MeasuredGpu:
+    """What a profile's costs hold of the measurements (to rebuild it as it was measured)."""
+    return MeasuredGpu(dict(costs.gpu_compute_per_sample_s), costs.infer_activation_gb_per_sample,
+                       {part: e["train_activation_gb_per_sample"] for part, e in costs.trained_parts.items()
+                        if "train_activation_gb_per_sample" in e})

@@ -226,15 +226,16 @@ def _compute_fitted_perturbations(profile: Profile, unc: Uncertainty) -> tuple[P
         return "the profile's provenance lacks the fitted parameter values its covariance refers to"
     from perfmodel.backbones import get_backbone
     from perfmodel.calibration.calibrate import build_profile
+    from perfmodel.calibration.measured import measured_of
 
     values = {n: float(p["value"]) for n, p in params.items()}
     spec = get_backbone(profile.backbone)
 
+    own = measured_of(profile.costs)  # the profile's own measurements, not the bundled files' as they are today
+
     def build(vals: dict[str, float]) -> Profile:
-        p = build_profile(spec, vals, profile.costs.env_memory_gb, profile.provenance)
-        # the profile's own measured compute, not the bundled file's as it is today
-        costs = replace(p.costs, gpu_compute_per_sample_s=profile.costs.gpu_compute_per_sample_s)
-        return replace(p, name=profile.name, variability=profile.variability, costs=costs)
+        p = build_profile(spec, vals, profile.costs.env_memory_gb, profile.provenance, own)
+        return replace(p, name=profile.name, variability=profile.variability)
 
     base = build(values)
     if base.costs == profile.costs and base.node == profile.node:
@@ -414,8 +415,7 @@ def with_gpu_type_bracket(iv: dict[str, Any], throughput: float, other_end: floa
     """``iv`` (the point's interval) joined with the same interval around ``other_end``
     (``gpu_type_other_end``): a bracket, not a spread, so the two ends are not added in
     quadrature; each keeps its own model and parameter margin."""
-    h = iv["half_width_log"]
-    low, high = min(iv["low"], other_end * math.exp(-h)), max(iv["high"], other_end * math.exp(h))
+    low, high = _joined(iv, other_end)
     return {**iv, "low": low, "high": high, "width_pct": 100.0 * (high - low) / throughput if throughput > 0 else 0.0,
             "method": iv["method"] + (f"; GPU type: joined with the same interval around {other_end:.4g}, the plan "
                                       "with only the measured GPU compute per sample carried by FLOP/s (the rest of "
@@ -490,11 +490,16 @@ def ratio_intervals(plan_a: Plan, thr_a: float, others: list[tuple[Plan, float]]
     return out
 
 
+def _joined(iv: dict[str, Any], other: float) -> tuple[float, float]:
+    """(low, high) of ``iv`` joined with an interval of its half-width (log) around ``other``."""
+    h = iv["half_width_log"]
+    return min(iv["low"], other * math.exp(-h)), max(iv["high"], other * math.exp(h))
+
+
 def with_ratio_bracket(r: dict[str, Any], other_ratio: float) -> dict[str, Any]:
     """A ratio interval joined with the same interval around the ratio at the GPU type's other
     end (``gpu_type_other_end`` of both plans): the order is resolved only if both ends agree."""
-    h = r["half_width_log"]
-    low, high = min(r["low"], other_ratio * math.exp(-h)), max(r["high"], other_ratio * math.exp(h))
+    low, high = _joined(r, other_ratio)
     return {**r, "low": low, "high": high, "gpu_type_other_end_ratio": other_ratio,
             "resolved": bool(low > 1.0 or high < 1.0) if r["resolved"] is not None else None,
             "method": r["method"] + f"; GPU type: joined with the ratio at the other end ({other_ratio:.4g})"}
