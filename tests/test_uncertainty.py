@@ -13,7 +13,7 @@ import pytest
 
 from perfmodel.calibration.reference import ReferencePoint, published_plan
 from perfmodel.schema.errors import ConfigError
-from perfmodel.schema.profile import Profile, load_profile
+from perfmodel.schema.profile import Profile, Uncertainty, load_profile
 from perfmodel.simulate import predict
 from tests.conftest import run_cli
 
@@ -106,8 +106,9 @@ def test_schema_rejects_bad_covariance(scenario_dict):
 
 
 def test_analyse_keeps_prior_range_for_unidentified_parameters():
-    """Fitted on single-node points, inter-node bandwidth moves nothing: it keeps its prior
-    (bound range) spread, while the env step time, which every point depends on, is pinned."""
+    """Fitted on single-node points, inter-node bandwidth moves nothing: it is kept out of the
+    covariance with its whole bound range (a prediction brackets it there), while the env step
+    time, which every point depends on, is pinned."""
     from perfmodel.calibration.calibrate import PARAMS
     from perfmodel.calibration.uncertainty import analyse, values_of
 
@@ -118,7 +119,9 @@ def test_analyse_keeps_prior_range_for_unidentified_parameters():
     unc = analyse(values, pts)["pi05"]
     sd = dict(zip(unc.parameters, np.sqrt(np.diag(np.array(unc.log_covariance)))))
     bw = next(p for p in PARAMS if p.name == "inter_node_bw_GBps")
-    assert sd["inter_node_bw_GBps"] == pytest.approx(math.log(bw.hi / bw.lo) / math.sqrt(12), rel=1e-3)
+    assert "inter_node_bw_GBps" not in sd
+    assert ("inter_node_bw_GBps", pytest.approx(bw.lo), pytest.approx(bw.hi)) in unc.unidentified
+    assert Uncertainty.from_dict(unc.to_dict(), "u") == unc
     env = next(p for p in PARAMS if p.name == "env_step_core_s")
     # Narrower than its prior range (3 points against the 10 pi0.5 parameters of issue 13's
     # mechanisms: the env step time is confounded with the fixed costs, so less than before).
@@ -287,3 +290,72 @@ def test_a_ratio_simulates_either_plans_directions_for_both():
     # Each direction is simulated once per plan, however many ratios use it.
     ratio_of(1.0, 1.0, a, b, u, (0.0, 0.0), True)
     assert len(calls) == 8
+
+
+def test_unidentified_ends_add_to_the_interval_ends():
+    """Each parameter no point moved widens the interval by its most negative log change at a
+    bound (low end) and its most positive (high end), summed over parameters; nothing moved,
+    nothing added."""
+    from perfmodel.calibration.uncertainty import with_unidentified
+
+    iv = {"low": 90.0, "high": 110.0, "width_pct": 20.0, "components_pct": {}, "method": "m"}
+    out = with_unidentified(iv, 100.0, [("a", -0.1, 0.2), ("b", 0.05, -0.3), ("c", 0.0, 0.0)])
+    assert out["low"] == pytest.approx(90.0 * math.exp(-0.4)) and out["high"] == pytest.approx(110.0 * math.exp(0.25))
+    assert out["width_pct"] == pytest.approx(out["high"] - out["low"])
+    assert out["components_pct"]["unidentified_pct"] == pytest.approx(65.0)
+    assert out["method"].endswith("bracketed over their bounds: a, b")
+    assert with_unidentified(iv, 100.0, [("c", 0.0, 0.0)]) is iv
+
+
+def test_offload_bandwidth_no_point_moved_is_bracketed_at_its_bounds():
+    """The bundled profiles' offload bandwidth moves no published point (RL-VLA3 runs without
+    offload), so it is kept out of the covariance. A colocated plan that offloads moves with it:
+    its interval's ends are the symmetric interval carried to the throughputs simulated with the
+    bandwidth at its two bounds; a plan without offload gets no such term."""
+    from perfmodel.calibration.calibrate import build_profile
+    from perfmodel.calibration.measured import measured_of
+    from perfmodel.backbones import get_backbone
+    from dataclasses import replace
+
+    prof = load_profile("pi05")
+    unc = prof.uncertainty
+    assert "offload_GBps" not in unc.parameters
+    (name, lo, hi), = unc.unidentified
+    assert name == "offload_GBps" and (lo, hi) == pytest.approx((1.0, 64.0))
+    plan = published_plan(prof, "colocated", 8, None)
+    resident = predict(plan, prof)["throughput_interval"]
+    assert "unidentified_pct" not in resident["components_pct"]
+
+    offload = plan.with_(enable_offload=True)
+    p = predict(offload, prof)
+    iv, thr = p["throughput_interval"], p["throughput_env_steps_per_s"]
+    values = {n: float(v["value"]) for n, v in prof.provenance["parameters"].items()}
+
+    def at(bw):
+        q = replace(build_profile(get_backbone("pi05"), {**values, "offload_GBps": bw}, prof.costs.env_memory_gb,
+                                  prof.provenance, measured_of(prof.costs)), name=prof.name, variability=prof.variability)
+        return predict(offload, q)["throughput_env_steps_per_s"]
+
+    slow, fast = at(lo), at(hi)
+    assert slow < thr < fast
+    half = iv["half_width_log"]
+    assert iv["low"] == pytest.approx(slow * math.exp(-half), rel=1e-6)
+    assert iv["high"] == pytest.approx(fast * math.exp(half), rel=1e-6)
+    assert iv["components_pct"]["unidentified_pct"] == pytest.approx(100 * math.log(fast / slow), abs=1e-3)
+
+
+def test_a_ratio_brackets_what_an_unidentified_parameter_does_to_both_plans():
+    """At one bound an unidentified parameter moves both plans: the ratio moves by the
+    difference (what moves them alike cancels), and the order is resolved only if the ratio's
+    bracket excludes 1 at both bounds."""
+    from perfmodel.calibration.uncertainty import Sensitivities, ratio_of
+    from perfmodel.schema.profile import Uncertainty
+
+    u = Uncertainty(method="t", residual_sd_log=0.0)
+    alike = ratio_of(1.2, 1.0, Sensitivities([], "d", ends=[("bw", -0.3, 0.2)]),
+                     Sensitivities([], "d", ends=[("bw", -0.3, 0.2)]), u, (0.0, 0.0), True)
+    assert (alike["low"], alike["high"]) == pytest.approx((1.2, 1.2)) and alike["resolved"]
+    apart = ratio_of(1.2, 1.0, Sensitivities([], "d", ends=[("bw", -0.3, 0.0)]),
+                     Sensitivities([], "d", ends=[("bw", 0.0, 0.0)]), u, (0.0, 0.0), True)
+    assert apart["low"] == pytest.approx(1.2 * math.exp(-0.3)) and apart["high"] == pytest.approx(1.2)
+    assert apart["resolved"] is False and apart["components_pct"]["unidentified_pct"] == pytest.approx(30.0)

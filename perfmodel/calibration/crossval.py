@@ -129,7 +129,7 @@ def held_out_intervals(values: dict[str, float], train: list[ReferencePoint], te
             done.append(None)
             continue
         ext = extrapolation(plan, prof.uncertainty)
-        iv = interval_from_deltas(thr, got.deltas(), prof.uncertainty, ext, got.covered())
+        iv = interval_from_deltas(thr, got.deltas(), prof.uncertainty, ext, got.covered(), got.ends)
         meas = pt.throughput_env_steps_per_s
         points.append({"low": iv["low"], "high": iv["high"], "coverage": iv["coverage"],
                        "width_pct": iv["width_pct"], "inside": bool(iv["low"] <= meas <= iv["high"]),
@@ -147,7 +147,7 @@ def held_out_intervals(values: dict[str, float], train: list[ReferencePoint], te
                           "high": r["high"], "coverage": r["coverage"], "resolved": r["resolved"],
                           "inside": bool(r["low"] <= published <= r["high"]),
                           # a resolved pair's order, checked against the published one
-                          "order_right": (r["low"] > 1) == (published > 1) if r["resolved"] else None})
+                          "order_right": bool((r["low"] > 1) == (published > 1)) if r["resolved"] else None})
     return points, pairs
 
 

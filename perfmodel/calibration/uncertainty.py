@@ -60,6 +60,7 @@ JACOBIAN_STEP = 0.05  # log-space finite-difference step (5 %)
 NONSMOOTH_RATIO = 3.0
 NONSMOOTH_FLOOR = 0.02
 SENSITIVITY_STEP = 0.05  # the same for the prediction's sensitivities
+ENDS_TOL = 1e-9  # |log change| of the analytic bound below which a bound's end moves nothing
 # Without a cross-validation: issue 13 measured, for the bundled model refitted on the 8-GPU
 # points only, 6.4 % MAPE on the 16-GPU points (one doubling).
 DEFAULT_PER_DOUBLING = (math.log(1.064), "issue 13: fit on 8 GPUs, predict 16 GPUs: 6.4 % MAPE (one doubling)")
@@ -109,7 +110,8 @@ def analyse(values: dict[str, float], points: list, *, crossval: dict[str, Any] 
     """The stored uncertainty of each backbone's fitted profile, at fitted ``values`` (names as
     ``calibrate.parameter_names``: shared ones bare, per-backbone ones ``backbone.name``)."""
     from perfmodel.backbones import get_backbone
-    from perfmodel.calibration.calibrate import PARAMS, build_profile, measured_env_memory_gb, predict_points
+    from perfmodel.calibration.calibrate import (IDENT_TOL, PARAMS, build_profile, measured_env_memory_gb,
+                                                 predict_points)
 
     bounds = {p.name: (p.lo, p.hi) for p in PARAMS}
     names = [n for n in values if n.split(".")[-1] in bounds]
@@ -134,25 +136,31 @@ def analyse(values: dict[str, float], points: list, *, crossval: dict[str, Any] 
         jac[:, i] = (residuals(x) - r0) / h
         if progress:
             progress(i + 1, len(names))
-    identified = int(np.sum(np.linalg.norm(jac, axis=0) > 1e-6))
-    dof = max(len(points) - identified, 1)
+    # A parameter no point moves (the fit's own test, calibrate.IDENT_TOL) keeps its prior and
+    # is bracketed over its bounds at prediction, not spread through the covariance.
+    moved = [i for i in range(len(names)) if float(np.max(np.abs(jac[:, i]))) * JACOBIAN_STEP > IDENT_TOL]
+    free = set(moved)
+    dof = max(len(points) - len(moved), 1)
     s2 = float(r0 @ r0) / dof
     prior_sd = (hi - lo) / math.sqrt(12.0)
-    info = jac.T @ jac / max(s2, 1e-12) + np.diag(1.0 / prior_sd ** 2)
-    cov = np.linalg.inv(info)
-    cov = 0.5 * (cov + cov.T)
+    j = jac[:, moved]
+    info = j.T @ j / max(s2, 1e-12) + np.diag(1.0 / prior_sd[moved] ** 2)
+    cov_moved = np.linalg.inv(info)
+    cov = np.zeros((len(names), len(names)))
+    cov[np.ix_(moved, moved)] = 0.5 * (cov_moved + cov_moved.T)
 
     per_doubling = per_doubling_from_crossval(crossval) if crossval else None
     rate, source = per_doubling or DEFAULT_PER_DOUBLING
     gpus = sorted({p.gpus for p in points})
     out = {}
     for b in backbones:
-        idx = [i for i, n in enumerate(names) if "." not in n or n.startswith(f"{b}.")]
+        own = [i for i, n in enumerate(names) if "." not in n or n.startswith(f"{b}.")]
+        idx = [i for i in own if i in free]
         gpn = int(build_profile(get_backbone(b), values, mem, {}).node.get("gpus_per_node", 8))
         out[b] = Uncertainty(
             method=("Gauss-Newton covariance of the log parameters from the log-throughput residual "
-                    f"Jacobian ({len(points)} points, {identified} identified parameters, s = {math.sqrt(s2):.4f}), "
-                    "bound ranges as a uniform prior"),
+                    f"Jacobian ({len(points)} points, {len(moved)} identified parameters, s = {math.sqrt(s2):.4f}), "
+                    "bound ranges as a uniform prior; parameters no point moves bracketed over their bounds"),
             coverage=COVERAGE,
             parameters=tuple(names[i].split(".")[-1] for i in idx),
             log_covariance=tuple(tuple(float(cov[i, j]) for j in idx) for i in idx),
@@ -162,6 +170,8 @@ def analyse(values: dict[str, float], points: list, *, crossval: dict[str, Any] 
             calibrated_gpus=tuple(gpus),
             calibrated_nodes=tuple(sorted({math.ceil(g / gpn) for g in gpus})),
             extrapolation_pair_sd_log_per_doubling=pair_per_doubling_from_crossval(crossval) if crossval else None,
+            unidentified=tuple((names[i].split(".")[-1], float(math.exp(lo[i])), float(math.exp(hi[i])))
+                               for i in own if i not in free),
         )
     return out
 
@@ -202,12 +212,23 @@ def _directions(cov: np.ndarray) -> list[np.ndarray]:
 
 # The perturbed profiles of the profiles predicted last (a sweep predicts every plan on one
 # profile): (profile, its uncertainty, result) by id, checked by identity; at most a few kept.
-_PERTURBED: dict[int, tuple[Profile, Uncertainty, Any]] = {}
+_PERTURBED: dict[int, tuple[Profile, Uncertainty, Any]] = {}  # values: Perturbed | str
 
 
-def _fitted_perturbations(profile: Profile, unc: Uncertainty) -> tuple[Profile, list[Profile]] | str:
-    """(base, perturbed profiles) rebuilt from the fitted parameters, or why not; computed once
-    per profile object (a pure function of it)."""
+@dataclass
+class Perturbed:
+    """A fitted profile rebuilt from its parameters (``base``), along each principal direction of
+    the covariance (``directions``: local step, its scale to one sd, the whole one-sd step or
+    None) and at both bounds of each parameter no point moved (``ends``: name, low, high)."""
+
+    base: Profile
+    directions: list[tuple[Profile, float, Profile | None]]
+    ends: list[tuple[str, Profile, Profile]]
+
+
+def _fitted_perturbations(profile: Profile, unc: Uncertainty) -> Perturbed | str:
+    """The profile's ``Perturbed`` rebuilds, or why not; computed once per profile object (a
+    pure function of it)."""
     hit = _PERTURBED.get(id(profile))
     if hit is not None and hit[0] is profile and hit[1] == unc:
         return hit[2]
@@ -218,9 +239,9 @@ def _fitted_perturbations(profile: Profile, unc: Uncertainty) -> tuple[Profile, 
     return out
 
 
-def _compute_fitted_perturbations(profile: Profile, unc: Uncertainty) -> tuple[Profile, list[Profile]] | str:
-    if not unc.parameters:
-        return profile, []
+def _compute_fitted_perturbations(profile: Profile, unc: Uncertainty) -> Perturbed | str:
+    if not unc.parameters and not unc.unidentified:
+        return Perturbed(profile, [], [])
     params = profile.provenance.get("parameters")
     if not isinstance(params, dict) or any(n not in params for n in unc.parameters):
         return "the profile's provenance lacks the fitted parameter values its covariance refers to"
@@ -241,6 +262,8 @@ def _compute_fitted_perturbations(profile: Profile, unc: Uncertainty) -> tuple[P
     if base.costs == profile.costs and base.node == profile.node:
         base = profile
     cov = np.array(unc.log_covariance, dtype=float)
+    ends = [(name, build({**values, name: low}), build({**values, name: high}))
+            for name, low, high in unc.unidentified if name in values]
     out = []
     for d in _directions(cov):
         # A local derivative (step at most SENSITIVITY_STEP in log space), scaled to one standard
@@ -253,7 +276,7 @@ def _compute_fitted_perturbations(profile: Profile, unc: Uncertainty) -> tuple[P
             vals[name] = values[name] * math.exp(step * h / sd)
             whole[name] = values[name] * math.exp(step)
         out.append((build(vals), sd / h, build(whole) if sd > h else None))
-    return base, out
+    return Perturbed(base, out, ends)
 
 
 @dataclass
@@ -269,6 +292,8 @@ class Sensitivities:
     screen: list[float]
     described: str  # what the directions are, for the interval's method
     simulate: Callable[[int], float] | None = None  # None: ``screen`` is already simulated
+    # per unidentified parameter: (name, log change at its low bound, at its high bound)
+    ends: list[tuple[str, float, float]] = field(default_factory=list)
     _cache: dict[int, float] = field(default_factory=dict)
 
     def simulated(self, j: int) -> float:
@@ -296,8 +321,7 @@ class Sensitivities:
         return f"{self.described} (local derivatives; {n} simulated, the rest from the analytic bound)"
 
 
-def _direction_sensitivities(plan: Plan, base: Profile, base_thr: float,
-                             perturbed: list[tuple[Profile, float, Profile | None]],
+def _direction_sensitivities(plan: Plan, pert: Perturbed, base_thr: float,
                              run: Callable[[Plan, Profile], float], described: str) -> Sensitivities:
     """The directions' bound changes at once; each simulation on demand (``Sensitivities``).
     A simulated dynamic-batching rollout can jump by a few percent for a tiny cost change (its
@@ -307,10 +331,22 @@ def _direction_sensitivities(plan: Plan, base: Profile, base_thr: float,
     from perfmodel.bound import bound
     from perfmodel.costs import StageCosts
 
+    base, perturbed = pert.base, pert.directions
     b0 = bound(StageCosts(plan, base)).throughput_env_steps_per_s
     plans = [_plan_for(plan, base, p) for p, _, _ in perturbed]
     screen = [scale * math.log(bound(StageCosts(pl, p)).throughput_env_steps_per_s / b0)
               for pl, (p, scale, _) in zip(plans, perturbed)]
+
+    def at(p: Profile) -> float:
+        """Log change of the plan's throughput on ``p``: simulated where the bound moves at all
+        (a parameter no calibrated point moved may still move this plan: a node count or a
+        colocated offload the points never had), else none."""
+        pl = _plan_for(plan, base, p)
+        if abs(math.log(bound(StageCosts(pl, p)).throughput_env_steps_per_s / b0)) <= ENDS_TOL:
+            return 0.0
+        return math.log(run(pl, p) / base_thr)
+
+    ends = [(name, at(low), at(high)) for name, low, high in pert.ends]
 
     def simulate(j: int) -> float:
         p, scale, whole = perturbed[j]
@@ -320,7 +356,7 @@ def _direction_sensitivities(plan: Plan, base: Profile, base_thr: float,
             d = min(d, full, key=abs)
         return d
 
-    return Sensitivities(screen, described, simulate)
+    return Sensitivities(screen, described, simulate, ends)
 
 
 def _scale_curve(c: Curve, f: float) -> Curve:
@@ -369,10 +405,9 @@ def sensitivities(plan: Plan, profile: Profile, throughput: float,
         pert = _fitted_perturbations(profile, unc)
         if isinstance(pert, str):
             return pert
-        base, perturbed = pert
-        base_thr = throughput if base is profile else run(plan, base)
-        return _direction_sensitivities(plan, base, base_thr, perturbed, run,
-                                        f"{len(perturbed)} principal directions of the fit's parameter covariance")
+        base_thr = throughput if pert.base is profile else run(plan, pert.base)
+        return _direction_sensitivities(plan, pert, base_thr, run,
+                                        f"{len(pert.directions)} principal directions of the fit's parameter covariance")
     if profile.provenance.get("kind") == "measured":
         perturbed, covered = _measured_perturbations(profile)
         if len(perturbed) < 3:
@@ -392,7 +427,7 @@ def prediction_interval(plan: Plan, profile: Profile, throughput: float, run: Ca
     got = sensitivities(plan, profile, throughput, run)
     if isinstance(got, str):
         return None, got
-    iv = interval_from_deltas(throughput, got.deltas(), profile.uncertainty, ext, got.covered())
+    iv = interval_from_deltas(throughput, got.deltas(), profile.uncertainty, ext, got.covered(), got.ends)
     other_end = gpu_type_other_end(plan, profile, run)
     if other_end is not None:
         iv = with_gpu_type_bracket(iv, throughput, other_end)
@@ -415,7 +450,7 @@ def with_gpu_type_bracket(iv: dict[str, Any], throughput: float, other_end: floa
     """``iv`` (the point's interval) joined with the same interval around ``other_end``
     (``gpu_type_other_end``): a bracket, not a spread, so the two ends are not added in
     quadrature; each keeps its own model and parameter margin."""
-    low, high = _joined(iv, other_end)
+    low, high = _joined(iv, throughput, other_end)
     return {**iv, "low": low, "high": high, "width_pct": 100.0 * (high - low) / throughput if throughput > 0 else 0.0,
             "method": iv["method"] + (f"; GPU type: joined with the same interval around {other_end:.4g}, the plan "
                                       "with only the measured GPU compute per sample carried by FLOP/s (the rest of "
@@ -427,9 +462,11 @@ def with_gpu_type_bracket(iv: dict[str, Any], throughput: float, other_end: floa
 
 
 def interval_from_deltas(throughput: float, deltas: list[float], unc: Uncertainty | None,
-                         ext: dict[str, Any], covered: str) -> dict[str, Any]:
+                         ext: dict[str, Any], covered: str,
+                         ends: list[tuple[str, float, float]] = ()) -> dict[str, Any]:
     """The interval from one-sd direction changes (``Sensitivities.deltas``): in quadrature with the
-    residual model error and the extrapolation error of a fitted profile; alone for a measured one."""
+    residual model error and the extrapolation error of a fitted profile; alone for a measured one.
+    Then widened by the ``ends`` of the parameters no point moved (``with_unidentified``)."""
     param_var = sum(dl * dl for dl in deltas)
     if unc is None:  # measured
         half = Z * math.sqrt(param_var)
@@ -443,7 +480,33 @@ def interval_from_deltas(throughput: float, deltas: list[float], unc: Uncertaint
                  f"{ext['doublings_beyond']:.2f} doublings ({unc.extrapolation_source})" if extra_var > 0 else ""))
     parts = {"parameters_pct": 100 * Z * math.sqrt(param_var), "model_pct": 100 * Z * unc.residual_sd_log,
              "extrapolation_pct": 100 * Z * math.sqrt(extra_var)}
-    return _interval(throughput, half, unc.coverage, method, parts)
+    return with_unidentified(_interval(throughput, half, unc.coverage, method, parts), throughput, ends)
+
+
+def _bracket(ends: list[tuple[str, float, float]]) -> tuple[float, float]:
+    """(most negative, most positive) total log change over the unidentified parameters' ends,
+    each parameter taken at whichever of its bounds moves most that way (independent ranges)."""
+    return (sum(min(0.0, lo, hi) for _, lo, hi in ends), sum(max(0.0, lo, hi) for _, lo, hi in ends))
+
+
+def with_unidentified(iv: dict[str, Any], centre: float, ends: list[tuple[str, float, float]]) -> dict[str, Any]:
+    """``iv`` (around ``centre``, a throughput or a ratio) widened by the parameters no calibrated
+    point moved, over their whole physical range: the low end moves by the sum of their most
+    negative log changes at a bound, the high end by the most positive. A bracket, not a spread
+    (nothing in the data says where in its range such a parameter lies), so it adds to the
+    interval's ends instead of entering the quadrature."""
+    down, up = _bracket(ends)
+    moved = [n for n, lo, hi in ends if lo or hi]
+    if not moved:
+        return iv
+    low, high = float(iv["low"] * math.exp(down)), float(iv["high"] * math.exp(up))
+    out = {**iv, "low": low, "high": high,
+           "components_pct": {**iv["components_pct"], "unidentified_pct": round(100.0 * (up - down), 3)},
+           "method": iv["method"] + ("; not identified by the calibrated points, bracketed over their bounds: "
+                                     + ", ".join(moved))}
+    if "width_pct" in iv:
+        out["width_pct"] = 100.0 * (high - low) / centre if centre > 0 else 0.0
+    return out
 
 
 def ratio_interval(plan_a: Plan, plan_b: Plan, profile: Profile, thr_a: float, thr_b: float,
@@ -458,8 +521,14 @@ def ratio_of(thr_a: float, thr_b: float, sens_a: Sensitivities, sens_b: Sensitiv
     """``ratio_from_deltas`` with the union of both plans' simulated directions simulated for
     both, so that each direction's two changes are of one kind and cancel as they should."""
     idx = sens_a.top() | sens_b.top()
-    return ratio_from_deltas(thr_a, thr_b, sens_a.deltas(idx), sens_b.deltas(idx), unc, doublings, same_scale,
-                             sens_a.covered(idx))
+    r = ratio_from_deltas(thr_a, thr_b, sens_a.deltas(idx), sens_b.deltas(idx), unc, doublings, same_scale,
+                          sens_a.covered(idx))
+    # each unidentified parameter at one bound moves both plans: its ratio change is the difference
+    ends = [(n, lo_a - lo_b, hi_a - hi_b) for (n, lo_a, hi_a), (_, lo_b, hi_b) in zip(sens_a.ends, sens_b.ends)]
+    r = with_unidentified(r, r["ratio"], ends)
+    if r["resolved"] is not None:
+        r["resolved"] = bool(r["low"] > 1.0 or r["high"] < 1.0)
+    return r
 
 
 def ratio_intervals(plan_a: Plan, thr_a: float, others: list[tuple[Plan, float]], profile: Profile,
@@ -490,16 +559,16 @@ def ratio_intervals(plan_a: Plan, thr_a: float, others: list[tuple[Plan, float]]
     return out
 
 
-def _joined(iv: dict[str, Any], other: float) -> tuple[float, float]:
-    """(low, high) of ``iv`` joined with an interval of its half-width (log) around ``other``."""
-    h = iv["half_width_log"]
-    return min(iv["low"], other * math.exp(-h)), max(iv["high"], other * math.exp(h))
+def _joined(iv: dict[str, Any], centre: float, other: float) -> tuple[float, float]:
+    """(low, high) of ``iv`` (around ``centre``) joined with the same interval, its log offsets
+    kept, around ``other``."""
+    return min(iv["low"], other * iv["low"] / centre), max(iv["high"], other * iv["high"] / centre)
 
 
 def with_ratio_bracket(r: dict[str, Any], other_ratio: float) -> dict[str, Any]:
     """A ratio interval joined with the same interval around the ratio at the GPU type's other
     end (``gpu_type_other_end`` of both plans): the order is resolved only if both ends agree."""
-    low, high = _joined(r, other_ratio)
+    low, high = _joined(r, r["ratio"], other_ratio)
     return {**r, "low": low, "high": high, "gpu_type_other_end_ratio": other_ratio,
             "resolved": bool(low > 1.0 or high < 1.0) if r["resolved"] is not None else None,
             "method": r["method"] + f"; GPU type: joined with the ratio at the other end ({other_ratio:.4g})"}

@@ -452,6 +452,11 @@ class Uncertainty:
     ``extrapolation_pair_sd_log_per_doubling``: the same for the ratio of two plans' predictions
     at one backbone and scale (what is common to both cancels); None where the cross-validation
     did not give it (a ratio then takes the two errors as independent).
+    ``unidentified``: (name, low, high) of each parameter the calibrated points do not move
+    (inter-node bandwidth from single-node points, say), with its bounds, its plausible physical
+    range. It is kept out of ``log_covariance``: a linearised spread of a parameter over its
+    whole range misstates it (the local derivative is not the change across the range), so a
+    prediction brackets it instead, at both bounds.
     """
 
     method: str
@@ -464,6 +469,7 @@ class Uncertainty:
     calibrated_gpus: tuple[int, ...] = ()
     calibrated_nodes: tuple[int, ...] = ()
     extrapolation_pair_sd_log_per_doubling: float | None = None
+    unidentified: tuple[tuple[str, float, float], ...] = ()
 
     @classmethod
     def from_dict(cls, obj: Any, path: str) -> "Uncertainty":
@@ -478,6 +484,8 @@ class Uncertainty:
         gpus = f.any("calibrated_gpus", [])
         nodes = f.any("calibrated_nodes", [])
         pair = f.any("extrapolation_pair_sd_log_per_doubling", None)
+        unidentified = tuple(_unidentified(e, f"{path}.unidentified[{i}]")
+                             for i, e in enumerate(check_list(f"{path}.unidentified", f.any("unidentified", []))))
         f.done()
         if pair is not None:
             pair = check_float(f"{path}.extrapolation_pair_sd_log_per_doubling", pair, min=0.0)
@@ -494,8 +502,10 @@ class Uncertainty:
         for key, vals in (("calibrated_gpus", gpus), ("calibrated_nodes", nodes)):
             if not isinstance(vals, list) or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in vals):
                 raise ConfigError(f"{path}.{key}", "must be a list of integers >= 1")
+        if {u[0] for u in unidentified} & set(names):
+            raise ConfigError(f"{path}.unidentified", "must not repeat a parameter of the covariance")
         return cls(method, coverage, tuple(names), rows, resid, per_doubling, source,
-                   tuple(sorted(set(gpus))), tuple(sorted(set(nodes))), pair)
+                   tuple(sorted(set(gpus))), tuple(sorted(set(nodes))), pair, unidentified)
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "coverage": self.coverage, "parameters": list(self.parameters),
@@ -505,7 +515,19 @@ class Uncertainty:
                 "extrapolation_source": self.extrapolation_source,
                 "calibrated_gpus": list(self.calibrated_gpus), "calibrated_nodes": list(self.calibrated_nodes),
                 **({"extrapolation_pair_sd_log_per_doubling": self.extrapolation_pair_sd_log_per_doubling}
-                   if self.extrapolation_pair_sd_log_per_doubling is not None else {})}
+                   if self.extrapolation_pair_sd_log_per_doubling is not None else {}),
+                **({"unidentified": [{"name": n, "low": lo, "high": hi} for n, lo, hi in self.unidentified]}
+                   if self.unidentified else {})}
+
+
+def _unidentified(obj: Any, path: str) -> tuple[str, float, float]:
+    """One ``Uncertainty.unidentified`` entry: {"name", "low", "high"}, 0 < low <= high."""
+    f = Fields(obj, path)
+    name = f.str("name")
+    low = f.float("low", min=0.0, strict_min=True)
+    high = f.float("high", min=low)
+    f.done()
+    return name, low, high
 
 
 @dataclass(frozen=True)
