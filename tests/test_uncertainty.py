@@ -81,18 +81,59 @@ def test_measured_profile_interval_from_raw_samples():
     assert q["throughput_interval"] is None and "raw samples" in q["throughput_interval_unavailable"]
 
 
-def test_parameter_term_follows_covariance(scenario_dict):
-    """A hand-made profile's covariance is propagated through its fitted parameters: doubling
-    every standard deviation doubles the parameter part of the interval (linearisation)."""
-    base = load_profile("pi05").to_dict()
-    unc = base["provenance"]["uncertainty"]
-    widths = []
-    for f in (1.0, 2.0):
-        d = json.loads(json.dumps(base))
-        d["provenance"]["uncertainty"]["log_covariance"] = [[v * f * f for v in row] for row in unc["log_covariance"]]
-        prof = Profile.from_dict(d)
-        widths.append(_iv("disaggregated", 8, prof)["throughput_interval"]["components_pct"]["parameters_pct"])
+def _one_parameter(cov=None, ends=None) -> Profile:
+    """The bundled pi0.5 profile with its uncertainty cut to one parameter, the env step time."""
+    d = load_profile("pi05").to_dict()
+    u = d["provenance"]["uncertainty"]
+    u.pop("direction_ends")
+    u["parameters"] = ["env_step_core_s"]
+    u["log_covariance"] = [[cov if cov is not None else 1e-4]]
+    if ends is not None:
+        u["direction_ends"] = [{"plus": [ends[0]], "minus": [ends[1]]}]
+    return Profile.from_dict(d)
+
+
+def test_parameter_term_follows_covariance():
+    """Without stored profile-likelihood ends, a covariance is propagated through its fitted
+    parameters at z standard deviations: for a small spread of the env step time, doubling its
+    standard deviation doubles the parameter part of the interval."""
+    widths = [_iv("rollout_async", 8, _one_parameter(cov=(f * 0.01) ** 2))["throughput_interval"]
+              ["components_pct"]["parameters_pct"] for f in (1.0, 2.0)]
     assert widths[0] > 0 and widths[1] == pytest.approx(2 * widths[0], rel=0.05)
+
+
+def test_stored_direction_ends_are_where_the_plan_is_evaluated():
+    """With profile-likelihood ends stored (``direction_ends``), a prediction evaluates the plan
+    there, whatever the covariance says: each end of the interval is the change at that end (over
+    z, as one standard deviation) in quadrature with the residual model error."""
+    from perfmodel.calibration.uncertainty import Z
+
+    prof = _one_parameter(cov=1.0, ends=(0.04, -0.1))
+    p = _iv("rollout_async", 8, prof)
+    iv, thr = p["throughput_interval"], p["throughput_env_steps_per_s"]
+    values = {n: float(v["value"]) for n, v in prof.provenance["parameters"].items()}
+    step = values["env_step_core_s"]
+    ends = []
+    for x in (0.04, -0.1):
+        ends.append(math.log(_iv("rollout_async", 8, _rebuilt(prof, {**values, "env_step_core_s": step * math.exp(x)}))
+                             ["throughput_env_steps_per_s"] / thr) / Z)
+    assert ends[0] < 0 < ends[1]  # a slower env step, less throughput
+    s = prof.uncertainty.residual_sd_log
+    assert iv["low"] == pytest.approx(thr * math.exp(-Z * math.sqrt(ends[0] ** 2 + s * s)), rel=1e-9)
+    assert iv["high"] == pytest.approx(thr * math.exp(Z * math.sqrt(ends[1] ** 2 + s * s)), rel=1e-9)
+    at_fit = _iv("rollout_async", 8, _one_parameter(cov=1.0, ends=(0.0, 0.0)))["throughput_interval"]
+    assert at_fit["components_pct"]["parameters_pct"] == 0
+
+
+def _rebuilt(prof: Profile, values: dict) -> Profile:
+    from dataclasses import replace
+
+    from perfmodel.backbones import get_backbone
+    from perfmodel.calibration.calibrate import build_profile
+    from perfmodel.calibration.measured import measured_of
+
+    return replace(build_profile(get_backbone(prof.backbone), values, prof.costs.env_memory_gb, prof.provenance,
+                                 measured_of(prof.costs)), name=prof.name, variability=prof.variability)
 
 
 def test_schema_rejects_bad_covariance(scenario_dict):
@@ -190,13 +231,13 @@ def test_perturbed_profiles_are_built_once_per_profile(scenario_dict):
     again = _iv("disaggregated", 16, prof)
     assert uncertainty._PERTURBED[id(prof)][2] is built and again == first
     d = prof.to_dict()
-    d["provenance"]["uncertainty"]["log_covariance"] = [[4 * v for v in row]
-                                                       for row in d["provenance"]["uncertainty"]["log_covariance"]]
-    wider = Profile.from_dict(d)
-    other = _iv("disaggregated", 16, wider)
-    assert uncertainty._PERTURBED[id(wider)][2] is not built
-    assert other["throughput_interval"]["components_pct"]["parameters_pct"] == pytest.approx(
-        2 * first["throughput_interval"]["components_pct"]["parameters_pct"], rel=0.05)
+    d["provenance"]["uncertainty"]["direction_ends"] = [{k: [0.0 for _ in v] for k, v in e.items()}
+                                                        for e in d["provenance"]["uncertainty"]["direction_ends"]]
+    at_fit = Profile.from_dict(d)
+    other = _iv("disaggregated", 16, at_fit)
+    assert uncertainty._PERTURBED[id(at_fit)][2] is not built
+    assert first["throughput_interval"]["components_pct"]["parameters_pct"] > 0
+    assert other["throughput_interval"]["components_pct"]["parameters_pct"] == 0
 
 
 def test_ratio_interval_cancels_what_moves_both_plans_alike():
@@ -224,16 +265,19 @@ def test_ratio_interval_cancels_what_moves_both_plans_alike():
     # without it the two points' rates as independent.
     u = Uncertainty(method="t", residual_sd_log=0.0, extrapolation_sd_log_per_doubling=0.1,
                     extrapolation_pair_sd_log_per_doubling=0.05)
-    same = ratio_from_deltas(2.0, 1.0, [0.1, -0.2], [0.1, -0.2], u, (0.0, 0.0), True, "x")
+    same = ratio_from_deltas(2.0, 1.0, [(0.1, -0.1), (-0.2, 0.3)], [(0.1, -0.1), (-0.2, 0.3)], u, (0.0, 0.0), True, "x")
     assert same["half_width_log"] == 0.0 and same["ratio"] == 2.0 and same["resolved"]
-    opposite = ratio_from_deltas(1.0, 1.0, [0.1], [-0.1], u, (0.0, 0.0), True, "x")
+    opposite = ratio_from_deltas(1.0, 1.0, [(0.1, -0.1)], [(-0.1, 0.1)], u, (0.0, 0.0), True, "x")
     assert opposite["half_width_log"] == pytest.approx(Z * 0.2)
+    # Each end takes its own side: a saturating plan (+0.0 / -0.3) against a linear one.
+    lopsided = ratio_from_deltas(1.0, 1.0, [(0.0, -0.3)], [(0.1, -0.1)], u, (0.0, 0.0), True, "x")
+    assert (lopsided["low"], lopsided["high"]) == pytest.approx((math.exp(-Z * 0.2), math.exp(0.0)))
     assert ratio_from_deltas(1.0, 1.0, [], [], u, (2.0, 1.0), True, "x")["half_width_log"] == pytest.approx(Z * 0.05 * 2)
     # Plans on different GPU counts: nothing is known to cancel, each plan's own error per doubling.
     across = ratio_from_deltas(1.0, 1.0, [], [], u, (2.0, 1.0), False, "x")["half_width_log"]
     assert across == pytest.approx(Z * 0.1 * math.sqrt(2 ** 2 + 1 ** 2))
     # A measured profile's ratio (no model error) does not claim to order the plans.
-    assert ratio_from_deltas(1.0, 2.0, [0.0], [0.0], None, (0.0, 0.0), True, "x")["resolved"] is None
+    assert ratio_from_deltas(1.0, 2.0, [(0.0, 0.0)], [(0.0, 0.0)], None, (0.0, 0.0), True, "x")["resolved"] is None
     indep = Uncertainty(method="t", extrapolation_sd_log_per_doubling=0.1)
     assert ratio_from_deltas(1.0, 1.0, [], [], indep, (1.0, 1.0), True, "x")["half_width_log"] == pytest.approx(
         Z * 0.1 * math.sqrt(2))
@@ -272,18 +316,19 @@ def test_a_ratio_simulates_either_plans_directions_for_both():
     def sens(screen, name):
         def simulate(j):
             calls.append((name, j))
-            return 2 * screen[j]  # the simulation disagrees with the bound by a factor 2
-        return Sensitivities(screen, "d", simulate)
+            return 2 * screen[j], -2 * screen[j]  # the simulation disagrees with the bound by a factor 2
+        return Sensitivities([(x, -x) for x in screen], "d", simulate)
 
     a = sens([0.5, 0.4, 0.3, 0.05, 0.1, 0.0], "a")  # top: 0, 1, 2
     b = sens([0.5, 0.4, 0.05, 0.3, 0.1, 0.0], "b")  # top: 0, 1, 3
-    assert a.deltas() == [1.0, 0.8, 0.6, 0.05, 0.1, 0.0] and a.covered() == "d (local derivatives; 3 simulated, the rest from the analytic bound)"
+    assert [x for x, _ in a.deltas()] == [1.0, 0.8, 0.6, 0.05, 0.1, 0.0]
+    assert a.covered() == "d (both sides at z sd; 3 simulated, the rest from the analytic bound)"
     u = Uncertainty(method="t", residual_sd_log=0.0)
     r = ratio_of(1.0, 1.0, a, b, u, (0.0, 0.0), True)
     # union {0, 1, 2, 3} simulated for both: the changes differ by 0.5 (direction 2) and 0.5 (3);
     # each plan's own top alone would subtract 0.6 - 0.05 and 0.05 - 0.6
     assert r["half_width_log"] == pytest.approx(Z * math.sqrt(0.5 ** 2 + 0.5 ** 2))
-    own = math.sqrt(sum((x - y) ** 2 for x, y in zip(a.deltas(), b.deltas())))
+    own = math.sqrt(sum((x[0] - y[0]) ** 2 for x, y in zip(a.deltas(), b.deltas())))
     assert own == pytest.approx(math.sqrt(2 * 0.55 ** 2))
     assert sorted(calls) == [("a", 0), ("a", 1), ("a", 2), ("a", 3), ("b", 0), ("b", 1), ("b", 2), ("b", 3)]
     assert "4 simulated" in r["method"]
@@ -310,13 +355,8 @@ def test_unidentified_ends_add_to_the_interval_ends():
 def test_offload_bandwidth_no_point_moved_is_bracketed_at_its_bounds():
     """The bundled profiles' offload bandwidth moves no published point (RL-VLA3 runs without
     offload), so it is kept out of the covariance. A colocated plan that offloads moves with it:
-    its interval's ends are the symmetric interval carried to the throughputs simulated with the
+    its interval's ends are the interval without it carried to the throughputs simulated with the
     bandwidth at its two bounds; a plan without offload gets no such term."""
-    from perfmodel.calibration.calibrate import build_profile
-    from perfmodel.calibration.measured import measured_of
-    from perfmodel.backbones import get_backbone
-    from dataclasses import replace
-
     prof = load_profile("pi05")
     unc = prof.uncertainty
     assert "offload_GBps" not in unc.parameters
@@ -332,15 +372,15 @@ def test_offload_bandwidth_no_point_moved_is_bracketed_at_its_bounds():
     values = {n: float(v["value"]) for n, v in prof.provenance["parameters"].items()}
 
     def at(bw):
-        q = replace(build_profile(get_backbone("pi05"), {**values, "offload_GBps": bw}, prof.costs.env_memory_gb,
-                                  prof.provenance, measured_of(prof.costs)), name=prof.name, variability=prof.variability)
-        return predict(offload, q)["throughput_env_steps_per_s"]
+        return predict(offload, _rebuilt(prof, {**values, "offload_GBps": bw}))["throughput_env_steps_per_s"]
 
     slow, fast = at(lo), at(hi)
     assert slow < thr < fast
-    half = iv["half_width_log"]
-    assert iv["low"] == pytest.approx(slow * math.exp(-half), rel=1e-6)
-    assert iv["high"] == pytest.approx(fast * math.exp(half), rel=1e-6)
+    d = prof.to_dict()
+    d["provenance"]["uncertainty"].pop("unidentified")
+    without = predict(offload, Profile.from_dict(d))["throughput_interval"]  # the same, not bracketed
+    assert iv["low"] == pytest.approx(without["low"] * slow / thr, rel=1e-9)
+    assert iv["high"] == pytest.approx(without["high"] * fast / thr, rel=1e-9)
     assert iv["components_pct"]["unidentified_pct"] == pytest.approx(100 * math.log(fast / slow), abs=1e-3)
 
 
@@ -359,3 +399,22 @@ def test_a_ratio_brackets_what_an_unidentified_parameter_does_to_both_plans():
                      Sensitivities([], "d", ends=[("bw", 0.0, 0.0)]), u, (0.0, 0.0), True)
     assert apart["low"] == pytest.approx(1.2 * math.exp(-0.3)) and apart["high"] == pytest.approx(1.2)
     assert apart["resolved"] is False and apart["components_pct"]["unidentified_pct"] == pytest.approx(30.0)
+
+
+def test_profile_likelihood_end_along_a_direction():
+    """A direction's end is where the calibrated points' misfit has grown by z^2 residual
+    variances: t = 1 (z standard deviations) when the misfit is as quadratic as the covariance
+    says, sooner where it grows faster, later where slower, and never past the bounds."""
+    from perfmodel.calibration.uncertainty import Z, _profile_step, _within
+
+    def quadratic(k):
+        return lambda t: Z * Z * (k * t) ** 2
+
+    assert _profile_step(quadratic(1.0), 3.0) == 1.0
+    assert _profile_step(quadratic(2.0), 3.0) == 0.5
+    assert _profile_step(quadratic(0.5), 3.0) == 2.0
+    assert _profile_step(quadratic(0.5), 1.5) == 1.5
+    assert _profile_step(quadratic(1.0), 0.0) == 0.0
+    # the bound: log 16 is 0.69 above log 8, so a step of 1.39 reaches it halfway
+    assert _within(np.log([8.0]), np.array([2 * math.log(2)]), [(0.0, math.log(16.0))]) == pytest.approx(0.5)
+    assert _within(np.log([8.0]), np.array([-1.0]), [(0.0, math.log(16.0))]) == 1.0

@@ -15,12 +15,16 @@ without refitting), and used by every prediction (``prediction_interval``):
 3. Extrapolation: per doubling of the GPU count beyond the calibrated ones, a further model error
    measured by cross-validation (fit on one GPU scale, predict the other).
 
-Propagation is linearised, not Monte Carlo: Sigma's principal directions (eigenvectors) with
-non-negligible variance each get a small step h along the direction, evaluated by simulation for
-the three that move the analytic bound most and by the bound for the rest; the
-log-throughput change scaled to one standard deviation, Delta_j = (change / h) sqrt(lambda_j),
-adds in quadrature: half-width z sqrt(sum_j Delta_j^2 + s^2 + (delta d)^2) in log throughput,
-d = doublings beyond the calibrated GPUs, z = 1.645 (90 % two-sided, normal in log throughput).
+Propagation is along principal directions, not Monte Carlo: Sigma's eigenvectors with
+non-negligible variance are each stepped to z = 1.645 standard deviations on both sides (the
+step shortened where it would leave a parameter's bounds, which the uniform prior does not
+allow), evaluated by simulation for the three that move the analytic bound most and by the
+bound for the rest. Each side's log-throughput change over z, Delta_j+ and Delta_j-, is where
+the prediction goes along that direction, curvature and saturation included (a rollout that
+meets its env bound cannot go faster however much cheaper inference gets), which a local
+derivative times the standard deviation would state as symmetric. The interval is asymmetric:
+low half-width z sqrt(sum_j min(Delta_j+, Delta_j-, 0)^2 + s^2 + (delta d)^2) in log
+throughput, high the same with the max; d = doublings beyond the calibrated GPUs.
 
 Two plans on one profile (best against runner-up, say) get an interval of their throughput
 ratio (``ratio_interval``): the same perturbation directions move both, so what moves them alike
@@ -55,11 +59,6 @@ MIN_VARIANCE_SHARE = 1e-3
 MAX_DIRECTIONS = 6
 MAX_SIMULATED_DIRECTIONS = 3  # the rest take the analytic bound's sensitivity
 JACOBIAN_STEP = 0.05  # log-space finite-difference step (5 %)
-# A simulated direction whose linearised change exceeds both this multiple of the analytic
-# bound's and this floor (log) is checked with the whole one-sd step (_direction_sensitivities).
-NONSMOOTH_RATIO = 3.0
-NONSMOOTH_FLOOR = 0.02
-SENSITIVITY_STEP = 0.05  # the same for the prediction's sensitivities
 ENDS_TOL = 1e-9  # |log change| of the analytic bound below which a bound's end moves nothing
 # Without a cross-validation: issue 13 measured, for the bundled model refitted on the 8-GPU
 # points only, 6.4 % MAPE on the 16-GPU points (one doubling).
@@ -153,10 +152,28 @@ def analyse(values: dict[str, float], points: list, *, crossval: dict[str, Any] 
     rate, source = per_doubling or DEFAULT_PER_DOUBLING
     gpus = sorted({p.gpus for p in points})
     out = {}
+    rss0 = float(r0 @ r0)
+
+    def misfit_growth(idx: list[int], offset: np.ndarray) -> float:
+        """How many residual variances the calibrated points' misfit grows by at x0 + offset."""
+        x = x0.copy()
+        x[idx] += offset
+        r = residuals(x)
+        return (float(r @ r) - rss0) / max(s2, 1e-12)
+
     for b in backbones:
         own = [i for i, n in enumerate(names) if "." not in n or n.startswith(f"{b}.")]
         idx = [i for i in own if i in free]
         gpn = int(build_profile(get_backbone(b), values, mem, {}).node.get("gpus_per_node", 8))
+        bounds = list(zip(lo[idx], hi[idx]))
+        ends = []
+        for d in _directions(cov[np.ix_(idx, idx)]):
+            sides = []
+            for sign in (1.0, -1.0):
+                step = sign * Z * d
+                t = _profile_step(lambda t: misfit_growth(idx, t * step), _within(x0[idx], step, bounds))
+                sides.append(tuple(float(v) for v in t * step))
+            ends.append((sides[0], sides[1]))
         out[b] = Uncertainty(
             method=("Gauss-Newton covariance of the log parameters from the log-throughput residual "
                     f"Jacobian ({len(points)} points, {len(moved)} identified parameters, s = {math.sqrt(s2):.4f}), "
@@ -172,8 +189,38 @@ def analyse(values: dict[str, float], points: list, *, crossval: dict[str, Any] 
             extrapolation_pair_sd_log_per_doubling=pair_per_doubling_from_crossval(crossval) if crossval else None,
             unidentified=tuple((names[i].split(".")[-1], float(math.exp(lo[i])), float(math.exp(hi[i])))
                                for i in own if i not in free),
+            direction_ends=tuple(ends),
         )
     return out
+
+
+PROFILE_STEP_ITERATIONS = 6  # bisections of a direction's end: within 1/64 of its Gaussian length
+
+
+def _profile_step(growth: Callable[[float], float], t_max: float) -> float:
+    """The step t in [0, t_max] (t = 1: z standard deviations of the Gaussian approximation) at
+    which the misfit ``growth(t)`` reaches z^2: the 90 % end of the profile likelihood along a
+    direction. The Gaussian approximation takes t = 1 whatever the points say; where a parameter
+    matters far more away from the fit than at it (a fixed cost that is small at the fit), its
+    misfit grows faster and the end comes sooner; where the misfit grows more slowly (a
+    saturating cost), later, up to the bounds (t_max)."""
+    target = Z * Z
+    first = min(1.0, t_max)
+    if first <= 0.0:
+        return 0.0
+    if growth(first) <= target:
+        if first == t_max or growth(t_max) <= target:
+            return t_max
+        lo_t, hi_t = first, t_max
+    else:
+        lo_t, hi_t = 0.0, first
+    for _ in range(PROFILE_STEP_ITERATIONS):
+        mid = 0.5 * (lo_t + hi_t)
+        if growth(mid) <= target:
+            lo_t = mid
+        else:
+            hi_t = mid
+    return lo_t
 
 
 def attach(profile: Profile, unc: Uncertainty) -> Profile:
@@ -217,12 +264,13 @@ _PERTURBED: dict[int, tuple[Profile, Uncertainty, Any]] = {}  # values: Perturbe
 
 @dataclass
 class Perturbed:
-    """A fitted profile rebuilt from its parameters (``base``), along each principal direction of
-    the covariance (``directions``: local step, its scale to one sd, the whole one-sd step or
-    None) and at both bounds of each parameter no point moved (``ends``: name, low, high)."""
+    """A fitted profile rebuilt from its parameters (``base``), at z standard deviations on
+    both sides of each principal direction of the covariance (``directions``: plus, minus; each
+    step shortened to stay within the parameters' bounds) and at both bounds of each parameter
+    no point moved (``ends``: name, low, high)."""
 
     base: Profile
-    directions: list[tuple[Profile, float, Profile | None]]
+    directions: list[tuple[Profile, Profile]]
     ends: list[tuple[str, Profile, Profile]]
 
 
@@ -264,39 +312,62 @@ def _compute_fitted_perturbations(profile: Profile, unc: Uncertainty) -> Perturb
     cov = np.array(unc.log_covariance, dtype=float)
     ends = [(name, build({**values, name: low}), build({**values, name: high}))
             for name, low, high in unc.unidentified if name in values]
+    def at(offsets) -> Profile:
+        return build({**values, **{n: values[n] * math.exp(x) for n, x in zip(unc.parameters, offsets)}})
+
+    if unc.direction_ends:  # the profile-likelihood ends found at calibration
+        return Perturbed(base, [(at(p), at(m)) for p, m in unc.direction_ends], ends)
+    # Without them, z standard deviations of the Gaussian approximation, kept within the bounds.
+    bounds = _log_bounds(unc.parameters)
+    x0 = np.log([values[n] for n in unc.parameters])
     out = []
     for d in _directions(cov):
-        # A local derivative (step at most SENSITIVITY_STEP in log space), scaled to one standard
-        # deviation: the linearisation. Big steps along directions the points leave free (an
-        # intercept traded against a slope) would leave the calibrated ridge and overstate them.
-        sd = float(np.linalg.norm(d))
-        h = min(sd, SENSITIVITY_STEP)
-        vals, whole = dict(values), dict(values)
-        for name, step in zip(unc.parameters, d):
-            vals[name] = values[name] * math.exp(step * h / sd)
-            whole[name] = values[name] * math.exp(step)
-        out.append((build(vals), sd / h, build(whole) if sd > h else None))
+        out.append(tuple(at(_within(x0, s * Z * d, bounds) * s * Z * d) for s in (1.0, -1.0)))
     return Perturbed(base, out, ends)
+
+
+def _log_bounds(names: tuple[str, ...]) -> list[tuple[float, float]]:
+    """Each calibration parameter's bounds in log space (calibrate.PARAMS); unbounded for a name
+    it does not know."""
+    from perfmodel.calibration.calibrate import PARAMS
+
+    known = {p.name: (math.log(p.lo), math.log(p.hi)) for p in PARAMS}
+    return [known.get(n, (-math.inf, math.inf)) for n in names]
+
+
+def _within(x0: np.ndarray, step: np.ndarray, bounds: list[tuple[float, float]]) -> float:
+    """The largest t in [0, 1] with x0 + t step inside the bounds (a fitted value already on or
+    outside a bound does not move further out)."""
+    t = 1.0
+    for x, dx, (lo, hi) in zip(x0, step, bounds):
+        if dx > 0 and x + dx > hi:
+            t = min(t, max(0.0, (hi - x) / dx))
+        elif dx < 0 and x + dx < lo:
+            t = min(t, max(0.0, (lo - x) / dx))
+    return t
+
+
+Sides = tuple[float, float]  # log-throughput change over z at +z and at -z standard deviations
 
 
 @dataclass
 class Sensitivities:
-    """One plan's change of log throughput along each perturbation direction at one standard
-    deviation, in the same direction order for every plan on a profile (so that two plans'
+    """One plan's change of log throughput along each perturbation direction, on both sides
+    (``Sides``), in the same direction order for every plan on a profile (so that two plans'
     changes can be subtracted). ``screen`` is every direction's change by the analytic bound
     (microseconds); ``simulated(j)`` simulates direction j once, on demand. A prediction
     simulates the MAX_SIMULATED_DIRECTIONS that move its bound most (``top``) and takes the
     bound's change for the rest; a ratio of two plans simulates the union of both plans' top
     directions for both, so that each direction's changes subtract like for like."""
 
-    screen: list[float]
+    screen: list[Sides]
     described: str  # what the directions are, for the interval's method
-    simulate: Callable[[int], float] | None = None  # None: ``screen`` is already simulated
+    simulate: Callable[[int], Sides] | None = None  # None: ``screen`` is already simulated
     # per unidentified parameter: (name, log change at its low bound, at its high bound)
     ends: list[tuple[str, float, float]] = field(default_factory=list)
-    _cache: dict[int, float] = field(default_factory=dict)
+    _cache: dict[int, Sides] = field(default_factory=dict)
 
-    def simulated(self, j: int) -> float:
+    def simulated(self, j: int) -> Sides:
         if self.simulate is None:
             return self.screen[j]
         if j not in self._cache:
@@ -306,9 +377,10 @@ class Sensitivities:
     def top(self) -> frozenset[int]:
         if self.simulate is None:
             return frozenset(range(len(self.screen)))
-        return frozenset(sorted(range(len(self.screen)), key=lambda j: -abs(self.screen[j]))[:MAX_SIMULATED_DIRECTIONS])
+        return frozenset(sorted(range(len(self.screen)), key=lambda j: -max(map(abs, self.screen[j])))
+                         [:MAX_SIMULATED_DIRECTIONS])
 
-    def deltas(self, simulated: frozenset[int] | None = None) -> list[float]:
+    def deltas(self, simulated: frozenset[int] | None = None) -> list[Sides]:
         """Each direction's change: simulated for ``simulated`` (default: ``top``), the bound's
         for the rest."""
         idx = self.top() if simulated is None else simulated
@@ -318,24 +390,26 @@ class Sensitivities:
         if self.simulate is None:
             return self.described
         n = len(self.top() if simulated is None else simulated)
-        return f"{self.described} (local derivatives; {n} simulated, the rest from the analytic bound)"
+        return f"{self.described} (both sides at z sd; {n} simulated, the rest from the analytic bound)"
 
 
 def _direction_sensitivities(plan: Plan, pert: Perturbed, base_thr: float,
                              run: Callable[[Plan, Profile], float], described: str) -> Sensitivities:
     """The directions' bound changes at once; each simulation on demand (``Sensitivities``).
-    A simulated dynamic-batching rollout can jump by a few percent for a tiny cost change (its
-    batches form differently), and the linearisation multiplies that jump by sd / step (25 for
-    a loosely pinned parameter). Where the local change is far above the bound's, the whole
-    one-sd step is simulated as well and the smaller of the two changes is kept."""
+    The steps are whole (z sd), not local derivatives scaled up: a simulated dynamic-batching
+    rollout can jump by a few percent for a tiny cost change (its batches form differently),
+    which a derivative times sd / step would multiply."""
     from perfmodel.bound import bound
     from perfmodel.costs import StageCosts
 
-    base, perturbed = pert.base, pert.directions
+    base = pert.base
     b0 = bound(StageCosts(plan, base)).throughput_env_steps_per_s
-    plans = [_plan_for(plan, base, p) for p, _, _ in perturbed]
-    screen = [scale * math.log(bound(StageCosts(pl, p)).throughput_env_steps_per_s / b0)
-              for pl, (p, scale, _) in zip(plans, perturbed)]
+    plans = [tuple(_plan_for(plan, base, p) for p in sides) for sides in pert.directions]
+
+    def on_bound(pl: Plan, p: Profile) -> float:
+        return math.log(bound(StageCosts(pl, p)).throughput_env_steps_per_s / b0) / Z
+
+    screen = [(on_bound(pp, p), on_bound(pm, m)) for (pp, pm), (p, m) in zip(plans, pert.directions)]
 
     def at(p: Profile) -> float:
         """Log change of the plan's throughput on ``p``: simulated where the bound moves at all
@@ -348,13 +422,9 @@ def _direction_sensitivities(plan: Plan, pert: Perturbed, base_thr: float,
 
     ends = [(name, at(low), at(high)) for name, low, high in pert.ends]
 
-    def simulate(j: int) -> float:
-        p, scale, whole = perturbed[j]
-        d = scale * math.log(run(plans[j], p) / base_thr)
-        if whole is not None and abs(d) > max(NONSMOOTH_RATIO * abs(screen[j]), NONSMOOTH_FLOOR):
-            full = math.log(run(_plan_for(plan, base, whole), whole) / base_thr)
-            d = min(d, full, key=abs)
-        return d
+    def simulate(j: int) -> Sides:
+        (pp, pm), (p, m) = plans[j], pert.directions[j]
+        return math.log(run(pp, p) / base_thr) / Z, math.log(run(pm, m) / base_thr) / Z
 
     return Sensitivities(screen, described, simulate, ends)
 
@@ -415,7 +485,8 @@ def sensitivities(plan: Plan, profile: Profile, throughput: float,
                     f"extra.{ENV_SAMPLES_KEY}, inference and training curves): an interval "
                     "from the others would leave stages out")
         # the perturbations are Z standard errors each (_measured_perturbations): back to one
-        return Sensitivities([math.log(run(plan, p) / throughput) / Z for p in perturbed], ", ".join(covered))
+        return Sensitivities([(d, -d) for d in (math.log(run(plan, p) / throughput) / Z for p in perturbed)],
+                             ", ".join(covered))
     return "the profile stores no calibration uncertainty (provenance.uncertainty); run perfmodel calibrate"
 
 
@@ -461,26 +532,35 @@ def with_gpu_type_bracket(iv: dict[str, Any], throughput: float, other_end: floa
                                if throughput > 0 and other_end > 0 else 0.0}}
 
 
-def interval_from_deltas(throughput: float, deltas: list[float], unc: Uncertainty | None,
+def _sided_var(deltas: list[Sides]) -> tuple[float, float]:
+    """(variance below, variance above) from each direction's two sides: a direction adds to the
+    low end what its more negative side loses, to the high end what its more positive side gains
+    (none where both sides move the same way, as at a peak)."""
+    return (sum(min(0.0, *d) ** 2 for d in deltas), sum(max(0.0, *d) ** 2 for d in deltas))
+
+
+def interval_from_deltas(throughput: float, deltas: list[Sides], unc: Uncertainty | None,
                          ext: dict[str, Any], covered: str,
                          ends: list[tuple[str, float, float]] = ()) -> dict[str, Any]:
-    """The interval from one-sd direction changes (``Sensitivities.deltas``): in quadrature with the
-    residual model error and the extrapolation error of a fitted profile; alone for a measured one.
-    Then widened by the ``ends`` of the parameters no point moved (``with_unidentified``)."""
-    param_var = sum(dl * dl for dl in deltas)
+    """The interval from the directions' changes on both sides (``Sensitivities.deltas``): each
+    end in quadrature with the residual model error and the extrapolation error of a fitted
+    profile; alone for a measured one. Then widened by the ``ends`` of the parameters no point
+    moved (``with_unidentified``)."""
+    down_var, up_var = _sided_var(deltas)
     if unc is None:  # measured
-        half = Z * math.sqrt(param_var)
         method = ("measurement spread only: standard errors of the measured stage means of "
                   + covered + "; model error beyond the measured scale not included")
-        return _interval(throughput, half, COVERAGE, method, {"parameters_pct": 100 * half})
+        return _interval(throughput, Z * math.sqrt(down_var), Z * math.sqrt(up_var), COVERAGE, method,
+                         {"parameters_pct": 100 * Z * math.sqrt(max(down_var, up_var))})
     extra_var = (unc.extrapolation_sd_log_per_doubling * ext["doublings_beyond"]) ** 2
-    half = Z * math.sqrt(param_var + unc.residual_sd_log ** 2 + extra_var)
-    method = (f"linearised: {covered}, residual model error s = {100 * unc.residual_sd_log:.1f} %"
+    rest = unc.residual_sd_log ** 2 + extra_var
+    method = (f"principal directions: {covered}, residual model error s = {100 * unc.residual_sd_log:.1f} %"
               + (f", extrapolation {100 * unc.extrapolation_sd_log_per_doubling:.1f} % per doubling x "
                  f"{ext['doublings_beyond']:.2f} doublings ({unc.extrapolation_source})" if extra_var > 0 else ""))
-    parts = {"parameters_pct": 100 * Z * math.sqrt(param_var), "model_pct": 100 * Z * unc.residual_sd_log,
+    parts = {"parameters_pct": 100 * Z * math.sqrt(max(down_var, up_var)), "model_pct": 100 * Z * unc.residual_sd_log,
              "extrapolation_pct": 100 * Z * math.sqrt(extra_var)}
-    return with_unidentified(_interval(throughput, half, unc.coverage, method, parts), throughput, ends)
+    iv = _interval(throughput, Z * math.sqrt(down_var + rest), Z * math.sqrt(up_var + rest), unc.coverage, method, parts)
+    return with_unidentified(iv, throughput, ends)
 
 
 def _bracket(ends: list[tuple[str, float, float]]) -> tuple[float, float]:
@@ -574,7 +654,7 @@ def with_ratio_bracket(r: dict[str, Any], other_ratio: float) -> dict[str, Any]:
             "method": r["method"] + f"; GPU type: joined with the ratio at the other end ({other_ratio:.4g})"}
 
 
-def ratio_from_deltas(thr_a: float, thr_b: float, deltas_a: list[float], deltas_b: list[float],
+def ratio_from_deltas(thr_a: float, thr_b: float, deltas_a: list[Sides], deltas_b: list[Sides],
                       unc: Uncertainty | None, doublings: tuple[float, float], same_scale: bool,
                       covered: str) -> dict[str, Any]:
     """The interval of thr_a / thr_b, where what moves both alike cancels. Parameters: the same
@@ -586,7 +666,7 @@ def ratio_from_deltas(thr_a: float, thr_b: float, deltas_a: list[float], deltas_
     plan's own per-doubling error, independent. ``resolved``: the interval excludes 1, so the
     model orders the two plans; None for a measured profile, whose interval is the measurement
     spread only (no model error), which cannot say that."""
-    param_var = sum((x - y) ** 2 for x, y in zip(deltas_a, deltas_b))
+    down_var, up_var = _sided_var([(pa - pb, ma - mb) for (pa, ma), (pb, mb) in zip(deltas_a, deltas_b)])
     model_var = extra_var = 0.0
     source = "measurement spread only (no model error)"
     if unc is not None:
@@ -600,22 +680,25 @@ def ratio_from_deltas(thr_a: float, thr_b: float, deltas_a: list[float], deltas_
             source = ("the two plans' errors per doubling as independent"
                       + ("" if same_scale else " (plans on different GPU counts)"))
             extra_var = sum((single * d) ** 2 for d in doublings)
-    half = Z * math.sqrt(param_var + model_var + extra_var)
+    down = Z * math.sqrt(down_var + model_var + extra_var)
+    up = Z * math.sqrt(up_var + model_var + extra_var)
     ratio = thr_a / thr_b
-    low, high = ratio * math.exp(-half), ratio * math.exp(half)
+    low, high = ratio * math.exp(-down), ratio * math.exp(up)
     return {"ratio": ratio, "low": low, "high": high, "coverage": unc.coverage if unc else COVERAGE,
-            "resolved": bool(low > 1.0 or high < 1.0) if unc is not None else None, "half_width_log": half,
-            "components_pct": {"parameters_pct": round(100 * Z * math.sqrt(param_var), 3),
+            "resolved": bool(low > 1.0 or high < 1.0) if unc is not None else None, "half_width_log": 0.5 * (down + up),
+            "components_pct": {"parameters_pct": round(100 * Z * math.sqrt(max(down_var, up_var)), 3),
                                "model_pct": round(100 * Z * math.sqrt(model_var), 3),
                                "extrapolation_pct": round(100 * Z * math.sqrt(extra_var), 3)},
             "method": f"{covered}; extrapolation: {source}"}
 
 
-def _interval(thr: float, half_log: float, coverage: float, method: str, parts: dict[str, float]) -> dict[str, Any]:
-    low, high = thr * math.exp(-half_log), thr * math.exp(half_log)
+def _interval(thr: float, down_log: float, up_log: float, coverage: float, method: str,
+              parts: dict[str, float]) -> dict[str, Any]:
+    """An interval from its two log half-widths; ``half_width_log`` is their mean."""
+    low, high = thr * math.exp(-down_log), thr * math.exp(up_log)
     return {"low": low, "high": high, "coverage": coverage, "method": method,
             "width_pct": 100.0 * (high - low) / thr if thr > 0 else 0.0,
-            "half_width_log": half_log, "components_pct": {k: round(v, 3) for k, v in parts.items()}}
+            "half_width_log": 0.5 * (down_log + up_log), "components_pct": {k: round(v, 3) for k, v in parts.items()}}
 
 
 # --------------------------------------------------------------------------------------------

@@ -457,6 +457,11 @@ class Uncertainty:
     range. It is kept out of ``log_covariance``: a linearised spread of a parameter over its
     whole range misstates it (the local derivative is not the change across the range), so a
     prediction brackets it instead, at both bounds.
+    ``direction_ends``: for each principal direction of ``log_covariance``, the offsets of the log
+    parameters (in ``parameters`` order) at its plus and its minus end: where, walking from the
+    fit along the direction, the calibrated points' misfit has grown by z^2 residual variances
+    (the 90 % profile likelihood; shorter at a bound). A prediction evaluates the plan there.
+    Empty: the ends are z standard deviations of the covariance (its Gaussian approximation).
     """
 
     method: str
@@ -470,6 +475,7 @@ class Uncertainty:
     calibrated_nodes: tuple[int, ...] = ()
     extrapolation_pair_sd_log_per_doubling: float | None = None
     unidentified: tuple[tuple[str, float, float], ...] = ()
+    direction_ends: tuple[tuple[tuple[float, ...], tuple[float, ...]], ...] = ()
 
     @classmethod
     def from_dict(cls, obj: Any, path: str) -> "Uncertainty":
@@ -486,6 +492,8 @@ class Uncertainty:
         pair = f.any("extrapolation_pair_sd_log_per_doubling", None)
         unidentified = tuple(_unidentified(e, f"{path}.unidentified[{i}]")
                              for i, e in enumerate(check_list(f"{path}.unidentified", f.any("unidentified", []))))
+        ends = tuple(_direction_end(e, f"{path}.direction_ends[{i}]", len(names))
+                     for i, e in enumerate(check_list(f"{path}.direction_ends", f.any("direction_ends", []))))
         f.done()
         if pair is not None:
             pair = check_float(f"{path}.extrapolation_pair_sd_log_per_doubling", pair, min=0.0)
@@ -505,7 +513,7 @@ class Uncertainty:
         if {u[0] for u in unidentified} & set(names):
             raise ConfigError(f"{path}.unidentified", "must not repeat a parameter of the covariance")
         return cls(method, coverage, tuple(names), rows, resid, per_doubling, source,
-                   tuple(sorted(set(gpus))), tuple(sorted(set(nodes))), pair, unidentified)
+                   tuple(sorted(set(gpus))), tuple(sorted(set(nodes))), pair, unidentified, ends)
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "coverage": self.coverage, "parameters": list(self.parameters),
@@ -517,7 +525,22 @@ class Uncertainty:
                 **({"extrapolation_pair_sd_log_per_doubling": self.extrapolation_pair_sd_log_per_doubling}
                    if self.extrapolation_pair_sd_log_per_doubling is not None else {}),
                 **({"unidentified": [{"name": n, "low": lo, "high": hi} for n, lo, hi in self.unidentified]}
-                   if self.unidentified else {})}
+                   if self.unidentified else {}),
+                **({"direction_ends": [{"plus": list(p), "minus": list(m)} for p, m in self.direction_ends]}
+                   if self.direction_ends else {})}
+
+
+def _direction_end(obj: Any, path: str, n: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """One ``Uncertainty.direction_ends`` entry: {"plus", "minus"}, each ``n`` log offsets."""
+    f = Fields(obj, path)
+    sides = []
+    for side in ("plus", "minus"):
+        v = check_list(f"{path}.{side}", f.any(side))
+        if len(v) != n:
+            raise ConfigError(f"{path}.{side}", f"must have {n} log offsets, one per parameter")
+        sides.append(tuple(check_float(f"{path}.{side}[{i}]", x, min=None) for i, x in enumerate(v)))
+    f.done()
+    return sides[0], sides[1]
 
 
 def _unidentified(obj: Any, path: str) -> tuple[str, float, float]:
