@@ -233,6 +233,11 @@ def _interval_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
             rows.append(("note", f"the width is mostly the fitted parameters' uncertainty "
                                  f"(+-{parts['parameters_pct']:.1f}% against +-{parts['model_pct']:.1f}% of model error): "
                                  "this plan's workload, split or hardware is away from the published setups they were fitted at"))
+        if parts.get("unidentified_pct", 0) > 2 * parts.get("model_pct", 0):
+            # A bracket over a parameter's whole range: name it, so the user knows what to measure.
+            names = ", ".join(iv.get("unidentified_parameters", []))
+            rows.append(("note", f"the calibrated points do not pin {names}, which this plan depends on: the interval "
+                                 f"spans its whole plausible range ({parts['unidentified_pct']:.1f}% of log throughput)"))
     elif "throughput_interval_unavailable" in p:
         rows.append(("interval", f"unavailable: {p['throughput_interval_unavailable']}"))
     ext = p.get("extrapolation")

@@ -113,6 +113,11 @@ def test_bracket_joins_the_interval_around_the_other_end() -> None:
     assert (out["low"], out["high"]) == (pytest.approx(100 / 1.1), pytest.approx(165.0))
     assert out["width_pct"] == pytest.approx(165.0 - 100 / 1.1)
     assert out["gpu_type_other_end"] == 150.0 and out["components_pct"]["gpu_type_pct"] == pytest.approx(40.547, abs=1e-3)
+    # An asymmetric interval keeps its own log offsets around the other end (low -5 %, high +20 %).
+    lopsided = {**iv, "low": 95.0, "high": 120.0}
+    out = with_gpu_type_bracket(lopsided, 100.0, 50.0)
+    assert (out["low"], out["high"]) == (pytest.approx(47.5), pytest.approx(120.0))
+    assert out["half_width_log"] == pytest.approx(0.5 * math.log(120.0 / 47.5))
     low = with_gpu_type_bracket(iv, 100.0, 80.0)  # a faster GPU's other end lies below the point
     assert (low["low"], low["high"]) == (pytest.approx(80 / 1.1), 110.0)
     r = {"ratio": 1.2, "low": 1.2 / 1.1, "high": 1.32, "half_width_log": h, "resolved": True, "method": "m"}

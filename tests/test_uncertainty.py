@@ -3,6 +3,7 @@ hand-made profile, unavailable when nothing supports one; the stored covariance'
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import subprocess
@@ -74,7 +75,7 @@ def test_measured_profile_interval_from_raw_samples():
     iv = p["throughput_interval"]
     assert iv["low"] < p["throughput_env_steps_per_s"] < iv["high"] and iv["method"].startswith("measurement spread")
     assert p["extrapolation"]["beyond_calibrated_gpus"]  # measured: no calibrated scale
-    d = prof.to_dict()
+    d = copy.deepcopy(prof.to_dict())
     d["extra"].pop("env_chunk_step_s_vs_envs_per_worker")
     bare = Profile.from_dict(d)
     q = predict(published_plan(bare, "disaggregated", 2, "1:1"), bare)
@@ -83,7 +84,7 @@ def test_measured_profile_interval_from_raw_samples():
 
 def _one_parameter(cov=None, ends=None) -> Profile:
     """The bundled pi0.5 profile with its uncertainty cut to one parameter, the env step time."""
-    d = load_profile("pi05").to_dict()
+    d = copy.deepcopy(load_profile("pi05").to_dict())
     u = d["provenance"]["uncertainty"]
     u.pop("direction_ends")
     u["parameters"] = ["env_step_core_s"]
@@ -146,6 +147,22 @@ def test_schema_rejects_bad_covariance(scenario_dict):
         Profile.from_dict(scenario_dict)
 
 
+@pytest.mark.parametrize("change,field", [
+    ({"parameters": 5, "direction_ends": [{"plus": [0.1], "minus": [-0.1]}]}, "uncertainty.parameters"),
+    ({"direction_ends": [{"plus": [0.1], "minus": [-0.1, 0.0]}]}, r"direction_ends\[0\]\.minus"),
+    ({"direction_ends": [{"plus": [1000.0], "minus": [-0.1]}]}, r"direction_ends\[0\]\.plus\[0\]"),
+    ({"direction_ends": [{"plus": [0.1], "minus": [-0.1]}] * 2}, "uncertainty.direction_ends"),
+    ({"unidentified": [{"name": "b", "low": 1.0, "high": 2.0}] * 2}, "uncertainty.unidentified"),
+    ({"unidentified": [{"name": "a", "low": 1.0, "high": 2.0}]}, "uncertainty.unidentified"),
+    ({"unidentified": [{"name": "b", "low": 2.0, "high": 1.0}]}, r"unidentified\[0\]\.high"),
+])
+def test_schema_rejects_bad_ends_and_brackets(scenario_dict, change, field):
+    """Each bad uncertainty field is refused in one line naming it, never a traceback."""
+    scenario_dict["provenance"]["uncertainty"] = {"method": "x", "parameters": ["a"], "log_covariance": [[1.0]], **change}
+    with pytest.raises(ConfigError, match=field):
+        Profile.from_dict(scenario_dict)
+
+
 def test_analyse_keeps_prior_range_for_unidentified_parameters():
     """Fitted on single-node points, inter-node bandwidth moves nothing: it is kept out of the
     covariance with its whole bound range (a prediction brackets it there), while the env step
@@ -163,6 +180,17 @@ def test_analyse_keeps_prior_range_for_unidentified_parameters():
     assert "inter_node_bw_GBps" not in sd
     assert ("inter_node_bw_GBps", pytest.approx(bw.lo), pytest.approx(bw.hi)) in unc.unidentified
     assert Uncertainty.from_dict(unc.to_dict(), "u") == unc
+    # One pair of profile-likelihood ends per principal direction, within every bound, off the fit.
+    from perfmodel.calibration.uncertainty import _directions
+    assert len(unc.direction_ends) == len(_directions(np.array(unc.log_covariance)))
+    bounds = {p.name: (p.lo, p.hi) for p in PARAMS}
+    for plus, minus in unc.direction_ends:
+        assert any(plus) and any(minus)
+        for n, a, b in zip(unc.parameters, plus, minus):
+            lo, hi = bounds[n]
+            for x in (a, b):
+                v = values.get(n, values.get(f"pi05.{n}"))
+                assert lo * (1 - 1e-9) <= v * math.exp(x) <= hi * (1 + 1e-9)
     env = next(p for p in PARAMS if p.name == "env_step_core_s")
     # Narrower than its prior range (3 points against the 10 pi0.5 parameters of issue 13's
     # mechanisms: the env step time is confounded with the fixed costs, so less than before).
@@ -179,7 +207,7 @@ def test_profiles_from_separate_fits_are_refused_not_merged(tmp_path):
     pi05, gr00t = load_profile("pi05"), load_profile("gr00t_n15")
     assert values_of({"pi05": pi05, "gr00t_n15": gr00t})["infer_overhead_s"] == pytest.approx(
         pi05.provenance["parameters"]["infer_overhead_s"]["value"])
-    d = gr00t.to_dict()
+    d = copy.deepcopy(gr00t.to_dict())
     d["provenance"]["parameters"]["infer_overhead_s"]["value"] *= 1.5
     path = tmp_path / "gr00t_n15.json"
     path.write_text(json.dumps(d))
@@ -230,7 +258,7 @@ def test_perturbed_profiles_are_built_once_per_profile(scenario_dict):
     built = uncertainty._PERTURBED[id(prof)][2]
     again = _iv("disaggregated", 16, prof)
     assert uncertainty._PERTURBED[id(prof)][2] is built and again == first
-    d = prof.to_dict()
+    d = copy.deepcopy(prof.to_dict())
     d["provenance"]["uncertainty"]["direction_ends"] = [{k: [0.0 for _ in v] for k, v in e.items()}
                                                         for e in d["provenance"]["uncertainty"]["direction_ends"]]
     at_fit = Profile.from_dict(d)
@@ -322,7 +350,7 @@ def test_a_ratio_simulates_either_plans_directions_for_both():
     a = sens([0.5, 0.4, 0.3, 0.05, 0.1, 0.0], "a")  # top: 0, 1, 2
     b = sens([0.5, 0.4, 0.05, 0.3, 0.1, 0.0], "b")  # top: 0, 1, 3
     assert [x for x, _ in a.deltas()] == [1.0, 0.8, 0.6, 0.05, 0.1, 0.0]
-    assert a.covered() == "d (both sides at z sd; 3 simulated, the rest from the analytic bound)"
+    assert a.covered() == "d (both ends; 3 simulated, the rest from the analytic bound)"
     u = Uncertainty(method="t", residual_sd_log=0.0)
     r = ratio_of(1.0, 1.0, a, b, u, (0.0, 0.0), True)
     # union {0, 1, 2, 3} simulated for both: the changes differ by 0.5 (direction 2) and 0.5 (3);
@@ -376,7 +404,7 @@ def test_offload_bandwidth_no_point_moved_is_bracketed_at_its_bounds():
 
     slow, fast = at(lo), at(hi)
     assert slow < thr < fast
-    d = prof.to_dict()
+    d = copy.deepcopy(prof.to_dict())
     d["provenance"]["uncertainty"].pop("unidentified")
     without = predict(offload, Profile.from_dict(d))["throughput_interval"]  # the same, not bracketed
     assert iv["low"] == pytest.approx(without["low"] * slow / thr, rel=1e-9)
@@ -418,3 +446,20 @@ def test_profile_likelihood_end_along_a_direction():
     # the bound: log 16 is 0.69 above log 8, so a step of 1.39 reaches it halfway
     assert _within(np.log([8.0]), np.array([2 * math.log(2)]), [(0.0, math.log(16.0))]) == pytest.approx(0.5)
     assert _within(np.log([8.0]), np.array([-1.0]), [(0.0, math.log(16.0))]) == 1.0
+    # beyond the Gaussian length where the bounds allow (MAX_PROFILE_STEP)
+    assert _within(np.log([8.0]), np.array([0.1]), [(0.0, math.log(16.0))], 3.0) == 3.0
+    assert _within(np.log([8.0]), np.array([0.5]), [(0.0, math.log(16.0))], 3.0) == pytest.approx(2 * math.log(2))
+
+
+def test_text_output_names_a_bracketed_parameter_that_dominates_the_width():
+    """Where the bracket of a parameter the points do not pin is most of the width, the text
+    output names it (what the user would measure to narrow the interval)."""
+    from perfmodel.cli import _interval_rows
+
+    iv = {"low": 80.0, "high": 130.0, "coverage": 0.9, "width_pct": 50.0, "method": "m",
+          "components_pct": {"parameters_pct": 1.0, "model_pct": 2.8, "extrapolation_pct": 0.0, "unidentified_pct": 48.0},
+          "unidentified_parameters": ["inter_node_bw_GBps"]}
+    notes = [v for k, v in _interval_rows({"throughput_interval": iv}) if k == "note"]
+    assert len(notes) == 1 and "do not pin inter_node_bw_GBps" in notes[0]
+    iv["components_pct"]["unidentified_pct"] = 5.0
+    assert not [v for k, v in _interval_rows({"throughput_interval": iv}) if k == "note"]

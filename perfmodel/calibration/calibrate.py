@@ -65,6 +65,12 @@ DEFAULT_WORKLOAD = {k: v for k, v in asdict(PUBLISHED_WORKLOAD).items() if k != 
 
 IDENT_STEP = 0.3  # log-space probe of a parameter's effect (x1.35)
 IDENT_TOL = 1e-6  # |change of log throughput| below which a parameter moves no point
+
+
+def identification_probe(x: float, lo: float, hi: float) -> float:
+    """Where a log parameter at ``x`` is moved to test whether any point depends on it: IDENT_STEP
+    up, or down where up would leave the bounds (the fit and the interval use the same test)."""
+    return min(hi, x + IDENT_STEP) if x + IDENT_STEP <= hi else max(lo, x - IDENT_STEP)
 BOUND_TOL = 1e-2  # log-space distance (1 %) that counts as sitting on a bound
 
 
@@ -366,7 +372,7 @@ def fit(points: list[ReferencePoint], *, max_evals: int = 400,
     free = []
     for i, n in enumerate(names):
         x = x0.copy()
-        x[i] = min(hi[i], x0[i] + IDENT_STEP) if x0[i] + IDENT_STEP <= hi[i] else max(lo[i], x0[i] - IDENT_STEP)
+        x[i] = identification_probe(x0[i], lo[i], hi[i])
         evals += 1
         if float(np.max(np.abs(predict_log(x) - r0))) > IDENT_TOL:
             free.append(i)

@@ -104,8 +104,9 @@ def held_out_intervals(values: dict[str, float], train: list[ReferencePoint], te
                        ) -> tuple[list[dict[str, Any] | None], list[dict[str, Any]]]:
     """Each held-out point's prediction interval, and for every pair of held-out points of one
     backbone and GPU count the interval of their throughput ratio, built as the tool's own are
-    (perfmodel/calibration/uncertainty.py) from what the fold saw: the covariance and residual
-    scatter of its own fit (``analyse`` on its training points) and, per doubling beyond its GPU
+    (perfmodel/calibration/uncertainty.py) from what the fold saw: the covariance, its
+    profile-likelihood direction ends, the bracketed parameters its points do not move and the
+    residual scatter of its own fit (``analyse`` on its training points) and, per doubling beyond its GPU
     counts, the RMS log error of the *other* folds' predictions (never the fold's own errors).
     ``predicted``: the fold's predictions of ``test``, the centres of the intervals."""
     from perfmodel.calibration.calibrate import predict_plan, profiles_from_values, reference_plan

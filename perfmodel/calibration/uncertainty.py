@@ -8,23 +8,26 @@ without refitting), and used by every prediction (``prediction_interval``):
    d log(parameter) by finite differences (one simulation of every point per parameter),
    s^2 = RSS / (points - identified parameters), and the posterior covariance of the log
    parameters Sigma = (J'J / s^2 + diag(1 / prior^2))^-1, where the prior is each parameter's
-   bound range as a uniform in log space (sd = log(hi/lo) / sqrt(12)). Parameters the points do
-   not move (inter-node bandwidth from single-node points, say) therefore keep their plausible
-   physical range instead of a made-up precision, and identified ones get the data's precision.
-2. Model error at a new point: the residual scatter s of the calibrated points.
-3. Extrapolation: per doubling of the GPU count beyond the calibrated ones, a further model error
+   bound range as a uniform in log space (sd = log(hi/lo) / sqrt(12)). For each principal
+   direction of Sigma, the two profile-likelihood ends: walking from the fit along it (the other
+   backbone's own parameters at their conditional values), where the posterior's -2 log has
+   grown by z^2 (bisection on the calibrated points; at most MAX_PROFILE_STEP Gaussian lengths,
+   never past a bound). A linear model puts them at z standard deviations; the simulated points
+   put them where the model's curvature says.
+2. Parameters no point moves (the fit's own test): kept out of Sigma with their bounds, and
+   bracketed at prediction (the plan at each bound), since nothing says where in its range such
+   a parameter lies.
+3. Model error at a new point: the residual scatter s of the calibrated points.
+4. Extrapolation: per doubling of the GPU count beyond the calibrated ones, a further model error
    measured by cross-validation (fit on one GPU scale, predict the other).
 
-Propagation is along principal directions, not Monte Carlo: Sigma's eigenvectors with
-non-negligible variance are each stepped to z = 1.645 standard deviations on both sides (the
-step shortened where it would leave a parameter's bounds, which the uniform prior does not
-allow), evaluated by simulation for the three that move the analytic bound most and by the
-bound for the rest. Each side's log-throughput change over z, Delta_j+ and Delta_j-, is where
-the prediction goes along that direction, curvature and saturation included (a rollout that
-meets its env bound cannot go faster however much cheaper inference gets), which a local
-derivative times the standard deviation would state as symmetric. The interval is asymmetric:
-low half-width z sqrt(sum_j min(Delta_j+, Delta_j-, 0)^2 + s^2 + (delta d)^2) in log
-throughput, high the same with the max; d = doublings beyond the calibrated GPUs.
+Propagation evaluates the plan at both ends of each direction, by simulation for the three that
+move the analytic bound most and by the bound for the rest, not by local derivatives: each
+side's log-throughput change over z, Delta_j+ and Delta_j-, includes curvature and saturation
+(a rollout that meets its env bound cannot go faster however much cheaper inference gets). The
+interval is asymmetric: low half-width z sqrt(sum_j min(Delta_j+, Delta_j-, 0)^2 + s^2 +
+(delta d)^2) in log throughput, high the same with the max; d = doublings beyond the calibrated
+GPUs; then the bracket of item 2 moves each end.
 
 Two plans on one profile (best against runner-up, say) get an interval of their throughput
 ratio (``ratio_interval``): the same perturbation directions move both, so what moves them alike
@@ -43,7 +46,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -109,8 +112,8 @@ def analyse(values: dict[str, float], points: list, *, crossval: dict[str, Any] 
     """The stored uncertainty of each backbone's fitted profile, at fitted ``values`` (names as
     ``calibrate.parameter_names``: shared ones bare, per-backbone ones ``backbone.name``)."""
     from perfmodel.backbones import get_backbone
-    from perfmodel.calibration.calibrate import (IDENT_TOL, PARAMS, build_profile, measured_env_memory_gb,
-                                                 predict_points)
+    from perfmodel.calibration.calibrate import (IDENT_TOL, PARAMS, build_profile, identification_probe,
+                                                 measured_env_memory_gb, predict_points)
 
     bounds = {p.name: (p.lo, p.hi) for p in PARAMS}
     names = [n for n in values if n.split(".")[-1] in bounds]
@@ -135,9 +138,15 @@ def analyse(values: dict[str, float], points: list, *, crossval: dict[str, Any] 
         jac[:, i] = (residuals(x) - r0) / h
         if progress:
             progress(i + 1, len(names))
-    # A parameter no point moves (the fit's own test, calibrate.IDENT_TOL) keeps its prior and
-    # is bracketed over its bounds at prediction, not spread through the covariance.
-    moved = [i for i in range(len(names)) if float(np.max(np.abs(jac[:, i]))) * JACOBIAN_STEP > IDENT_TOL]
+    # A parameter no point moves (the fit's own test: calibrate.identification_probe, IDENT_TOL)
+    # keeps its prior and is bracketed over its bounds at prediction, not spread through the
+    # covariance.
+    def moves_a_point(i: int) -> bool:
+        x = x0.copy()
+        x[i] = identification_probe(x0[i], lo[i], hi[i])
+        return float(np.max(np.abs(residuals(x) - r0))) > IDENT_TOL
+
+    moved = [i for i in range(len(names)) if moves_a_point(i)]
     free = set(moved)
     dof = max(len(points) - len(moved), 1)
     s2 = float(r0 @ r0) / dof
@@ -155,23 +164,33 @@ def analyse(values: dict[str, float], points: list, *, crossval: dict[str, Any] 
     rss0 = float(r0 @ r0)
 
     def misfit_growth(idx: list[int], offset: np.ndarray) -> float:
-        """How many residual variances the calibrated points' misfit grows by at x0 + offset."""
-        x = x0.copy()
-        x[idx] += offset
-        r = residuals(x)
-        return (float(r @ r) - rss0) / max(s2, 1e-12)
+        """How far the posterior's -2 log falls from the fit at ``offset`` on the ``idx``
+        parameters, the other identified ones (the other backbone's own) moved to their
+        conditional values (Gaussian: Sigma_oi Sigma_ii^-1 offset), as a profile over them would
+        put them: the calibrated points' misfit in residual variances plus the prior's quadratic
+        term that the covariance carries. Along a principal direction of a linear model it is
+        z^2 at z standard deviations, exactly; what the simulated points add is the model's
+        curvature."""
+        others = [i for i in moved if i not in idx]
+        dx = np.zeros(len(names))
+        dx[idx] = offset
+        if others:
+            dx[others] = cov[np.ix_(others, idx)] @ np.linalg.solve(cov[np.ix_(idx, idx)], offset)
+        r = residuals(x0 + dx)
+        return (float(r @ r) - rss0) / max(s2, 1e-12) + float(np.sum((dx[moved] / prior_sd[moved]) ** 2))
 
     for b in backbones:
         own = [i for i, n in enumerate(names) if "." not in n or n.startswith(f"{b}.")]
         idx = [i for i in own if i in free]
         gpn = int(build_profile(get_backbone(b), values, mem, {}).node.get("gpus_per_node", 8))
-        bounds = list(zip(lo[idx], hi[idx]))
+        box = list(zip(lo[idx], hi[idx]))
         ends = []
         for d in _directions(cov[np.ix_(idx, idx)]):
             sides = []
             for sign in (1.0, -1.0):
                 step = sign * Z * d
-                t = _profile_step(lambda t: misfit_growth(idx, t * step), _within(x0[idx], step, bounds))
+                t_max = _within(x0[idx], step, box, MAX_PROFILE_STEP)
+                t = _profile_step(lambda t: misfit_growth(idx, t * step), t_max)
                 sides.append(tuple(float(v) for v in t * step))
             ends.append((sides[0], sides[1]))
         out[b] = Uncertainty(
@@ -194,7 +213,10 @@ def analyse(values: dict[str, float], points: list, *, crossval: dict[str, Any] 
     return out
 
 
-PROFILE_STEP_ITERATIONS = 6  # bisections of a direction's end: within 1/64 of its Gaussian length
+PROFILE_STEP_ITERATIONS = 6  # bisections of a direction's end: within 1/64 of its bracket
+# A direction's end goes at most this many times the Gaussian approximation's z standard
+# deviations from the fit (where the misfit grows more slowly than the covariance says).
+MAX_PROFILE_STEP = 3.0
 
 
 def _profile_step(growth: Callable[[float], float], t_max: float) -> float:
@@ -264,14 +286,15 @@ _PERTURBED: dict[int, tuple[Profile, Uncertainty, Any]] = {}  # values: Perturbe
 
 @dataclass
 class Perturbed:
-    """A fitted profile rebuilt from its parameters (``base``), at z standard deviations on
-    both sides of each principal direction of the covariance (``directions``: plus, minus; each
-    step shortened to stay within the parameters' bounds) and at both bounds of each parameter
-    no point moved (``ends``: name, low, high)."""
+    """A fitted profile rebuilt from its parameters (``base``), at both ends of each principal
+    direction of the covariance (``directions``: plus, minus), and at both bounds of each
+    parameter no point moved (``ends``: name, low, high). ``profiled``: the direction ends are
+    the stored profile-likelihood ones; otherwise z standard deviations of the covariance."""
 
     base: Profile
     directions: list[tuple[Profile, Profile]]
     ends: list[tuple[str, Profile, Profile]]
+    profiled: bool = True
 
 
 def _fitted_perturbations(profile: Profile, unc: Uncertainty) -> Perturbed | str:
@@ -293,6 +316,8 @@ def _compute_fitted_perturbations(profile: Profile, unc: Uncertainty) -> Perturb
     params = profile.provenance.get("parameters")
     if not isinstance(params, dict) or any(n not in params for n in unc.parameters):
         return "the profile's provenance lacks the fitted parameter values its covariance refers to"
+    if any(n not in params for n, _, _ in unc.unidentified):
+        return "the profile's provenance lacks the values of parameters its uncertainty brackets (unidentified)"
     from perfmodel.backbones import get_backbone
     from perfmodel.calibration.calibrate import build_profile
     from perfmodel.calibration.measured import measured_of
@@ -309,21 +334,22 @@ def _compute_fitted_perturbations(profile: Profile, unc: Uncertainty) -> Perturb
     base = build(values)
     if base.costs == profile.costs and base.node == profile.node:
         base = profile
-    cov = np.array(unc.log_covariance, dtype=float)
-    ends = [(name, build({**values, name: low}), build({**values, name: high}))
-            for name, low, high in unc.unidentified if name in values]
-    def at(offsets) -> Profile:
-        return build({**values, **{n: values[n] * math.exp(x) for n, x in zip(unc.parameters, offsets)}})
-
-    if unc.direction_ends:  # the profile-likelihood ends found at calibration
-        return Perturbed(base, [(at(p), at(m)) for p, m in unc.direction_ends], ends)
-    # Without them, z standard deviations of the Gaussian approximation, kept within the bounds.
+    ends = [(name, build({**values, name: low}), build({**values, name: high})) for name, low, high in unc.unidentified]
     bounds = _log_bounds(unc.parameters)
     x0 = np.log([values[n] for n in unc.parameters])
-    out = []
-    for d in _directions(cov):
-        out.append(tuple(at(_within(x0, s * Z * d, bounds) * s * Z * d) for s in (1.0, -1.0)))
-    return Perturbed(base, out, ends)
+
+    def at(offsets: np.ndarray) -> Profile:
+        # within the bounds, whatever a hand-edited file says (the fit never leaves them)
+        x = np.clip(x0 + offsets, [b[0] for b in bounds], [b[1] for b in bounds])
+        return build({**values, **{n: float(math.exp(v)) for n, v in zip(unc.parameters, x)}})
+
+    if unc.direction_ends:  # the profile-likelihood ends found at calibration
+        return Perturbed(base, [(at(np.array(p)), at(np.array(m))) for p, m in unc.direction_ends], ends, True)
+    # Without them (a profile analysed before they existed), z standard deviations of the
+    # covariance's Gaussian approximation, shortened at the bounds.
+    out = [tuple(at(_within(x0, s * Z * d, bounds) * s * Z * d) for s in (1.0, -1.0))
+           for d in _directions(np.array(unc.log_covariance, dtype=float))]
+    return Perturbed(base, out, ends, False)
 
 
 def _log_bounds(names: tuple[str, ...]) -> list[tuple[float, float]]:
@@ -335,19 +361,19 @@ def _log_bounds(names: tuple[str, ...]) -> list[tuple[float, float]]:
     return [known.get(n, (-math.inf, math.inf)) for n in names]
 
 
-def _within(x0: np.ndarray, step: np.ndarray, bounds: list[tuple[float, float]]) -> float:
-    """The largest t in [0, 1] with x0 + t step inside the bounds (a fitted value already on or
-    outside a bound does not move further out)."""
-    t = 1.0
+def _within(x0: np.ndarray, step: np.ndarray, bounds: list[tuple[float, float]], most: float = 1.0) -> float:
+    """The largest t in [0, most] with x0 + t step inside the bounds (a fitted value already on
+    or outside a bound does not move further out)."""
+    t = most
     for x, dx, (lo, hi) in zip(x0, step, bounds):
-        if dx > 0 and x + dx > hi:
+        if dx > 0 and x + most * dx > hi:
             t = min(t, max(0.0, (hi - x) / dx))
-        elif dx < 0 and x + dx < lo:
+        elif dx < 0 and x + most * dx < lo:
             t = min(t, max(0.0, (lo - x) / dx))
     return t
 
 
-Sides = tuple[float, float]  # log-throughput change over z at +z and at -z standard deviations
+Sides = tuple[float, float]  # log-throughput change over z at a direction's plus and minus ends
 
 
 @dataclass
@@ -390,15 +416,15 @@ class Sensitivities:
         if self.simulate is None:
             return self.described
         n = len(self.top() if simulated is None else simulated)
-        return f"{self.described} (both sides at z sd; {n} simulated, the rest from the analytic bound)"
+        return f"{self.described} (both ends; {n} simulated, the rest from the analytic bound)"
 
 
 def _direction_sensitivities(plan: Plan, pert: Perturbed, base_thr: float,
                              run: Callable[[Plan, Profile], float], described: str) -> Sensitivities:
     """The directions' bound changes at once; each simulation on demand (``Sensitivities``).
-    The steps are whole (z sd), not local derivatives scaled up: a simulated dynamic-batching
-    rollout can jump by a few percent for a tiny cost change (its batches form differently),
-    which a derivative times sd / step would multiply."""
+    The plan is evaluated at each direction's ends, not by local derivatives scaled up: a
+    simulated dynamic-batching rollout can jump by a few percent for a tiny cost change (its
+    batches form differently), which a derivative times sd / step would multiply."""
     from perfmodel.bound import bound
     from perfmodel.costs import StageCosts
 
@@ -476,8 +502,11 @@ def sensitivities(plan: Plan, profile: Profile, throughput: float,
         if isinstance(pert, str):
             return pert
         base_thr = throughput if pert.base is profile else run(plan, pert.base)
+        ends = ("at their profile-likelihood ends" if pert.profiled else
+                "at z standard deviations (Gaussian approximation: python -m perfmodel.calibration.uncertainty "
+                "stores the profile-likelihood ends)")
         return _direction_sensitivities(plan, pert, base_thr, run,
-                                        f"{len(pert.directions)} principal directions of the fit's parameter covariance")
+                                        f"{len(pert.directions)} principal directions of the fit's parameter covariance {ends}")
     if profile.provenance.get("kind") == "measured":
         perturbed, covered = _measured_perturbations(profile)
         if len(perturbed) < 3:
@@ -522,7 +551,8 @@ def with_gpu_type_bracket(iv: dict[str, Any], throughput: float, other_end: floa
     (``gpu_type_other_end``): a bracket, not a spread, so the two ends are not added in
     quadrature; each keeps its own model and parameter margin."""
     low, high = _joined(iv, throughput, other_end)
-    return {**iv, "low": low, "high": high, "width_pct": 100.0 * (high - low) / throughput if throughput > 0 else 0.0,
+    return {**iv, "low": low, "high": high, "half_width_log": _half_log(low, high),
+            "width_pct": 100.0 * (high - low) / throughput if throughput > 0 else 0.0,
             "method": iv["method"] + (f"; GPU type: joined with the same interval around {other_end:.4g}, the plan "
                                       "with only the measured GPU compute per sample carried by FLOP/s (the rest of "
                                       "the fitted slopes kept)"),
@@ -541,7 +571,7 @@ def _sided_var(deltas: list[Sides]) -> tuple[float, float]:
 
 def interval_from_deltas(throughput: float, deltas: list[Sides], unc: Uncertainty | None,
                          ext: dict[str, Any], covered: str,
-                         ends: list[tuple[str, float, float]] = ()) -> dict[str, Any]:
+                         ends: Sequence[tuple[str, float, float]] = ()) -> dict[str, Any]:
     """The interval from the directions' changes on both sides (``Sensitivities.deltas``): each
     end in quadrature with the residual model error and the extrapolation error of a fitted
     profile; alone for a measured one. Then widened by the ``ends`` of the parameters no point
@@ -563,13 +593,13 @@ def interval_from_deltas(throughput: float, deltas: list[Sides], unc: Uncertaint
     return with_unidentified(iv, throughput, ends)
 
 
-def _bracket(ends: list[tuple[str, float, float]]) -> tuple[float, float]:
+def _bracket(ends: Sequence[tuple[str, float, float]]) -> tuple[float, float]:
     """(most negative, most positive) total log change over the unidentified parameters' ends,
     each parameter taken at whichever of its bounds moves most that way (independent ranges)."""
     return (sum(min(0.0, lo, hi) for _, lo, hi in ends), sum(max(0.0, lo, hi) for _, lo, hi in ends))
 
 
-def with_unidentified(iv: dict[str, Any], centre: float, ends: list[tuple[str, float, float]]) -> dict[str, Any]:
+def with_unidentified(iv: dict[str, Any], centre: float, ends: Sequence[tuple[str, float, float]]) -> dict[str, Any]:
     """``iv`` (around ``centre``, a throughput or a ratio) widened by the parameters no calibrated
     point moved, over their whole physical range: the low end moves by the sum of their most
     negative log changes at a bound, the high end by the most positive. A bracket, not a spread
@@ -580,7 +610,7 @@ def with_unidentified(iv: dict[str, Any], centre: float, ends: list[tuple[str, f
     if not moved:
         return iv
     low, high = float(iv["low"] * math.exp(down)), float(iv["high"] * math.exp(up))
-    out = {**iv, "low": low, "high": high,
+    out = {**iv, "low": low, "high": high, "half_width_log": _half_log(low, high), "unidentified_parameters": moved,
            "components_pct": {**iv["components_pct"], "unidentified_pct": round(100.0 * (up - down), 3)},
            "method": iv["method"] + ("; not identified by the calibrated points, bracketed over their bounds: "
                                      + ", ".join(moved))}
@@ -642,14 +672,21 @@ def ratio_intervals(plan_a: Plan, thr_a: float, others: list[tuple[Plan, float]]
 def _joined(iv: dict[str, Any], centre: float, other: float) -> tuple[float, float]:
     """(low, high) of ``iv`` (around ``centre``) joined with the same interval, its log offsets
     kept, around ``other``."""
+    if centre <= 0:
+        return min(iv["low"], other), max(iv["high"], other)
     return min(iv["low"], other * iv["low"] / centre), max(iv["high"], other * iv["high"] / centre)
+
+
+def _half_log(low: float, high: float) -> float:
+    """An interval's mean log half-width (``half_width_log``)."""
+    return 0.5 * math.log(high / low) if low > 0 and high > 0 else 0.0
 
 
 def with_ratio_bracket(r: dict[str, Any], other_ratio: float) -> dict[str, Any]:
     """A ratio interval joined with the same interval around the ratio at the GPU type's other
     end (``gpu_type_other_end`` of both plans): the order is resolved only if both ends agree."""
     low, high = _joined(r, r["ratio"], other_ratio)
-    return {**r, "low": low, "high": high, "gpu_type_other_end_ratio": other_ratio,
+    return {**r, "low": low, "high": high, "half_width_log": _half_log(low, high), "gpu_type_other_end_ratio": other_ratio,
             "resolved": bool(low > 1.0 or high < 1.0) if r["resolved"] is not None else None,
             "method": r["method"] + f"; GPU type: joined with the ratio at the other end ({other_ratio:.4g})"}
 

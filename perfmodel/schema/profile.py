@@ -490,15 +490,21 @@ class Uncertainty:
         gpus = f.any("calibrated_gpus", [])
         nodes = f.any("calibrated_nodes", [])
         pair = f.any("extrapolation_pair_sd_log_per_doubling", None)
-        unidentified = tuple(_unidentified(e, f"{path}.unidentified[{i}]")
-                             for i, e in enumerate(check_list(f"{path}.unidentified", f.any("unidentified", []))))
-        ends = tuple(_direction_end(e, f"{path}.direction_ends[{i}]", len(names))
-                     for i, e in enumerate(check_list(f"{path}.direction_ends", f.any("direction_ends", []))))
+        raw_unidentified = f.any("unidentified", [])
+        raw_ends = f.any("direction_ends", [])
         f.done()
         if pair is not None:
             pair = check_float(f"{path}.extrapolation_pair_sd_log_per_doubling", pair, min=0.0)
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise ConfigError(f"{path}.parameters", "must be a list of parameter names")
+        unidentified = tuple(_unidentified(e, f"{path}.unidentified[{i}]")
+                             for i, e in enumerate(check_list(f"{path}.unidentified", raw_unidentified)))
+        if len({u[0] for u in unidentified}) != len(unidentified):
+            raise ConfigError(f"{path}.unidentified", "must name each parameter once")
+        ends = tuple(_direction_end(e, f"{path}.direction_ends[{i}]", len(names))
+                     for i, e in enumerate(check_list(f"{path}.direction_ends", raw_ends)))
+        if len(ends) > len(names):
+            raise ConfigError(f"{path}.direction_ends", f"must have at most one entry per parameter ({len(names)})")
         if (not isinstance(cov, list) or len(cov) != len(names)
                 or any(not isinstance(r, list) or len(r) != len(names) for r in cov)):
             raise ConfigError(f"{path}.log_covariance", f"must be a {len(names)} x {len(names)} matrix (one row per parameter)")
@@ -530,6 +536,9 @@ class Uncertainty:
                    if self.direction_ends else {})}
 
 
+MAX_LOG_OFFSET = 20.0  # a direction end beyond e^20 of a fitted value is no calibration's
+
+
 def _direction_end(obj: Any, path: str, n: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """One ``Uncertainty.direction_ends`` entry: {"plus", "minus"}, each ``n`` log offsets."""
     f = Fields(obj, path)
@@ -538,7 +547,8 @@ def _direction_end(obj: Any, path: str, n: int) -> tuple[tuple[float, ...], tupl
         v = check_list(f"{path}.{side}", f.any(side))
         if len(v) != n:
             raise ConfigError(f"{path}.{side}", f"must have {n} log offsets, one per parameter")
-        sides.append(tuple(check_float(f"{path}.{side}[{i}]", x, min=None) for i, x in enumerate(v)))
+        sides.append(tuple(check_float(f"{path}.{side}[{i}]", x, min=-MAX_LOG_OFFSET, max=MAX_LOG_OFFSET)
+                           for i, x in enumerate(v)))
     f.done()
     return sides[0], sides[1]
 
