@@ -148,12 +148,12 @@ def test_schema_rejects_bad_covariance(scenario_dict):
 
 
 @pytest.mark.parametrize("change,field", [
-    ({"parameters": 5, "direction_ends": [{"plus": [0.1], "minus": [-0.1]}]}, "uncertainty.parameters"),
+    ({"parameters": 5, "direction_ends": [{"plus": [0.1], "minus": [-0.1]}]}, r"uncertainty\.parameters: must be a list"),
     ({"direction_ends": [{"plus": [0.1], "minus": [-0.1, 0.0]}]}, r"direction_ends\[0\]\.minus"),
     ({"direction_ends": [{"plus": [1000.0], "minus": [-0.1]}]}, r"direction_ends\[0\]\.plus\[0\]"),
-    ({"direction_ends": [{"plus": [0.1], "minus": [-0.1]}] * 2}, "uncertainty.direction_ends"),
-    ({"unidentified": [{"name": "b", "low": 1.0, "high": 2.0}] * 2}, "uncertainty.unidentified"),
-    ({"unidentified": [{"name": "a", "low": 1.0, "high": 2.0}]}, "uncertainty.unidentified"),
+    ({"direction_ends": [{"plus": [0.1], "minus": [-0.1]}] * 2}, r"uncertainty\.direction_ends: must have at most"),
+    ({"unidentified": [{"name": "b", "low": 1.0, "high": 2.0}] * 2}, r"uncertainty\.unidentified: must name each"),
+    ({"unidentified": [{"name": "a", "low": 1.0, "high": 2.0}]}, r"uncertainty\.unidentified: must not repeat"),
     ({"unidentified": [{"name": "b", "low": 2.0, "high": 1.0}]}, r"unidentified\[0\]\.high"),
 ])
 def test_schema_rejects_bad_ends_and_brackets(scenario_dict, change, field):
@@ -449,6 +449,9 @@ def test_profile_likelihood_end_along_a_direction():
     # beyond the Gaussian length where the bounds allow (MAX_PROFILE_STEP)
     assert _within(np.log([8.0]), np.array([0.1]), [(0.0, math.log(16.0))], 3.0) == 3.0
     assert _within(np.log([8.0]), np.array([0.5]), [(0.0, math.log(16.0))], 3.0) == pytest.approx(2 * math.log(2))
+    # a crossing inside a t_max below 1, and a misfit that dips before it grows
+    assert _profile_step(quadratic(2.0), 0.75) == pytest.approx(0.5, abs=0.75 / 64)
+    assert _profile_step(lambda t: Z * Z * (4 * t * t - t), 3.0) == pytest.approx(0.64, abs=1 / 64)
 
 
 def test_text_output_names_a_bracketed_parameter_that_dominates_the_width():
@@ -463,3 +466,17 @@ def test_text_output_names_a_bracketed_parameter_that_dominates_the_width():
     assert len(notes) == 1 and "do not pin inter_node_bw_GBps" in notes[0]
     iv["components_pct"]["unidentified_pct"] = 5.0
     assert not [v for k, v in _interval_rows({"throughput_interval": iv}) if k == "note"]
+
+
+def test_a_parameter_on_its_bound_does_not_stop_the_direction():
+    """A fitted value on its bound keeps still along a direction that would push it out, and the
+    rest of the direction moves as far as the bounds allow (not zero)."""
+    from perfmodel.calibration.uncertainty import _inward, _within
+
+    bounds = [(0.0, math.log(16.0)), (-5.0, 5.0)]
+    x0 = np.array([math.log(16.0), 0.0])  # the first on its upper bound
+    step = np.array([1e-3, 1.0])
+    inward = _inward(x0, step, bounds)
+    assert list(inward) == [0.0, 1.0] and _within(x0, inward, bounds, 3.0) == 3.0
+    assert _within(x0, step, bounds, 3.0) == 0.0  # what one outward component did before
+    assert list(_inward(x0, -step, bounds)) == [-1e-3, -1.0]  # inward along it: free

@@ -176,6 +176,9 @@ def analyse(values: dict[str, float], points: list, *, crossval: dict[str, Any] 
         dx[idx] = offset
         if others:
             dx[others] = cov[np.ix_(others, idx)] @ np.linalg.solve(cov[np.ix_(idx, idx)], offset)
+            # never past a bound (one already outside stays where the fit left it)
+            dx[others] = np.clip(x0[others] + dx[others], np.minimum(lo[others], x0[others]),
+                                 np.maximum(hi[others], x0[others])) - x0[others]
         r = residuals(x0 + dx)
         return (float(r @ r) - rss0) / max(s2, 1e-12) + float(np.sum((dx[moved] / prior_sd[moved]) ** 2))
 
@@ -188,7 +191,7 @@ def analyse(values: dict[str, float], points: list, *, crossval: dict[str, Any] 
         for d in _directions(cov[np.ix_(idx, idx)]):
             sides = []
             for sign in (1.0, -1.0):
-                step = sign * Z * d
+                step = _inward(x0[idx], sign * Z * d, box)
                 t_max = _within(x0[idx], step, box, MAX_PROFILE_STEP)
                 t = _profile_step(lambda t: misfit_growth(idx, t * step), t_max)
                 sides.append(tuple(float(v) for v in t * step))
@@ -339,16 +342,19 @@ def _compute_fitted_perturbations(profile: Profile, unc: Uncertainty) -> Perturb
     x0 = np.log([values[n] for n in unc.parameters])
 
     def at(offsets: np.ndarray) -> Profile:
-        # within the bounds, whatever a hand-edited file says (the fit never leaves them)
-        x = np.clip(x0 + offsets, [b[0] for b in bounds], [b[1] for b in bounds])
+        # within the bounds, whatever a hand-edited file says (a fitted value outside today's
+        # bounds is not pulled onto them)
+        x = np.clip(x0 + offsets, np.minimum([b[0] for b in bounds], x0), np.maximum([b[1] for b in bounds], x0))
         return build({**values, **{n: float(math.exp(v)) for n, v in zip(unc.parameters, x)}})
 
     if unc.direction_ends:  # the profile-likelihood ends found at calibration
         return Perturbed(base, [(at(np.array(p)), at(np.array(m))) for p, m in unc.direction_ends], ends, True)
     # Without them (a profile analysed before they existed), z standard deviations of the
     # covariance's Gaussian approximation, shortened at the bounds.
-    out = [tuple(at(_within(x0, s * Z * d, bounds) * s * Z * d) for s in (1.0, -1.0))
-           for d in _directions(np.array(unc.log_covariance, dtype=float))]
+    steps = [_inward(x0, s * Z * d, bounds) for d in _directions(np.array(unc.log_covariance, dtype=float))
+             for s in (1.0, -1.0)]
+    sides = [at(_within(x0, st, bounds) * st) for st in steps]
+    out = [(sides[i], sides[i + 1]) for i in range(0, len(sides), 2)]
     return Perturbed(base, out, ends, False)
 
 
@@ -359,6 +365,17 @@ def _log_bounds(names: tuple[str, ...]) -> list[tuple[float, float]]:
 
     known = {p.name: (math.log(p.lo), math.log(p.hi)) for p in PARAMS}
     return [known.get(n, (-math.inf, math.inf)) for n in names]
+
+
+def _inward(x0: np.ndarray, step: np.ndarray, bounds: list[tuple[float, float]]) -> np.ndarray:
+    """``step`` without its components that push a parameter already on (or past) a bound
+    further out: that parameter stays, and the rest of the direction still moves (otherwise
+    one on-bound coordinate, however small its share, would stop the whole side)."""
+    out = np.array(step, dtype=float)
+    for i, (x, (lo, hi)) in enumerate(zip(x0, bounds)):
+        if (x >= hi and out[i] > 0) or (x <= lo and out[i] < 0):
+            out[i] = 0.0
+    return out
 
 
 def _within(x0: np.ndarray, step: np.ndarray, bounds: list[tuple[float, float]], most: float = 1.0) -> float:
