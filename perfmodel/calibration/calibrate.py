@@ -65,13 +65,13 @@ DEFAULT_WORKLOAD = {k: v for k, v in asdict(PUBLISHED_WORKLOAD).items() if k != 
 
 IDENT_STEP = 0.3  # log-space probe of a parameter's effect (x1.35)
 IDENT_TOL = 1e-6  # |change of log throughput| below which a parameter moves no point
+BOUND_TOL = 1e-2  # log-space distance (1 %) that counts as sitting on a bound
 
 
 def identification_probe(x: float, lo: float, hi: float) -> float:
     """Where a log parameter at ``x`` is moved to test whether any point depends on it: IDENT_STEP
     up, or down where up would leave the bounds (the fit and the interval use the same test)."""
     return min(hi, x + IDENT_STEP) if x + IDENT_STEP <= hi else max(lo, x - IDENT_STEP)
-BOUND_TOL = 1e-2  # log-space distance (1 %) that counts as sitting on a bound
 
 
 @dataclass(frozen=True)

@@ -163,19 +163,18 @@ def analyse(values: dict[str, float], points: list, *, crossval: dict[str, Any] 
     out = {}
     rss0 = float(r0 @ r0)
 
-    def misfit_growth(idx: list[int], offset: np.ndarray) -> float:
+    def misfit_growth(idx: list[int], others: list[int], conditional: np.ndarray, offset: np.ndarray) -> float:
         """How far the posterior's -2 log falls from the fit at ``offset`` on the ``idx``
-        parameters, the other identified ones (the other backbone's own) moved to their
-        conditional values (Gaussian: Sigma_oi Sigma_ii^-1 offset), as a profile over them would
-        put them: the calibrated points' misfit in residual variances plus the prior's quadratic
-        term that the covariance carries. Along a principal direction of a linear model it is
-        z^2 at z standard deviations, exactly; what the simulated points add is the model's
-        curvature."""
-        others = [i for i in moved if i not in idx]
+        parameters, the other identified ones (``others``: the other backbone's own) moved to
+        their conditional values (Gaussian: ``conditional`` = Sigma_oi Sigma_ii^-1, times the
+        offset), as a profile over them would put them: the calibrated points' misfit in residual
+        variances plus the prior's quadratic term that the covariance carries. Along a principal
+        direction of a linear model it is z^2 at z standard deviations, exactly; what the
+        simulated points add is the model's curvature."""
         dx = np.zeros(len(names))
         dx[idx] = offset
         if others:
-            dx[others] = cov[np.ix_(others, idx)] @ np.linalg.solve(cov[np.ix_(idx, idx)], offset)
+            dx[others] = conditional @ offset
             # never past a bound (one already outside stays where the fit left it)
             dx[others] = np.clip(x0[others] + dx[others], np.minimum(lo[others], x0[others]),
                                  np.maximum(hi[others], x0[others])) - x0[others]
@@ -187,13 +186,16 @@ def analyse(values: dict[str, float], points: list, *, crossval: dict[str, Any] 
         idx = [i for i in own if i in free]
         gpn = int(build_profile(get_backbone(b), values, mem, {}).node.get("gpus_per_node", 8))
         box = list(zip(lo[idx], hi[idx]))
+        others = [i for i in moved if i not in idx]
+        conditional = (cov[np.ix_(others, idx)] @ np.linalg.inv(cov[np.ix_(idx, idx)]) if others
+                       else np.zeros((0, len(idx))))
         ends = []
         for d in _directions(cov[np.ix_(idx, idx)]):
             sides = []
             for sign in (1.0, -1.0):
                 step = _inward(x0[idx], sign * Z * d, box)
                 t_max = _within(x0[idx], step, box, MAX_PROFILE_STEP)
-                t = _profile_step(lambda t: misfit_growth(idx, t * step), t_max)
+                t = _profile_step(lambda t: misfit_growth(idx, others, conditional, t * step), t_max)
                 sides.append(tuple(float(v) for v in t * step))
             ends.append((sides[0], sides[1]))
         out[b] = Uncertainty(
@@ -351,10 +353,11 @@ def _compute_fitted_perturbations(profile: Profile, unc: Uncertainty) -> Perturb
         return Perturbed(base, [(at(np.array(p)), at(np.array(m))) for p, m in unc.direction_ends], ends, True)
     # Without them (a profile analysed before they existed), z standard deviations of the
     # covariance's Gaussian approximation, shortened at the bounds.
-    steps = [_inward(x0, s * Z * d, bounds) for d in _directions(np.array(unc.log_covariance, dtype=float))
-             for s in (1.0, -1.0)]
-    sides = [at(_within(x0, st, bounds) * st) for st in steps]
-    out = [(sides[i], sides[i + 1]) for i in range(0, len(sides), 2)]
+    def side(step: np.ndarray) -> Profile:
+        step = _inward(x0, step, bounds)
+        return at(_within(x0, step, bounds) * step)
+
+    out = [(side(Z * d), side(-Z * d)) for d in _directions(np.array(unc.log_covariance, dtype=float))]
     return Perturbed(base, out, ends, False)
 
 
@@ -449,19 +452,17 @@ def _direction_sensitivities(plan: Plan, pert: Perturbed, base_thr: float,
     b0 = bound(StageCosts(plan, base)).throughput_env_steps_per_s
     plans = [tuple(_plan_for(plan, base, p) for p in sides) for sides in pert.directions]
 
-    def on_bound(pl: Plan, p: Profile) -> float:
-        return math.log(bound(StageCosts(pl, p)).throughput_env_steps_per_s / b0) / Z
+    def bound_change(pl: Plan, p: Profile) -> float:
+        return math.log(bound(StageCosts(pl, p)).throughput_env_steps_per_s / b0)
 
-    screen = [(on_bound(pp, p), on_bound(pm, m)) for (pp, pm), (p, m) in zip(plans, pert.directions)]
+    screen = [(bound_change(pp, p) / Z, bound_change(pm, m) / Z) for (pp, pm), (p, m) in zip(plans, pert.directions)]
 
     def at(p: Profile) -> float:
         """Log change of the plan's throughput on ``p``: simulated where the bound moves at all
         (a parameter no calibrated point moved may still move this plan: a node count or a
         colocated offload the points never had), else none."""
         pl = _plan_for(plan, base, p)
-        if abs(math.log(bound(StageCosts(pl, p)).throughput_env_steps_per_s / b0)) <= ENDS_TOL:
-            return 0.0
-        return math.log(run(pl, p) / base_thr)
+        return 0.0 if abs(bound_change(pl, p)) <= ENDS_TOL else math.log(run(pl, p) / base_thr)
 
     ends = [(name, at(low), at(high)) for name, low, high in pert.ends]
 
@@ -563,13 +564,23 @@ def gpu_type_other_end(plan: Plan, profile: Profile, run: Callable[[Plan, Profil
     return run(plan, profile_on(profile, plan.cluster.gpu, measured_compute_only=True))
 
 
+def _with_ends(iv: dict[str, Any], centre: float, low: float, high: float) -> dict[str, Any]:
+    """``iv`` (around ``centre``: a throughput or a ratio) with new ends, and what they imply
+    recomputed: ``half_width_log``, ``width_pct`` where it has one, ``resolved`` where it has
+    one (a ratio of a fitted profile: the interval excludes 1)."""
+    out = {**iv, "low": low, "high": high, "half_width_log": _half_log(low, high)}
+    if "width_pct" in iv:
+        out["width_pct"] = 100.0 * (high - low) / centre if centre > 0 else 0.0
+    if iv.get("resolved") is not None:
+        out["resolved"] = bool(low > 1.0 or high < 1.0)
+    return out
+
+
 def with_gpu_type_bracket(iv: dict[str, Any], throughput: float, other_end: float) -> dict[str, Any]:
     """``iv`` (the point's interval) joined with the same interval around ``other_end``
     (``gpu_type_other_end``): a bracket, not a spread, so the two ends are not added in
     quadrature; each keeps its own model and parameter margin."""
-    low, high = _joined(iv, throughput, other_end)
-    return {**iv, "low": low, "high": high, "half_width_log": _half_log(low, high),
-            "width_pct": 100.0 * (high - low) / throughput if throughput > 0 else 0.0,
+    return {**_with_ends(iv, throughput, *_joined(iv, throughput, other_end)),
             "method": iv["method"] + (f"; GPU type: joined with the same interval around {other_end:.4g}, the plan "
                                       "with only the measured GPU compute per sample carried by FLOP/s (the rest of "
                                       "the fitted slopes kept)"),
@@ -626,14 +637,11 @@ def with_unidentified(iv: dict[str, Any], centre: float, ends: Sequence[tuple[st
     moved = [n for n, lo, hi in ends if lo or hi]
     if not moved:
         return iv
-    low, high = float(iv["low"] * math.exp(down)), float(iv["high"] * math.exp(up))
-    out = {**iv, "low": low, "high": high, "half_width_log": _half_log(low, high), "unidentified_parameters": moved,
-           "components_pct": {**iv["components_pct"], "unidentified_pct": round(100.0 * (up - down), 3)},
-           "method": iv["method"] + ("; not identified by the calibrated points, bracketed over their bounds: "
-                                     + ", ".join(moved))}
-    if "width_pct" in iv:
-        out["width_pct"] = 100.0 * (high - low) / centre if centre > 0 else 0.0
-    return out
+    return {**_with_ends(iv, centre, float(iv["low"] * math.exp(down)), float(iv["high"] * math.exp(up))),
+            "unidentified_parameters": moved,
+            "components_pct": {**iv["components_pct"], "unidentified_pct": round(100.0 * (up - down), 3)},
+            "method": iv["method"] + ("; not identified by the calibrated points, bracketed over their bounds: "
+                                      + ", ".join(moved))}
 
 
 def ratio_interval(plan_a: Plan, plan_b: Plan, profile: Profile, thr_a: float, thr_b: float,
@@ -652,10 +660,7 @@ def ratio_of(thr_a: float, thr_b: float, sens_a: Sensitivities, sens_b: Sensitiv
                           sens_a.covered(idx))
     # each unidentified parameter at one bound moves both plans: its ratio change is the difference
     ends = [(n, lo_a - lo_b, hi_a - hi_b) for (n, lo_a, hi_a), (_, lo_b, hi_b) in zip(sens_a.ends, sens_b.ends)]
-    r = with_unidentified(r, r["ratio"], ends)
-    if r["resolved"] is not None:
-        r["resolved"] = bool(r["low"] > 1.0 or r["high"] < 1.0)
-    return r
+    return with_unidentified(r, r["ratio"], ends)
 
 
 def ratio_intervals(plan_a: Plan, thr_a: float, others: list[tuple[Plan, float]], profile: Profile,
@@ -702,9 +707,7 @@ def _half_log(low: float, high: float) -> float:
 def with_ratio_bracket(r: dict[str, Any], other_ratio: float) -> dict[str, Any]:
     """A ratio interval joined with the same interval around the ratio at the GPU type's other
     end (``gpu_type_other_end`` of both plans): the order is resolved only if both ends agree."""
-    low, high = _joined(r, r["ratio"], other_ratio)
-    return {**r, "low": low, "high": high, "half_width_log": _half_log(low, high), "gpu_type_other_end_ratio": other_ratio,
-            "resolved": bool(low > 1.0 or high < 1.0) if r["resolved"] is not None else None,
+    return {**_with_ends(r, r["ratio"], *_joined(r, r["ratio"], other_ratio)), "gpu_type_other_end_ratio": other_ratio,
             "method": r["method"] + f"; GPU type: joined with the ratio at the other end ({other_ratio:.4g})"}
 
 
