@@ -13,6 +13,7 @@ from typing import Any
 
 from analysis.inputs import Inputs
 from analysis.styles import mode_order
+from perfmodel.cliutil import fmt_range
 from perfmodel.schema.errors import ConfigError
 
 TIE_REL = 0.005  # modes within 0.5 % of each other are listed as near ties (the planner's tie is 1e-4)
@@ -200,7 +201,7 @@ def ties(points: list[PlanPoint]) -> list[tuple[int, list[str], float]]:
 def fmt_interval(p: PlanPoint) -> str:
     if p.low is None:
         return "none given"
-    return f"{p.low:,.0f}-{p.high:,.0f} ({p.interval_what})"
+    return f"{fmt_range(p.low, p.high, '-', thousands=True)} ({p.interval_what})"
 
 
 def hover(p: PlanPoint, target: float | None = None) -> str:

@@ -173,8 +173,8 @@ def load_inputs(*, sweeps=(), choice=None, predictions=(), runs=(), trace_sim=No
     if title:
         inp.title = title
     if target_env_steps is not None:
-        if target_env_steps < 1:
-            raise ConfigError("--target-env-steps", f"must be an integer >= 1, got {target_env_steps}")
+        if not 1 <= target_env_steps <= 1e18:  # also NaN and inf
+            raise ConfigError("--target-env-steps", f"must be a number of env steps in 1..1e18, got {target_env_steps:g}")
         inp.target_env_steps = int(target_env_steps)
     if gpu_hour_price is not None and not gpu_hour_price > 0:
         raise ConfigError("--gpu-hour-price", f"must be a number > 0, got {gpu_hour_price}")

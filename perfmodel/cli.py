@@ -226,8 +226,10 @@ def _interval_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("interval", f"{iv['low']:.2f} .. {iv['high']:.2f} env steps/s "
                                  f"({100 * iv['coverage']:.0f}% interval, width {iv['width_pct']:.1f}% of the prediction)"))
         parts = iv.get("components_pct") or {}
-        if (parts.get("parameters_pct", 0) > parts.get("model_pct", 0) and not parts.get("extrapolation_pct")
-                and not parts.get("gpu_type_pct")):
+        # only a fitted profile's interval has a model-error term (a measured one is the
+        # measurements' spread alone, and needs no excuse)
+        if ("model_pct" in parts and parts.get("parameters_pct", 0) > parts["model_pct"]
+                and not parts.get("extrapolation_pct") and not parts.get("gpu_type_pct")):
             # Within the calibrated scale a wide interval needs a reason: the fitted parameters
             # are pinned at the published setups, and this plan leans on ones they pin less.
             rows.append(("note", f"the width is mostly the fitted parameters' uncertainty "
@@ -376,8 +378,10 @@ def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | No
     for b in sorted({p.backbone for p in points}):  # load_reference refused unknown backbones
         if not cross:
             profiles[b] = load_profile(b)
-    if max_evals is not None and (not cross or max_evals < 1):
-        _fail("--max-evals", "is an integer >= 1, only with --cross-validate")
+    if max_evals is not None and not cross:
+        _fail("--max-evals", "only with --cross-validate (simulations per fold of its refits)")
+    if max_evals is not None and max_evals < 1:
+        _fail("--max-evals", f"must be an integer >= 1, got {max_evals}")
     if record and not cross:
         _fail("--record", "only with --cross-validate (it stores the cross-validation in the profiles)")
     if cross:
@@ -386,7 +390,7 @@ def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | No
         _one_of("--design", design, (*DESIGNS, "both"))
 
         def progress(label: str, n: int, rms: float) -> None:
-            if quiet:
+            if quiet or not sys.stderr.isatty():  # as the progress bars: not into logs
                 return
             if n < 0:  # a stage without evaluations
                 click.echo(label, err=True)
@@ -416,7 +420,8 @@ def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | No
         click.echo(f"{r['backbone']:<10} {r['mode']:<14} {r['gpus']:>4} {r['allocation_ratio'] or '-':>5} "
                    f"{r['published']:>10.2f} {r['predicted']:>10.2f} {r['error_pct']:>+6.1f}%")
     a = res["best_mode_agreement"]
-    click.echo(f"MAPE {res['mape_pct']:.2f}%  median |error| {res['median_abs_error_pct']:.2f}%  "
+    click.echo(f"fit error (in-sample: the profiles at the points they were fitted to; --cross-validate for held-out): "
+               f"MAPE {res['mape_pct']:.2f}%  median |error| {res['median_abs_error_pct']:.2f}%  "
                f"max |error| {res['max_abs_error_pct']:.2f}%")
     spearman = "n/a (fewer than 2 distinct points)" if res["spearman"] is None else f"{res['spearman']:.3f}"
     click.echo(f"best mode agrees in {a['matches']}/{a['groups']} (backbone, gpus) groups; Spearman {spearman}")
@@ -431,14 +436,16 @@ def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | No
 @click.option("--out-dir", type=click.Path(file_okay=False), default=None,
               help=f"where to write the fitted profiles (default: your profile directory, {user_profile_dir()}; "
                    "$VLAPERF_PROFILE_DIR overrides it); never the installed package")
-@click.option("--max-evals", type=int, default=300, show_default=True, help="simulations of the whole set")
+@click.option("--max-evals", type=int, default=None,
+              help="simulations of the whole set (default: the bundled profiles' budget, calibrate.BUNDLED_FIT_EVALS)")
 @click.option("--json", "as_json", is_flag=True, help="print the fit as one JSON object")
 @no_progress_option
 def calibrate(reference: str, out_dir: str | None, max_evals: int, as_json: bool, quiet: bool) -> None:
     """Fit the bundled profiles' physical parameters to published results."""
-    from perfmodel.calibration.calibrate import fit, fitted_profiles
+    from perfmodel.calibration.calibrate import BUNDLED_FIT_EVALS, fit, fitted_profiles
     from perfmodel.calibration.reference import load_reference
 
+    max_evals = BUNDLED_FIT_EVALS if max_evals is None else max_evals
     if not 1 <= max_evals <= 100_000:
         _fail("--max-evals", f"must be an integer in 1..100000, got {max_evals}")
     points = load_reference(reference)  # refuses a backbone without a bundled profile, naming its line
@@ -576,12 +583,17 @@ def _cp_sweep_profile(doc: dict[str, Any], sweep_path: str):
     return None, f"the sweep's profile {ref!r} cannot be loaded here ({why}): no ratio intervals"
 
 
-def _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages):
-    """(profile ref, base plan dict, pipeline stages) for a sweep over an RLinf config."""
+def _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages, modes=None):
+    """(profile ref, base plan dict, pipeline stages) for a sweep over an RLinf config. The first
+    of ``--modes`` stands for a config whose own mode vlaperf cannot name (the sweep sets each
+    row's mode anyway)."""
     _check_gpu(gpu)
     if rlinf_config is None:
         return None, None, pipeline_stages, None
-    im = load_rlinf_config(rlinf_config, backbone, profile_path, gpu)
+    first = next((m.strip() for m in (modes or "").split(",") if m.strip()), None)
+    if first is not None and first not in MODES:
+        _fail("--modes", f"must be among {', '.join(MODES)}; got {first!r}")
+    im = load_rlinf_config(rlinf_config, backbone, profile_path, gpu, first)
     stages = pipeline_stages if pipeline_stages is not None else str(im.plan.pipeline_stage_num)
     ref = im.plan.profile  # a bundled name, or a file: absolute, as _cp_ref makes it
     if Path(ref).is_file():
@@ -726,7 +738,7 @@ def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_m
     _cp_check_common(jobs, price, replications, seed)
     check_writable("--out", out)
     check_writable("--csv", csv_out)
-    ref, base, pipeline_stages, _ = _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages)
+    ref, base, pipeline_stages, _ = _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages, modes)
     spec = _cp_spec(ref or _cp_ref(backbone, profile_path), modes, gpus, ratios, pipeline_stages, b_max, t_max, price,
                     replications, seed, staleness, base, gpu, scale_global_batch)
     if no_interval:
@@ -801,7 +813,7 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
     if sweep_path and gpu:
         _fail("--gpu", f"contradicts --sweep {sweep_path}: its plans were predicted on their own accelerator; "
                        "leave it out, or sweep again with --gpu")
-    ref, base, pipeline_stages, imported = _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages)
+    ref, base, pipeline_stages, imported = _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages, modes)
     if gpus is None:
         if imported is None:
             _fail("--gpus", "is required (an integer >= 1) unless --rlinf-config gives it")

@@ -205,6 +205,14 @@ def fmt_number(v: float | None, spec: str = ".2f", suffix: str = "") -> str:
     return "-" if v is None else format(v, spec) + suffix
 
 
+def fmt_range(low: float, high: float, sep: str = "..", thousands: bool = False) -> str:
+    """An interval in a table: whole numbers from 100 up, else with the decimals that keep three
+    significant digits of the larger end (4.03..4.17, not 4..4)."""
+    size = max(abs(low), abs(high))
+    spec = ("," if thousands else "") + f".{0 if size >= 100 else 1 if size >= 10 else 2 if size >= 1 else 3}f"
+    return f"{low:{spec}}{sep}{high:{spec}}"
+
+
 def version_option() -> Callable:
     """``--version``: the installed vlaperf version."""
     return click.version_option(package_name="vlaperf", message="%(prog)s (vlaperf) %(version)s")

@@ -184,3 +184,15 @@ def test_unidentifiable_parameter_is_held_and_reported():
     assert rec["identified"] is False and "prior" in rec["note"]
     for name in res.on_bound:
         assert prof.provenance["parameters"][name.split(".")[-1]]["note"]
+
+
+def test_calibrate_default_budget_is_the_bundled_profiles():
+    """`perfmodel calibrate --out-dir profiles` (README) refits the bundled profiles with their own
+    budget, so a user who follows it gets their parameters back."""
+    from perfmodel.calibration.calibrate import BUNDLED_FIT_EVALS
+
+    for name in ("pi05", "gr00t_n15"):
+        prov = load_profile(name).provenance
+        assert prov["fit"]["evaluations"] == BUNDLED_FIT_EVALS
+        assert prov["method"].endswith(f"--max-evals {BUNDLED_FIT_EVALS}")
+

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
@@ -34,6 +35,15 @@ def test_predict_json_every_mode_and_backbone(mode, backbone):
                         16 * 48 * 480 * 4, rel_tol=1e-9)
     for group in out["utilization"].values():
         assert all(0 <= v <= 1 + 1e-9 for v in group.values())
+
+
+@pytest.mark.parametrize("plan", sorted(p.name for p in (ROOT / "examples" / "plans").glob("*.json")))
+def test_predict_text_for_every_example_plan(plan):
+    """The text output of a measured profile's prediction (an interval from raw samples, no
+    model-error term) prints its interval: the shipped examples are what a new user runs first."""
+    r = run_cli("predict", "--plan", str(ROOT / "examples" / "plans" / plan))
+    assert r.returncode == 0, r.stderr
+    assert "interval" in r.stdout and "fitted parameters" not in r.stdout
 
 
 def test_predict_ratio_and_plan_file_agree(tmp_path):
@@ -101,13 +111,14 @@ def test_validate_human_output():
     assert "MAPE" in r.stdout and "Spearman" in r.stdout and "best mode agrees" in r.stdout
 
 
-def _bad(*args: str, field: str) -> None:
+def _bad(*args: str, field: str):
     r = run_cli(*args)
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     lines = [l for l in r.stderr.strip().splitlines() if l.strip()]
     assert len(lines) == 1, r.stderr
     assert "Traceback" not in r.stderr
     assert lines[0].startswith("error: ") and field in lines[0], lines[0]
+    return r
 
 
 @pytest.mark.parametrize("args,field", [
@@ -199,6 +210,35 @@ def test_validate_bad_reference(tmp_path):
     worse = tmp_path / "worse.csv"
     worse.write_text("mode,backbone,gpus,allocation_ratio,throughput_env_steps_per_s\nwarp,pi05,8,1:1,3\n")
     _bad("validate", "--reference", str(worse), field="mode")
+
+
+def test_validate_max_evals_says_which_rule_it_breaks():
+    r = _bad("validate", "--max-evals", "5", field="--max-evals")
+    assert "only with --cross-validate" in r.stderr
+    r = _bad("validate", "--cross-validate", "--max-evals", "0", field="--max-evals")
+    assert r.stderr.strip().endswith("must be an integer >= 1, got 0")
+
+
+def test_a_json_value_of_the_wrong_kind_is_named_in_json_words():
+    from perfmodel.schema.errors import ConfigError
+    from perfmodel.schema.jsonio import check_list, check_object
+
+    for value, kind in ((None, "null (or missing)"), (True, "a boolean"), (3, "a number"), ("x", "a string"),
+                        ([1], "a list")):
+        with pytest.raises(ConfigError, match=re.escape(f"best: must be a JSON object, got {kind}")):
+            check_object("best", value)
+    with pytest.raises(ConfigError, match=r"rows: must be a list, got an object$"):
+        check_list("rows", {"a": 1})
+
+
+def test_an_interval_keeps_three_significant_digits():
+    from perfmodel.cliutil import fmt_range
+
+    assert fmt_range(4.031, 4.172) == "4.03..4.17"  # not 4..4
+    assert fmt_range(12.34, 15.61) == "12.3..15.6"
+    assert fmt_range(1287.28, 1530.6) == "1287..1531"
+    assert fmt_range(1287.28, 1530.6, "-", thousands=True) == "1,287-1,531"
+    assert fmt_range(0.1234, 0.2) == "0.123..0.200"
 
 
 def test_perfmodel_does_not_import_heavy_packages():

@@ -154,6 +154,7 @@ def test_plan_from_sweep_with_bad_rows(sweep_file, tmp_path):
                            f"sweep.rows[{ok}].prediction.utilization"),
         "rows_not_list": (lambda d: d.update(rows={}), "sweep.rows"),
         "wrong_kind": (lambda d: d.update(kind="perfmodel.plan_choice"), "--sweep"),
+        "future_version": (lambda d: d.update(schema_version=99), "sweep.schema_version"),
     }
     for name, (edit, field) in cases.items():
         d = json.loads(json.dumps(doc))
@@ -328,8 +329,13 @@ def test_no_progress_everywhere_and_json_on_calibrate(tmp_path, monkeypatch):
     # --no-progress is a shared convention (README): every command takes it, with a bar or not.
     for cmd in ("predict", "validate", "calibrate", "sweep", "plan"):
         assert "--no-progress" in run_main(cmd, "--help").stdout, cmd
-    # and validate --cross-validate then prints no progress lines (without it, it does)
+    # and validate --cross-validate then prints no progress lines; without it, only to a terminal
+    # (as the bars: a log or a pipe gets none)
     cv = ("validate", "--cross-validate", "--max-evals", "2", "--design", "group_out")
+    assert run_main(*cv).stderr == ""
+    import inproc
+
+    monkeypatch.setattr(inproc._Tee, "isatty", lambda self: True)
     assert run_main(*cv, "--no-progress").stderr == "" and "prediction intervals" in run_main(*cv).stderr
 
 

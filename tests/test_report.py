@@ -336,6 +336,7 @@ def test_cli_report(inputs):
     (["--reference-profile", "pi05", "--reference", "{bad}"], "--reference-profile"),
     (["--gpus", "0"], "--gpus"),
     (["--target-env-steps", "0", "--sweep", "{sweep}"], "--target-env-steps"),
+    (["--target-env-steps", "nan", "--sweep", "{sweep}"], "--target-env-steps"),
     (["-o", "/proc/nonexistent/r.html", "--sweep", "{sweep}"], "--out"),
 ])
 def test_cli_report_bad_input(inputs, tmp_path, args, field):

@@ -367,6 +367,23 @@ def test_rlinf_runner_switches_set_or_refuse_the_mode(tmp_path: Path) -> None:
     assert load_rlinf(off).plan.mode == "disaggregated" and load_rlinf(off).warnings == []
 
 
+def test_sweep_and_plan_take_the_mode_of_a_config_from_modes(tmp_path: Path) -> None:
+    """A config whose own mode vlaperf cannot name (RLinf's use_training_pipeline) is refused by
+    sweep and plan with the option they have (--modes); given --modes, the first one stands for
+    the config and the comparison runs."""
+    cfg = _with_runner(write_config(tmp_path, "p", placement="    actor: 0-3\n    env,rollout: 4-7"),
+                       "  use_training_pipeline: True")
+    for cmd in ("sweep", "plan"):
+        r = run_cli(cmd, "--rlinf-config", str(cfg), "--gpus", "8")
+        assert r.returncode == 2 and "(sweep and plan: --modes)" in r.stderr, r.stderr
+        r = run_cli(cmd, "--rlinf-config", str(cfg), "--gpus", "8", "--modes", "bogus,disaggregated")
+        assert r.returncode == 2 and r.stderr.strip().endswith("--modes: must be among colocated, disaggregated, "
+                                                               "train_async, rollout_async, streamer; got 'bogus'")
+    r = run_cli("plan", "--rlinf-config", str(cfg), "--gpus", "8", "--modes", "disaggregated,train_async")
+    assert r.returncode == 0, r.stderr
+    assert "Best plan for exactly 8 GPUs" in r.stdout and "train_async" in r.stdout
+
+
 def test_a_mode_that_adds_mechanisms_says_so(tmp_path: Path) -> None:
     """--mode streamer on a synchronous disjoint config predicts the mode, not the config: the
     warning names each mechanism the config does not switch on; a mode within the config's adds

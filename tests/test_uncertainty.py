@@ -163,6 +163,22 @@ def test_schema_rejects_bad_ends_and_brackets(scenario_dict, change, field):
         Profile.from_dict(scenario_dict)
 
 
+def test_schema_refuses_parameters_without_a_fitted_value(scenario_dict):
+    """A covariance or bracket over a parameter the profile has no fitted value for is refused at
+    load, in one line naming it (a prediction rebuilds the profile around those values)."""
+    scenario_dict["provenance"]["parameters"] = {"a": {"value": 2.0}}
+    scenario_dict["provenance"]["uncertainty"] = {"method": "x", "parameters": ["a"], "log_covariance": [[1.0]],
+                                                  "unidentified": [{"name": "b", "low": 1.0, "high": 2.0}]}
+    with pytest.raises(ConfigError, match=r"provenance\.uncertainty: names parameters without a fitted value "
+                                          r"in provenance\.parameters: b$"):
+        Profile.from_dict(scenario_dict)
+    scenario_dict["provenance"]["parameters"]["b"] = {"value": 1.5}
+    assert Profile.from_dict(scenario_dict).uncertainty.unidentified == (("b", 1.0, 2.0),)
+    del scenario_dict["provenance"]["parameters"]
+    with pytest.raises(ConfigError, match=r"uncertainty: needs provenance\.parameters"):
+        Profile.from_dict(scenario_dict)
+
+
 def test_analyse_keeps_prior_range_for_unidentified_parameters():
     """Fitted on single-node points, inter-node bandwidth moves nothing: it is kept out of the
     covariance with its whole bound range (a prediction brackets it there), while the env step

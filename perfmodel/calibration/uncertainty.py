@@ -319,10 +319,9 @@ def _compute_fitted_perturbations(profile: Profile, unc: Uncertainty) -> Perturb
     if not unc.parameters and not unc.unidentified:
         return Perturbed(profile, [], [])
     params = profile.provenance.get("parameters")
-    if not isinstance(params, dict) or any(n not in params for n in unc.parameters):
-        return "the profile's provenance lacks the fitted parameter values its covariance refers to"
-    if any(n not in params for n, _, _ in unc.unidentified):
-        return "the profile's provenance lacks the values of parameters its uncertainty brackets (unidentified)"
+    reason = unc.lacking_values(params)  # checked at load too; a profile built in code is not
+    if reason:
+        return f"the profile's uncertainty {reason}"
     from perfmodel.backbones import get_backbone
     from perfmodel.calibration.calibrate import build_profile
     from perfmodel.calibration.measured import measured_of

@@ -29,7 +29,8 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable
 
-from perfmodel.cliutil import fmt_number
+from perfmodel.cliutil import fmt_number, fmt_range
+from perfmodel.planning.sweepfile import SWEEP_KIND, SWEEP_SCHEMA_VERSION
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.modes import MODE_TABLE, MODES
 from perfmodel.schema.plan import DEFAULT_T_MAX_S, MAX_STALENESS, Plan, ratio_parts
@@ -48,6 +49,8 @@ DEFAULT_T_MAX = (DEFAULT_T_MAX_S,)
 
 SCALING_NOTE = ("scaling efficiency = (thr(N)/N) / (thr(N0)/N0), N0 = the smallest GPU count in the sweep "
                 "at which the same configuration (mode, ratio, stages, b_max, t_max) is feasible")
+BEST_SCALING_NOTE = ("the mode's best plan at N GPUs against its best plan at the smallest GPU count it runs "
+                     "(N0 = scaling_baseline_gpus), whatever their ratios and knobs: (thr(N)/N) / (thr(N0)/N0)")
 GAIN_NOTE = "gain over colocated = thr / colocated thr at the same GPU count - 1"
 
 
@@ -485,15 +488,17 @@ def run_sweep(spec: SweepSpec, profile: Profile, *, jobs: int | None = None,
     rows.sort(key=lambda r: r["index"])
     derive(rows, spec.gpu_hour_price)
     return {
-        "kind": "perfmodel.planning.sweep",
-        "schema_version": 1,
+        "kind": SWEEP_KIND,
+        "schema_version": SWEEP_SCHEMA_VERSION,
         "model_revision": MODEL_REVISION,
         "profile": profile.name,
         "backbone": profile.backbone,
         "spec": spec.to_dict(),
         "definitions": {"scaling_efficiency": SCALING_NOTE, "gain_over_colocated_pct": GAIN_NOTE,
                         "env_steps_per_gpu_hour": "throughput x 3600 / GPUs",
-                        "env_steps_per_dollar": "env_steps_per_gpu_hour / gpu_hour_price"},
+                        "env_steps_per_dollar": "env_steps_per_gpu_hour / gpu_hour_price",
+                        # the summary's differs from a row's: best plans, whatever their configurations
+                        "summary.best_per_mode.scaling_efficiency": BEST_SCALING_NOTE},
         "rows": rows,
         "summary": summarize(rows),
     }
@@ -548,7 +553,7 @@ def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
                              f"{r['pipeline_stage_num']:>3} not run: {r['reason']}")
             continue
         # The prediction interval (what calibration leaves open; '*' beyond the calibrated scale).
-        ci_s = (f"{r['throughput_low']:.0f}..{r['throughput_high']:.0f}" if r.get("throughput_low") is not None
+        ci_s = (fmt_range(r['throughput_low'], r['throughput_high']) if r.get("throughput_low") is not None
                 else "-") + ("*" if r.get("extrapolation") else "")
         gain = r["gain_over_colocated_pct"]
         lines.append(

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.schema.errors import ConfigError
-from perfmodel.schema.jsonio import check_float, check_int, check_object, load_json
+from perfmodel.schema.jsonio import check_float, check_int, check_object, json_kind, load_json
 from perfmodel.schema.modes import MODE_TABLE, MODES
 from perfmodel.schema.plan import MAX_GPUS, Plan
 
 SWEEP_KIND = "perfmodel.planning.sweep"
+SWEEP_SCHEMA_VERSION = 1  # what perfmodel.planning.sweep writes
 STATUSES = ("ok", "infeasible", "error")
 
 
@@ -90,9 +91,13 @@ def check_sweep(doc: Any, what: str = "--sweep", where: str = "") -> dict[str, A
     if not isinstance(doc, dict) or doc.get("kind") != SWEEP_KIND:
         raise ConfigError(what, f"{where or 'the file'} is not a sweep written by `perfmodel sweep -o` "
                                 f"(kind must be {SWEEP_KIND!r})")
+    version = doc.get("schema_version", SWEEP_SCHEMA_VERSION)  # absent in files older than the field
+    if version != SWEEP_SCHEMA_VERSION or isinstance(version, bool):
+        raise ConfigError("sweep.schema_version", f"must be {SWEEP_SCHEMA_VERSION} (this vlaperf's sweep files), "
+                                                  f"got {version!r}: rerun the sweep with this version")
     rows = doc.get("rows")
     if not isinstance(rows, list):
-        raise ConfigError("sweep.rows", f"must be a list of rows, got {type(rows).__name__}")
+        raise ConfigError("sweep.rows", f"must be a list of rows, got {json_kind(rows)}")
     spec = check_object("sweep.spec", doc.get("spec", {}))
     price = spec.get("gpu_hour_price")
     if price is not None:

@@ -21,6 +21,9 @@ from perfmodel.schema.modes import MODE_TABLE, MODES
 from perfmodel.schema.plan import DEFAULT_T_MAX_S, Plan
 
 COMPONENTS = ("actor", "env", "rollout")
+# what a config whose own mode vlaperf cannot name asks of the user (predict: one mode; sweep and
+# plan: the modes to compare, the first of which stands for the config)
+PASS_MODE = "pass --mode (sweep and plan: --modes) to cost it as one of them"
 # vlaperf's own block: what RLinf's schema cannot say (the RL-VLA3 fork's dynamic batching and
 # streaming, the accelerator). RLinf ignores a top-level key it does not read.
 VLAPERF_KEYS = ("mode", "b_max", "t_max_s", "gpu", "profile", "placement_strategy", "allocation_ratio", "trained_part")
@@ -263,17 +266,17 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
             raise ConfigError("algorithm.staleness_threshold",
                               "asynchronous PPO with actor and rollout on the same GPUs is not a vlaperf mode "
                               "(its asynchronous modes need disjoint rollout and actor GPUs, e.g. 'actor: 0-3' and "
-                              "'env,rollout: 4-7'); pass --mode to cost it as one of them")
+                              "'env,rollout: 4-7'); " + PASS_MODE)
         if streaming:
             raise ConfigError(TRAINING_PIPELINE, "RLinf's streaming inside its synchronous runner (micro-batches per env "
                                                  "worker and rollout epoch) is not a vlaperf mode (vlaperf's streamer "
-                                                 "streams within the asynchronous rollout); pass --mode to cost it as "
-                                                 "one of them (disaggregated: no overlap of training with the rollout)")
+                                                 "streams within the asynchronous rollout); " + PASS_MODE +
+                                                 " (disaggregated: no overlap of training with the rollout)")
         if decoupled and derived != "rollout_async":
             raise ConfigError(DECOUPLED, "dynamic batching without asynchronous PPO on disjoint rollout and actor GPUs "
                                          "(algorithm.staleness_threshold, e.g. 'actor: 0-3' and 'env,rollout: 4-7') "
-                                         "is not a vlaperf mode (rollout_async adds it to asynchronous training); pass "
-                                         "--mode to cost it as one of them")
+                                         "is not a vlaperf mode (rollout_async adds it to asynchronous training); "
+                                         + PASS_MODE)
         want = derived
     elif MODE_TABLE[want].disaggregated != (derived != "colocated"):
         if MODE_TABLE[want].disaggregated:

@@ -83,15 +83,26 @@ def load_json(path: str | Path, what: str) -> Any:
     return parse_json(read_text(path, what), what, str(path))
 
 
+def json_kind(v: Any) -> str:
+    """What a JSON value is, in JSON's words (an error says "got null (or missing)", not NoneType)."""
+    if v is None:
+        return "null (or missing)"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, (int, float)):
+        return "a number"
+    return {str: "a string", list: "a list"}.get(type(v), "an object" if isinstance(v, Mapping) else type(v).__name__)
+
+
 def check_object(field: str, v: Any) -> Mapping:
     if not isinstance(v, Mapping):
-        raise ConfigError(field, f"must be a JSON object, got {type(v).__name__}")
+        raise ConfigError(field, f"must be a JSON object, got {json_kind(v)}")
     return v
 
 
 def check_list(field: str, v: Any) -> list:
     if not isinstance(v, list):
-        raise ConfigError(field, f"must be a list, got {type(v).__name__}")
+        raise ConfigError(field, f"must be a list, got {json_kind(v)}")
     return v
 
 

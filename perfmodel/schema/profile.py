@@ -521,6 +521,22 @@ class Uncertainty:
         return cls(method, coverage, tuple(names), rows, resid, per_doubling, source,
                    tuple(sorted(set(gpus))), tuple(sorted(set(nodes))), pair, unidentified, ends)
 
+    def lacking_values(self, parameters: Any) -> str | None:
+        """Why ``parameters`` (a profile's ``provenance.parameters``: name -> {"value": number})
+        cannot serve this uncertainty, or None: every parameter of the covariance and every
+        bracketed one needs its fitted value (a prediction rebuilds the profile around them)."""
+        needed = list(self.parameters) + [n for n, _, _ in self.unidentified]
+        if not needed:
+            return None
+        if not isinstance(parameters, dict):
+            return "needs provenance.parameters (the fitted values its parameters refer to)"
+        missing = [n for n in needed if not isinstance(parameters.get(n), dict)
+                   or isinstance(parameters[n].get("value"), bool)
+                   or not isinstance(parameters[n].get("value"), (int, float))]
+        if missing:
+            return f"names parameters without a fitted value in provenance.parameters: {', '.join(missing)}"
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "coverage": self.coverage, "parameters": list(self.parameters),
                 "log_covariance": [list(r) for r in self.log_covariance],
@@ -601,7 +617,10 @@ class Profile:
         for required in ("date", "method"):
             pf.str(required)
         if "uncertainty" in prov:
-            Uncertainty.from_dict(prov["uncertainty"], f"{f.sub('provenance')}.uncertainty")
+            unc_path = f"{f.sub('provenance')}.uncertainty"
+            reason = Uncertainty.from_dict(prov["uncertainty"], unc_path).lacking_values(prov.get("parameters"))
+            if reason:
+                raise ConfigError(unc_path, reason)
         assumptions = f.any("assumptions", {})
         Fields(assumptions, f.sub("assumptions"))
         variability = Variability.from_dict(f.any("variability", {}), f.sub("variability"))
