@@ -15,7 +15,7 @@ import click
 
 from perfmodel.cliutil import Choice, check_writable, no_progress_option, progress_bar, version_option
 from perfmodel.schema.errors import ConfigError
-from perfmodel.schema.modes import MODES
+from perfmodel.schema.modes import MODE_TABLE, MODES
 from perfmodel.planning.choice import OBJECTIVES
 from perfmodel.schema.plan import DEFAULT_T_MAX_S, MAX_GPUS, Plan, is_profile_path, parse_ratio
 
@@ -437,7 +437,7 @@ def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | No
               help=f"where to write the fitted profiles (default: your profile directory, {user_profile_dir()}; "
                    "$VLAPERF_PROFILE_DIR overrides it); never the installed package")
 @click.option("--max-evals", type=int, default=None,
-              help="simulations of the whole set (default: the bundled profiles' budget, calibrate.BUNDLED_FIT_EVALS)")
+              help="simulations of the whole set (default: 140, the bundled profiles' budget)")
 @click.option("--json", "as_json", is_flag=True, help="print the fit as one JSON object")
 @no_progress_option
 def calibrate(reference: str, out_dir: str | None, max_evals: int, as_json: bool, quiet: bool) -> None:
@@ -465,7 +465,9 @@ def calibrate(reference: str, out_dir: str | None, max_evals: int, as_json: bool
     result = fit(points, max_evals=max_evals, progress=progress)
     if bar is not None:
         bar.close()
-    command = "perfmodel calibrate " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    given = any(a.split("=")[0] == "--max-evals" for a in sys.argv[2:])
+    args = sys.argv[2:] + ([] if given else ["--max-evals", str(max_evals)])  # the budget used, said or not
+    command = "perfmodel calibrate " + " ".join(shlex.quote(a) for a in args)
     try:
         ref_label = str(Path(reference).resolve().relative_to(PROJECT_ROOT))
     except ValueError:
@@ -584,16 +586,26 @@ def _cp_sweep_profile(doc: dict[str, Any], sweep_path: str):
 
 
 def _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages, modes=None):
-    """(profile ref, base plan dict, pipeline stages) for a sweep over an RLinf config. The first
-    of ``--modes`` stands for a config whose own mode vlaperf cannot name (the sweep sets each
-    row's mode anyway)."""
+    """(profile ref, base plan dict, pipeline stages) for a sweep over an RLinf config; one of
+    ``--modes`` stands for a config whose own mode vlaperf cannot name."""
     _check_gpu(gpu)
     if rlinf_config is None:
         return None, None, pipeline_stages, None
-    first = next((m.strip() for m in (modes or "").split(",") if m.strip()), None)
-    if first is not None and first not in MODES:
-        _fail("--modes", f"must be among {', '.join(MODES)}; got {first!r}")
-    im = load_rlinf_config(rlinf_config, backbone, profile_path, gpu, first)
+    from perfmodel.rlinf.importer import UnnamedModeError
+
+    try:
+        im = load_rlinf_config(rlinf_config, backbone, profile_path, gpu)
+    except UnnamedModeError as e:
+        # The sweep sets each row's mode anyway: one of --modes stands for the config, the first
+        # that keeps its placement (shared or disjoint GPUs), else the first.
+        listed = [m.strip() for m in (modes or "").split(",") if m.strip()]
+        if not listed:
+            raise
+        bad = [m for m in listed if m not in MODES]
+        if bad:
+            _fail("--modes", f"must be among {', '.join(MODES)}; got {bad[0]!r}")
+        same = [m for m in listed if MODE_TABLE[m].disaggregated == e.disaggregated]
+        im = load_rlinf_config(rlinf_config, backbone, profile_path, gpu, (same or listed)[0])
     stages = pipeline_stages if pipeline_stages is not None else str(im.plan.pipeline_stage_num)
     ref = im.plan.profile  # a bundled name, or a file: absolute, as _cp_ref makes it
     if Path(ref).is_file():

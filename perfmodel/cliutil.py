@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import sys
 import traceback
@@ -206,10 +207,15 @@ def fmt_number(v: float | None, spec: str = ".2f", suffix: str = "") -> str:
 
 
 def fmt_range(low: float, high: float, sep: str = "..", thousands: bool = False) -> str:
-    """An interval in a table: whole numbers from 100 up, else with the decimals that keep three
-    significant digits of the larger end (4.03..4.17, not 4..4)."""
-    size = max(abs(low), abs(high))
-    spec = ("," if thousands else "") + f".{0 if size >= 100 else 1 if size >= 10 else 2 if size >= 1 else 3}f"
+    """An interval in a table, with the decimals that show two significant digits of its width
+    (4.03..4.17 and 99.96..99.99, not 4..4 or 100..100), whole numbers for a width from 10 up."""
+    width = high - low
+    if width > 0 and math.isfinite(width):
+        digits = min(6, max(0, 1 - math.floor(math.log10(width))))
+    else:  # a point or a NaN: three significant digits of the larger end
+        size = max(abs(low), abs(high)) if math.isfinite(low) and math.isfinite(high) else 0.0
+        digits = 0 if size >= 100 else 1 if size >= 10 else 2
+    spec = ("," if thousands else "") + f".{digits}f"
     return f"{low:{spec}}{sep}{high:{spec}}"
 
 

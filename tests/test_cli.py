@@ -236,9 +236,12 @@ def test_an_interval_keeps_three_significant_digits():
 
     assert fmt_range(4.031, 4.172) == "4.03..4.17"  # not 4..4
     assert fmt_range(12.34, 15.61) == "12.3..15.6"
+    assert fmt_range(99.961, 99.989) == "99.961..99.989"  # not 100..100
     assert fmt_range(1287.28, 1530.6) == "1287..1531"
     assert fmt_range(1287.28, 1530.6, "-", thousands=True) == "1,287-1,531"
     assert fmt_range(0.1234, 0.2) == "0.123..0.200"
+    assert fmt_range(0.0004, 0.0006) == "0.00040..0.00060"
+    assert fmt_range(5.0, 5.0) == "5.00..5.00" and fmt_range(float("nan"), 4.2) == "nan..4.20"
 
 
 def test_perfmodel_does_not_import_heavy_packages():

@@ -379,9 +379,18 @@ def test_sweep_and_plan_take_the_mode_of_a_config_from_modes(tmp_path: Path) -> 
         r = run_cli(cmd, "--rlinf-config", str(cfg), "--gpus", "8", "--modes", "bogus,disaggregated")
         assert r.returncode == 2 and r.stderr.strip().endswith("--modes: must be among colocated, disaggregated, "
                                                                "train_async, rollout_async, streamer; got 'bogus'")
-    r = run_cli("plan", "--rlinf-config", str(cfg), "--gpus", "8", "--modes", "disaggregated,train_async")
+    r = run_cli("plan", "--rlinf-config", str(cfg), "--gpus", "8", "--modes", "colocated,train_async")
     assert r.returncode == 0, r.stderr
     assert "Best plan for exactly 8 GPUs" in r.stdout and "train_async" in r.stdout
+    # the mode that stands for it keeps its placement (disjoint GPUs: train_async, not colocated)
+    assert "runner.use_training_pipeline: streaming training has no effect in mode train_async" in r.stderr
+    # A config vlaperf can name is imported as it is, whatever --modes lists first.
+    named = write_config(tmp_path, "n", placement="    actor: 0-3\n    env,rollout: 4-7")
+    alone = run_cli("sweep", "--rlinf-config", str(named), "--gpus", "8")
+    listed = run_cli("sweep", "--rlinf-config", str(named), "--gpus", "8", "--modes", "colocated,disaggregated")
+    assert alone.returncode == listed.returncode == 0, listed.stderr
+    assert [l for l in listed.stderr.splitlines() if l.startswith("warning")] == \
+        [l for l in alone.stderr.splitlines() if l.startswith("warning")]
 
 
 def test_a_mode_that_adds_mechanisms_says_so(tmp_path: Path) -> None:

@@ -174,6 +174,13 @@ def test_schema_refuses_parameters_without_a_fitted_value(scenario_dict):
         Profile.from_dict(scenario_dict)
     scenario_dict["provenance"]["parameters"]["b"] = {"value": 1.5}
     assert Profile.from_dict(scenario_dict).uncertainty.unidentified == (("b", 1.0, 2.0),)
+    for bad in (0.0, -1.0, float("nan"), "2", None):  # rebuilt in log space: each fitted value > 0
+        scenario_dict["provenance"]["parameters"]["c"] = {"value": bad}
+        with pytest.raises(ConfigError, match=r"uncertainty: needs provenance\.parameters\.c\.value, a fitted value > 0"):
+            Profile.from_dict(scenario_dict)
+    scenario_dict["provenance"]["parameters"]["c"] = {"note": "no value"}
+    with pytest.raises(ConfigError, match=r"parameters\.c\.value"):
+        Profile.from_dict(scenario_dict)
     del scenario_dict["provenance"]["parameters"]
     with pytest.raises(ConfigError, match=r"uncertainty: needs provenance\.parameters"):
         Profile.from_dict(scenario_dict)

@@ -33,6 +33,7 @@ from typing import Any, Callable
 import numpy as np
 
 from perfmodel.calibration.reference import ReferencePoint
+from perfmodel.cliutil import fmt_range
 from perfmodel.schema.metrics import error_pct
 
 # Evaluations per fold: enough for the fit to converge from the hand-solved start on 10 points
@@ -315,7 +316,7 @@ def _fold_lines(f: dict[str, Any]) -> list[str]:
         def e(name: str) -> str:
             return f"{bl[name]['error_pct']:>+6.1f}%" if bl.get(name) else "      -"
         iv = r.get("interval")
-        shown = (f"  {iv['low']:.0f}-{iv['high']:.0f} ({iv['width_pct']:.0f} % wide, "
+        shown = (f"  {fmt_range(iv['low'], iv['high'], '-')} ({iv['width_pct']:.0f} % wide, "
                  f"{'inside' if iv['inside'] else 'OUTSIDE'})" if iv else "")
         lines.append(f"  {r['backbone']:<10} {r['mode']:<14} {r['gpus']:>4} {r['published']:>10.2f} "
                      f"{r['predicted']:>9.2f} {r['error_pct']:>+6.1f}% {e('linear')} {e('growth')}{shown}")

@@ -24,6 +24,15 @@ COMPONENTS = ("actor", "env", "rollout")
 # what a config whose own mode vlaperf cannot name asks of the user (predict: one mode; sweep and
 # plan: the modes to compare, the first of which stands for the config)
 PASS_MODE = "pass --mode (sweep and plan: --modes) to cost it as one of them"
+
+
+class UnnamedModeError(ConfigError):
+    """A config whose own pipeline is no vlaperf mode: the caller may name one (``mode``).
+    ``disaggregated``: whether the config puts actor and rollout on GPUs of their own."""
+
+    def __init__(self, field: str, message: str, disaggregated: bool) -> None:
+        super().__init__(field, message)
+        self.disaggregated = disaggregated
 # vlaperf's own block: what RLinf's schema cannot say (the RL-VLA3 fork's dynamic batching and
 # streaming, the accelerator). RLinf ignores a top-level key it does not read.
 VLAPERF_KEYS = ("mode", "b_max", "t_max_s", "gpu", "profile", "placement_strategy", "allocation_ratio", "trained_part")
@@ -263,20 +272,22 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
         raise ConfigError("--mode" if mode else "vlaperf.mode", f"must be one of {', '.join(MODES)}; got {want!r}")
     if want is None:
         if derived == "colocated" and staleness is not None:
-            raise ConfigError("algorithm.staleness_threshold",
-                              "asynchronous PPO with actor and rollout on the same GPUs is not a vlaperf mode "
-                              "(its asynchronous modes need disjoint rollout and actor GPUs, e.g. 'actor: 0-3' and "
-                              "'env,rollout: 4-7'); " + PASS_MODE)
+            raise UnnamedModeError("algorithm.staleness_threshold",
+                                   "asynchronous PPO with actor and rollout on the same GPUs is not a vlaperf mode "
+                                   "(its asynchronous modes need disjoint rollout and actor GPUs, e.g. 'actor: 0-3' "
+                                   "and 'env,rollout: 4-7'); " + PASS_MODE, disaggregated=False)
         if streaming:
-            raise ConfigError(TRAINING_PIPELINE, "RLinf's streaming inside its synchronous runner (micro-batches per env "
-                                                 "worker and rollout epoch) is not a vlaperf mode (vlaperf's streamer "
-                                                 "streams within the asynchronous rollout); " + PASS_MODE +
-                                                 " (disaggregated: no overlap of training with the rollout)")
+            raise UnnamedModeError(TRAINING_PIPELINE, "RLinf's streaming inside its synchronous runner (micro-batches "
+                                                      "per env worker and rollout epoch) is not a vlaperf mode "
+                                                      "(vlaperf's streamer streams within the asynchronous rollout); "
+                                                      + PASS_MODE + " (disaggregated: no overlap of training with "
+                                                      "the rollout)", disaggregated=derived != "colocated")
         if decoupled and derived != "rollout_async":
-            raise ConfigError(DECOUPLED, "dynamic batching without asynchronous PPO on disjoint rollout and actor GPUs "
-                                         "(algorithm.staleness_threshold, e.g. 'actor: 0-3' and 'env,rollout: 4-7') "
-                                         "is not a vlaperf mode (rollout_async adds it to asynchronous training); "
-                                         + PASS_MODE)
+            raise UnnamedModeError(DECOUPLED, "dynamic batching without asynchronous PPO on disjoint rollout and actor "
+                                              "GPUs (algorithm.staleness_threshold, e.g. 'actor: 0-3' and "
+                                              "'env,rollout: 4-7') is not a vlaperf mode (rollout_async adds it to "
+                                              "asynchronous training); " + PASS_MODE,
+                                   disaggregated=derived != "colocated")
         want = derived
     elif MODE_TABLE[want].disaggregated != (derived != "colocated"):
         if MODE_TABLE[want].disaggregated:

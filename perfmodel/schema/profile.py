@@ -8,6 +8,7 @@ error and field helpers. See README "Profile format" for the JSON layout.
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -523,18 +524,21 @@ class Uncertainty:
 
     def lacking_values(self, parameters: Any) -> str | None:
         """Why ``parameters`` (a profile's ``provenance.parameters``: name -> {"value": number})
-        cannot serve this uncertainty, or None: every parameter of the covariance and every
-        bracketed one needs its fitted value (a prediction rebuilds the profile around them)."""
+        cannot serve this uncertainty, or None: a prediction rebuilds the profile around every
+        fitted value (in log space: each finite and > 0), and the covariance's and the bracketed
+        parameters must be among them."""
         needed = list(self.parameters) + [n for n, _, _ in self.unidentified]
         if not needed:
             return None
         if not isinstance(parameters, dict):
             return "needs provenance.parameters (the fitted values its parameters refer to)"
-        missing = [n for n in needed if not isinstance(parameters.get(n), dict)
-                   or isinstance(parameters[n].get("value"), bool)
-                   or not isinstance(parameters[n].get("value"), (int, float))]
+        missing = [n for n in needed if n not in parameters]
         if missing:
             return f"names parameters without a fitted value in provenance.parameters: {', '.join(missing)}"
+        for name, entry in parameters.items():
+            value = entry.get("value") if isinstance(entry, dict) else None
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                return f"needs provenance.parameters.{name}.value, a fitted value > 0; got {value!r}"
         return None
 
     def to_dict(self) -> dict[str, Any]:
