@@ -189,9 +189,12 @@ class Choice(click.Choice):
 
         value = getattr(self, "_value", None)
         if value is not None:
-            close = difflib.get_close_matches(str(value), [str(c) for c in self.choices], n=1, cutoff=0.5)
+            choices = [str(c) for c in self.choices]
+            # case first (STREAMER -> streamer: difflib compares case-sensitively)
+            close = [c for c in choices if c.lower() == str(value).lower()][:1]
+            close = close or difflib.get_close_matches(str(value), choices, n=1, cutoff=0.5)
             if not close:
-                close = [str(c) for c in self.choices if str(c).startswith(str(value))][:1]
+                close = [c for c in choices if c.startswith(str(value))][:1]
             if close:
                 message = f"{message.rstrip('.')}; did you mean {close[0]!r}?"
         super().fail(message, param, ctx)
@@ -252,6 +255,9 @@ def check_writable(option: str, path: str | None) -> None:
     if p.is_dir():
         raise ConfigError(option, f"must be a file path, {path} is a directory")
     parent = p.parent if str(p.parent) else Path(".")
+    blocking = next((a for a in (parent, *parent.parents) if a.exists()), None)
+    if blocking is not None and not blocking.is_dir():  # mkdir would say only "File exists"
+        raise ConfigError(option, f"must be a writable path; cannot write {path}: {blocking} is a file, not a directory")
     try:
         parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=parent, prefix=f".{p.name}.", suffix=".probe"):

@@ -242,6 +242,11 @@ def test_trace_path_checked_before_simulating(tmp_path, monkeypatch):
                           "--trace")
     assert_one_line_error(run_main("predict", "--mode", "streamer", "--gpus", "8", "--trace",
                                    "/proc/nonexistent/t.json"), "--trace")
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    line = assert_one_line_error(run_main("predict", "--mode", "streamer", "--gpus", "8", "--trace",
+                                          str(afile / "sub" / "t.json")), "--trace")
+    assert line.endswith(f"{afile} is a file, not a directory")
 
 
 def test_validate_one_row(tmp_path):
@@ -305,6 +310,7 @@ def test_version_and_bare_help():
 
 @pytest.mark.parametrize("args,field,hint", [
     (["predict", "--mode", "stream", "--gpus", "8"], "--mode", "streamer"),
+    (["predict", "--mode", "STREAMER", "--gpus", "8"], "--mode", "did you mean 'streamer'"),
     (["predict", "--mode", "streamer", "--gpus", "8", "--backbone", "gr00t"], "--backbone", "gr00t_n15"),
     (["plan", "--gpus", "8", "--objective", "throughput_"], "--objective", "throughput"),
     (["predict", "--mdoe", "streamer"], "--mdoe", "--mode"),
