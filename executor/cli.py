@@ -203,8 +203,10 @@ DIAGNOSES = (
      "near 0 while the prediction misses: a busy machine, not the model"),
     ("diagnosis_at_measured_env_costs",
      lambda d: (f"also at the env CPU seconds this run used (reset x{d['env_cost_ratio']['env_reset']:.2f}, "
-                f"step x{d['env_cost_ratio']['env_step']:.2f} the profile's)"),
-     "what remains is the model's composition and its non-env costs"),
+                f"step x{d['env_cost_ratio']['env_step']:.2f} the profile's, whole run: a slow warm-up iteration "
+                "counts too)"),
+     "what remains is the model's composition and its non-env costs, unless warm-up inflated the ratios "
+     "(compare the per-stage times above)"),
 )
 
 

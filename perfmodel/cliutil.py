@@ -76,7 +76,7 @@ def error_line(e: BaseException) -> tuple[str, int]:
         # `pip install -e .` (the planner) leaves the real components out: not a bug, a choice
         return (f"error: install: the executor's real components are not installed (no module {e.name!r}); "
                 "install them with: pip install -e \".[executor]\" (torch, LIBERO, MuJoCo, Ray)"), 2
-    return f"error: internal: {type(e).__name__}: {_one_line(str(e))} (rerun with --verbose for the traceback)", 1
+    return f"error: internal: {type(e).__name__}: {_one_line(str(e))} (rerun with --verbose, or {TRACEBACK_ENV}=1, for the traceback)", 1
 
 
 def _verbose(argv: list[str]) -> bool:
@@ -127,8 +127,10 @@ def run_click(group: click.Group, prog_name: str, argv: list[str] | None = None)
     ``--verbose`` is taken out of the arguments here (any position), so commands need not
     declare it; a command that declares its own ``--verbose`` still receives it."""
     args = list(sys.argv[1:] if argv is None else argv)
-    verbose = _verbose(args)
-    if not _declares_verbose(group, args):
+    if _declares_verbose(group, args):  # its own --verbose means something else (executor run: Ray's messages)
+        verbose = _verbose([])
+    else:
+        verbose = _verbose(args)
         args = [a for a in args if a != "--verbose"]
     completing = f"_{prog_name.upper().replace('-', '_')}_COMPLETE" in os.environ  # click's shell completion
     if not args and not completing:

@@ -110,6 +110,13 @@ def test_stale_temp_dirs_of_killed_runs_are_removed(tmp_path):
 # Options and addresses refused in seconds, before Ray starts
 
 
+def test_executor_verbose_is_rays_messages_not_tracebacks(tmp_path):
+    """executor run's own --verbose lets Ray's messages through; a refusal stays one line."""
+    r = cli(["run", str(tmp_path / "nosuch.json"), "--verbose", "--out", str(tmp_path / "o")])
+    one_error_line(r, "plan")
+    assert "Traceback" not in r.stderr
+
+
 def test_image_size_zero_is_refused(tmp_path):
     r = cli(["run", write_plan(tmp_path, TINY), "--image-size", "0", "--out", str(tmp_path / "o")])
     one_error_line(r, "image-size")
@@ -131,16 +138,41 @@ def test_bad_ray_address_is_one_line(tmp_path, address, env, field):
     assert not (tmp_path / "o").exists()
 
 
-def test_resolve_address_accepts_a_listening_port_and_local():
+def test_resolve_address_accepts_a_grpc_server_and_refuses_what_only_listens():
+    """The address must speak gRPC (HTTP/2), as a Ray head's GCS does: a port that accepts the
+    connection and says nothing, or answers HTTP/1, is refused in seconds (ray.init would retry it
+    for many minutes, silently)."""
     import socket
+    import threading
 
     from executor.runtime.preflight import resolve_address
+    from perfmodel.schema.errors import ConfigError
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen(1)
-        port = s.getsockname()[1]
+    def serve(reply: bytes | None) -> tuple[socket.socket, int]:
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+
+        def answer() -> None:
+            conn, _ = srv.accept()
+            with conn:
+                conn.recv(64)
+                if reply is not None:
+                    conn.sendall(reply)
+                else:
+                    conn.recv(64)  # silent until the client gives up
+
+        threading.Thread(target=answer, daemon=True).start()
+        return srv, srv.getsockname()[1]
+
+    settings = bytes([0, 0, 6, 4, 0, 0, 0, 0, 0]) + bytes([0, 3, 0, 0, 0, 100])  # a server's SETTINGS frame
+    srv, port = serve(settings)
+    with srv:
         assert resolve_address(f"127.0.0.1:{port}")[0] == f"127.0.0.1:{port}"
+    for reply in (b"HTTP/1.0 400 Bad request\r\n\r\n", None):
+        srv, port = serve(reply)
+        with srv, pytest.raises(ConfigError, match=r"^address: something answers at .* but not a Ray head's GCS"):
+            resolve_address(f"127.0.0.1:{port}")
     assert resolve_address("local")[0] is None
 
 

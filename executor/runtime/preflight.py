@@ -165,13 +165,43 @@ def resolve_address(address: str | None) -> tuple[str | None, str]:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(source, f"must be HOST:PORT of a Ray head (GCS), 'auto' or 'local'; got {address!r}")
     try:
-        with socket.create_connection((host, int(port)), timeout=ADDRESS_TIMEOUT_S):
-            pass
+        with socket.create_connection((host, int(port)), timeout=ADDRESS_TIMEOUT_S) as sock:
+            speaks = _speaks_grpc(sock)
     except OSError as e:
         why = "timed out" if isinstance(e, socket.timeout) else (e.strerror or type(e).__name__)
         raise ConfigError(source, f"no Ray cluster answers at {address} ({why}); start one with "
                           "ray start --head, or leave it out to run locally") from None
+    if not speaks:
+        # ray.init would retry such an address for many minutes, silently
+        raise ConfigError(source, f"something answers at {address} but not a Ray head's GCS (no gRPC reply within "
+                          f"{ADDRESS_TIMEOUT_S:g} s); give HOST:PORT of the head's GCS (ray start --head prints it)")
     return address, source
+
+
+# A client's HTTP/2 connection preface and an empty SETTINGS frame (RFC 9113 3.4): a gRPC server,
+# as Ray's GCS, answers with its own SETTINGS frame (type 4); an HTTP/1 server, a database or a
+# proxy that only accepts the connection does not.
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+_SETTINGS_FRAME_TYPE = 4
+
+
+def _speaks_grpc(sock: socket.socket) -> bool:
+    """Whether the peer answers the HTTP/2 preface with a frame header of SETTINGS within
+    ADDRESS_TIMEOUT_S. With TLS on (RAY_USE_TLS) the GCS does not speak plain HTTP/2: not checked."""
+    if os.environ.get("RAY_USE_TLS", "0") not in ("", "0"):
+        return True
+    sock.settimeout(ADDRESS_TIMEOUT_S)
+    try:
+        sock.sendall(_HTTP2_PREFACE)
+        head = b""
+        while len(head) < 9:
+            chunk = sock.recv(9 - len(head))
+            if not chunk:
+                break
+            head += chunk
+    except OSError:
+        return False
+    return len(head) == 9 and head[3] == _SETTINGS_FRAME_TYPE
 
 
 def resolve_backbone(plan: Plan) -> str:

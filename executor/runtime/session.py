@@ -336,7 +336,8 @@ def execute_session(plan: Plan, *, iterations: int, opts: Any, learner: Any, add
             ctx.t0 = time.time()  # the timeline starts once every actor is up
             watch = ActorWatch(wiring.handles, ctx.fail).start()
             actor_nodes = watch.nodes()
-            bar = _progress_bar(plan, ctx, iterations, err) if progress else None
+            # as every vlaperf bar: not into a log or a pipe
+            bar = _progress_bar(plan, ctx, iterations, err) if progress and err.isatty() else None
             threads = []
             if wiring.dynamic_batching:
                 threads += [threading.Thread(target=g.run, daemon=True) for g in wiring.generators]
