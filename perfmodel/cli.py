@@ -13,7 +13,8 @@ from typing import Any, Iterable
 
 import click
 
-from perfmodel.cliutil import Choice, check_writable, no_progress_option, progress_bar, version_option
+from perfmodel.cliutil import (Choice, check_writable, no_progress_option, progress_bar, shows_progress,
+                               version_option)
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.modes import MODE_TABLE, MODES
 from perfmodel.planning.choice import OBJECTIVES
@@ -390,7 +391,7 @@ def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | No
         _one_of("--design", design, (*DESIGNS, "both"))
 
         def progress(label: str, n: int, rms: float) -> None:
-            if quiet or not sys.stderr.isatty():  # as the progress bars: not into logs
+            if not shows_progress(quiet):
                 return
             if n < 0:  # a stage without evaluations
                 click.echo(label, err=True)
@@ -598,12 +599,13 @@ def _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages, modes=
     except UnnamedModeError as e:
         # The sweep sets each row's mode anyway: one of --modes stands for the config, the first
         # that keeps its placement (shared or disjoint GPUs), else the first.
-        listed = [m.strip() for m in (modes or "").split(",") if m.strip()]
-        if not listed:
+        from perfmodel.planning.sweep import check_modes
+
+        _, option, kind, allowed = _CP_LISTS[0]
+        listed = _cp_list(option, modes, kind, allowed)
+        if listed is None:
             raise
-        bad = [m for m in listed if m not in MODES]
-        if bad:
-            _fail("--modes", f"must be among {', '.join(MODES)}; got {bad[0]!r}")
+        check_modes(listed)
         same = [m for m in listed if MODE_TABLE[m].disaggregated == e.disaggregated]
         im = load_rlinf_config(rlinf_config, backbone, profile_path, gpu, (same or listed)[0])
     stages = pipeline_stages if pipeline_stages is not None else str(im.plan.pipeline_stage_num)

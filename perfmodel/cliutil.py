@@ -229,10 +229,16 @@ def version_option() -> Callable:
     return click.version_option(package_name="vlaperf", message="%(prog)s (vlaperf) %(version)s")
 
 
+def shows_progress(no_progress: bool, stream: Any = None) -> bool:
+    """Whether progress (a bar or lines) goes to ``stream`` (default stderr): not with
+    ``--no-progress``, and never into a log or a pipe, only to a terminal."""
+    return not no_progress and (stream or sys.stderr).isatty()
+
+
 def progress_bar(total: int, desc: str, unit: str, no_progress: bool) -> Any:
-    """A tqdm bar on stderr, or ``None`` with ``--no-progress`` or when stderr is not a
-    terminal (CI logs): one switch name, ``--no-progress``, in every vlaperf CLI."""
-    if no_progress or not sys.stderr.isatty():
+    """A tqdm bar on stderr, or ``None`` when progress is not shown (``shows_progress``): one
+    switch name, ``--no-progress``, in every vlaperf CLI."""
+    if not shows_progress(no_progress):
         return None
     from tqdm import tqdm
 

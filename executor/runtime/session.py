@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from perfmodel.cliutil import shows_progress
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.timeline import Recorder
@@ -336,8 +337,7 @@ def execute_session(plan: Plan, *, iterations: int, opts: Any, learner: Any, add
             ctx.t0 = time.time()  # the timeline starts once every actor is up
             watch = ActorWatch(wiring.handles, ctx.fail).start()
             actor_nodes = watch.nodes()
-            # as every vlaperf bar: not into a log or a pipe
-            bar = _progress_bar(plan, ctx, iterations, err) if progress and err.isatty() else None
+            bar = _progress_bar(plan, ctx, iterations, err) if shows_progress(not progress, err) else None
             threads = []
             if wiring.dynamic_batching:
                 threads += [threading.Thread(target=g.run, daemon=True) for g in wiring.generators]

@@ -54,6 +54,16 @@ BEST_SCALING_NOTE = ("the mode's best plan at N GPUs against its best plan at th
 GAIN_NOTE = "gain over colocated = thr / colocated thr at the same GPU count - 1"
 
 
+def check_modes(modes: Iterable[str]) -> None:
+    """``--modes``: at least one, each a mode."""
+    modes = tuple(modes)
+    if not modes:
+        raise ConfigError("--modes", f"needs at least one of {', '.join(MODES)}")
+    for m in modes:
+        if m not in MODES:
+            raise ConfigError("--modes", f"must be among {', '.join(MODES)}; got {m!r}")
+
+
 @dataclass(frozen=True)
 class SweepSpec:
     """What to sweep. ``profile_ref`` is what plans record as their ``profile`` (a bundled
@@ -82,11 +92,7 @@ class SweepSpec:
     scale_global_batch: bool = False
 
     def check(self) -> None:
-        if not self.modes:
-            raise ConfigError("--modes", f"needs at least one of {', '.join(MODES)}")
-        for m in self.modes:
-            if m not in MODES:
-                raise ConfigError("--modes", f"must be among {', '.join(MODES)}; got {m!r}")
+        check_modes(self.modes)
         if not self.gpus or any(isinstance(g, bool) or not isinstance(g, int) or g < 1 for g in self.gpus):
             raise ConfigError("--gpus", f"must be a comma-separated list of integers >= 1, got {list(self.gpus)}")
         if any(m != "colocated" for m in self.modes) and not self.ratios:

@@ -94,7 +94,7 @@ def check_sweep(doc: Any, what: str = "--sweep", where: str = "") -> dict[str, A
     version = doc.get("schema_version", SWEEP_SCHEMA_VERSION)  # absent in files older than the field
     if version != SWEEP_SCHEMA_VERSION or isinstance(version, bool):
         raise ConfigError("sweep.schema_version", f"must be {SWEEP_SCHEMA_VERSION} (this vlaperf's sweep files), "
-                                                  f"got {version if isinstance(version, (int, float)) and not isinstance(version, bool) else json_kind(version)}: "
+                                                  f"got {version if json_kind(version) == 'a number' else json_kind(version)}: "
                                                   "rerun the sweep with this version")
     rows = doc.get("rows")
     if not isinstance(rows, list):
