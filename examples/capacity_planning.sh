@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's capacity-planning walkthrough, end to end:
+# The capacity-planning walkthrough of docs/guide.md, end to end:
 #   perfmodel sweep -> perfmodel plan -> (executor run) -> analysis report
 # Usage: [BACKBONE=pi05|gr00t_n15] [PROFILE=file.json] [GPUS=32] [PRICE=2.50] [OUT=dir]
 #        [RUN_DIR=runs/X (an executor run's folder: record.json, trace.json)]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's two report screenshots (docs/report.png, docs/report_validation.png) from a report
+# The two report screenshots of README.md and docs/guide.md (docs/report.png, docs/report_validation.png) from a report
 # that examples/capacity_planning.sh wrote, in headless Chromium: the top of the report (chosen
 # plan, decision figures) and its Validation section (through an iframe at the section's anchor:
 # a headless screenshot of a scrolled page comes out blank).

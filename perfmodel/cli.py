@@ -255,7 +255,7 @@ def _interval_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
     if ext and ext.get("beyond_calibrated_gpu_type"):
         other = (iv or {}).get("gpu_type_other_end")
         rows.append(("warning", f"extrapolation: costs calibrated on {ext['calibrated_gpu_type']} are carried to "
-                                f"{ext['gpu_type']} by datasheet ratios (README: GPU types); no {ext['gpu_type']} "
+                                f"{ext['gpu_type']} by datasheet ratios (docs/guide.md: GPU types and prices); no {ext['gpu_type']} "
                                 "run backs them" + (
                                     f"; the interval holds {other:.2f} env steps/s, the plan with only the "
                                     "measured GPU compute scaled" if other is not None else
@@ -298,7 +298,7 @@ def cli() -> None:
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 @click.option("--trace", type=click.Path(dir_okay=False), help="write a Chrome/Perfetto trace of the simulated timeline")
 @click.option("--rlinf-config", "rlinf_config", help="RLinf Hydra config (.yaml) to predict (options override it)")
-@click.option("--gpu", help="accelerator: a100, h100 (default), h200, b200 (README: GPU types)")
+@click.option("--gpu", help="accelerator: a100, h100 (default), h200, b200 (docs/guide.md: GPU types and prices)")
 @click.option("--gpu-hour-price", "price", type=float, help="dollars per GPU-hour: adds dollars per million env steps")
 @click.option("--no-interval", is_flag=True, help="skip the prediction interval (a few simulations fewer)")
 @no_progress_option  # accepted for scripts that pass it to every command: predict has no bar
@@ -677,7 +677,7 @@ def _cp_options(f):
         click.option("--rlinf-config", "rlinf_config",
                      help="RLinf Hydra config (.yaml): its model, workload, batch and FSDP settings for every plan "
                           "(envs scaled at its envs per GPU)"),
-        click.option("--gpu", help="accelerator: a100, h100 (default), h200, b200 (README: GPU types)"),
+        click.option("--gpu", help="accelerator: a100, h100 (default), h200, b200 (docs/guide.md: GPU types and prices)"),
         SCALE_GLOBAL_BATCH,
     ]):
         f = opt(f)

@@ -187,7 +187,7 @@ def test_unidentifiable_parameter_is_held_and_reported():
 
 
 def test_calibrate_default_budget_is_the_bundled_profiles():
-    """`perfmodel calibrate --out-dir profiles` (README) refits the bundled profiles with their own
+    """`perfmodel calibrate --out-dir profiles` (docs/guide.md) refits the bundled profiles with their own
     budget, so a user who follows it gets their parameters back."""
     from perfmodel.calibration.calibrate import BUNDLED_FIT_EVALS
 

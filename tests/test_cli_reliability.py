@@ -332,7 +332,7 @@ def test_no_progress_everywhere_and_json_on_calibrate(tmp_path, monkeypatch):
     assert {p: p.stat().st_mtime_ns for p in (ROOT / "profiles").glob("*.json")} == bundled
     for cmd in ("predict", "validate", "calibrate", "sweep", "plan"):
         assert "--json" in run_main(cmd, "--help").stdout, cmd
-    # --no-progress is a shared convention (README): every command takes it, with a bar or not.
+    # --no-progress is a shared convention (docs/guide.md): every command takes it, with a bar or not.
     for cmd in ("predict", "validate", "calibrate", "sweep", "plan"):
         assert "--no-progress" in run_main(cmd, "--help").stdout, cmd
     # and validate --cross-validate then prints no progress lines; without it, only to a terminal

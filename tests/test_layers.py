@@ -1,4 +1,4 @@
-"""Dependency directions (README, Layout): the schema imports nothing else of the project;
+"""Dependency directions (docs/model.md, Layout): the schema imports nothing else of the project;
 perfmodel imports neither executor nor analysis, nor torch, Ray or LIBERO."""
 
 from __future__ import annotations

@@ -277,7 +277,7 @@ def test_every_reference_config_imports_or_is_refused_with_a_reason() -> None:
             continue
         assert im.plan.workload.total_num_envs > 0
         imported.append(cfg.name)
-    # Every pi0.5 and GR00T (N1.5) PPO/GRPO config with a modelled placement imports (README).
+    # Every pi0.5 and GR00T (N1.5) PPO/GRPO config with a modelled placement imports (docs/guide.md).
     expected = {f"libero_{suite}_{algo}_{model}.yaml" for suite in ("10", "goal", "object", "spatial")
                 for algo, model in (("ppo", "openpi_pi05"), ("grpo", "openpi_pi05"), ("ppo", "gr00t"))}
     assert set(imported) == expected, sorted(set(imported) ^ expected)

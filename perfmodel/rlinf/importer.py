@@ -1,4 +1,4 @@
-"""RLinf config -> vlaperf plan (the mapping table is in the README, "RLinf configs").
+"""RLinf config -> vlaperf plan (the mapping table is in docs/guide.md, "How RLinf keys map onto a plan").
 
 A key that changes throughput is either mapped onto a plan field, or reported: refused with one
 line naming it (``ConfigError``: a model without a profile, an algorithm or placement the model

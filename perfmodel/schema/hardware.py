@@ -122,7 +122,7 @@ def scale_factors(source: str, target: str) -> ScaleFactors:
 
 
 def table_markdown() -> str:
-    """The table above, generated from ACCELERATORS (for `perfmodel gpus` and the README)."""
+    """The table above, generated from ACCELERATORS (for `perfmodel gpus` and docs/guide.md)."""
     rows = ["| gpu | name | bf16 dense TFLOP/s | HBM GB/s | memory GB | NVLink GB/s/dir | NIC GB/s/GPU | "
             "PCIe GB/s | node CPU cores | node RAM GB |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for a in ACCELERATORS.values():

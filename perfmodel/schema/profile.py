@@ -2,7 +2,7 @@
 
 A profile is written by ``executor profile`` (measured) or ``perfmodel calibrate`` (fitted to
 published results) and read by the simulator. It depends on nothing else in the project but the
-error and field helpers. See README "Profile format" for the JSON layout.
+error and field helpers. See docs/formats.md "Profile format" for the JSON layout.
 """
 
 from __future__ import annotations
