@@ -323,7 +323,13 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
             if as_json:
                 click.echo(json.dumps(record))
             click.echo(f"error: run: {e} (partial record in {run_dir.out / 'record.json'})", err=True)
-            sys.exit(130 if record["status"] == "interrupted" else 1)
+            code = 130 if record["status"] == "interrupted" else 1
+            if e.abandoned:  # a thread is stuck inside Ray: its exit hooks would block; leave now
+                run_dir.discard()
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+            sys.exit(code)
         record["run_dir"] = str(run_dir.out)
         run_dir.write(plan, record, rec, profile)
     finally:
