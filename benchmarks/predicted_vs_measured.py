@@ -96,11 +96,13 @@ def main() -> int:
     print()
     hdr = f"{'plan':<30} {'mode':<14} {'pred':>7} {'meas':>7} {'err %':>7} {'it pred':>8} {'it meas':>8} " \
           f"{'reset p/m':>11} {'step p/m':>11} {'drv ms p/m':>11} {'cpu share':>9} {'diag1 %':>7} " \
-          f"{'env cost':>9} {'diag2 %':>7} {'load b/a':>10}"
+          f"{'env cost':>9} {'diag2 %':>7} {'probe s/r':>10} {'unscaled %':>10} {'load b/a':>10}"
     print("(reset, step: predicted/measured s per iteration per worker's cores; drv: the driver's own ms per "
           "chunk step; cpu share: reset/step; diag1: error of the prediction at that CPU share; env cost: CPU s "
           "per reset/step the envs used over the profile's; diag2: error at that share and those env costs, "
-          "what the model's composition and non-env costs leave; diagnoses, not predictions)")
+          "what the model's composition and non-env costs leave; diagnoses, not predictions; probe s/r: the host "
+          "probe's env step/reset CPU s over the profile's, measured before the run and used by the prediction; "
+          "unscaled: the error of the prediction from the profile as it is)")
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
@@ -123,7 +125,8 @@ def main() -> int:
               f"{r['error_pct']:>+7.1f} {r['predicted_iteration_time_s']:>8.2f} {r['iteration_time_s']:>8.2f} "
               f"{pm('env_reset'):>11} {pm('env_step'):>11} {drv_s:>11} {share(r):>9} "
               f"{'-' if diag is None else format(diag, '+.1f'):>7} {ratio:>9} "
-              f"{format(d2['error_pct'], '+.1f') if d2 else '-':>7} {load:>10}")
+              f"{format(d2['error_pct'], '+.1f') if d2 else '-':>7} {probe_ratio(r):>10} "
+              f"{unscaled_error(r):>10} {load:>10}")
         for w in (r.get("prediction") or {}).get("warnings", []):
             print(f"{'':<30} warning: {w}")
     ok = [r for r in rows if r.get("status") == "ok"]
@@ -138,6 +141,16 @@ def main() -> int:
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=2) + "\n")
     return 0 if len(ok) == len(rows) else 1
+
+
+def probe_ratio(r: dict) -> str:
+    p = r.get("host_probe")
+    return f"{p['ratio']['env_step']:.2f}/{p['ratio']['env_reset']:.2f}" if p else "-"
+
+
+def unscaled_error(r: dict) -> str:
+    u = r.get("prediction_unscaled") or {}
+    return format(u["error_pct"], "+.1f") if u.get("error_pct") is not None else "-"
 
 
 if __name__ == "__main__":

@@ -189,6 +189,15 @@ def comparison_table(record: dict) -> str:
                      fmt_number(error_pct(d["predicted_s"], d["measured_s"]), "+.1f", " %")))
     width = max(len(r[0]) for r in rows)
     lines = [f"{r[0]:<{width}}  {r[1]:>10}  {r[2]:>10}  {r[3]:>9}" for r in rows]
+    probe, unscaled = record.get("host_probe"), record.get("prediction_unscaled")
+    if probe:
+        r = probe["ratio"]
+        lines.append(f"host probe: env step x{r['env_step']:.3f}, reset x{r['env_reset']:.3f} of the profile "
+                     f"({probe['envs']} env(s) on one core, {probe['wall_s']:.1f} s, load {probe['loadavg_1min']:.2f}); "
+                     "the prediction above uses them")
+    if unscaled and unscaled.get("error_pct") is not None:
+        lines.append(f"unscaled: the profile as it is predicts {fmt_number(unscaled['throughput_env_steps_per_s'])} "
+                     f"env steps/s ({unscaled['error_pct']:+.1f} %)")
     lines += [f"warning: {w}" for w in (record.get("prediction") or {}).get("warnings", [])]
     lines += diagnosis_lines(record)
     return "\n".join(lines)
@@ -208,6 +217,41 @@ DIAGNOSES = (
      "what remains is the model's composition and its non-env costs, unless warm-up inflated the ratios "
      "(compare the per-stage times above)"),
 )
+
+
+def predict_before_run(plan, profile, opts, backbone: str, iterations: int, warmup: int) -> dict:
+    """``--compare``'s prediction, made before anything of the run starts: the host probe
+    (``executor.runtime.probe``) scales the profile's env costs to this host now; the prediction
+    from the profile as it is stays beside it. Returns the scaled profile, both predictions, the
+    probe, warnings (a profile from another host) and the line to print."""
+    from executor.runtime.probe import other_host, probe_host, scaled_profile
+    from perfmodel.simulate import predict
+
+    probe = probe_host(plan, profile, opts)
+    scaled = scaled_profile(profile, probe)
+    fields = ("throughput_env_steps_per_s", "iteration_time_s")
+    at_probe = predict(plan, scaled, iterations=iterations, warmup=warmup, interval=False)
+    unscaled = predict(plan, profile, iterations=iterations, warmup=warmup, interval=False)
+    r = probe.ratio
+    line = (f"predicted     {fmt_number(at_probe['throughput_env_steps_per_s'])} env steps/s before the run "
+            f"(host probe: env step x{r['env_step']:.2f}, reset x{r['env_reset']:.2f} of the profile; "
+            f"{fmt_number(unscaled['throughput_env_steps_per_s'])} with the profile as it is)")
+    warn = other_host(profile, backbone, opts.scale)
+    return {"profile": scaled, "probe": probe.to_dict(), "line": line, "warnings": [warn] if warn else [],
+            "at_probe": {k: at_probe[k] for k in fields}, "unscaled": {k: unscaled[k] for k in fields}}
+
+
+def add_probe(record: dict, before: dict) -> None:
+    """The probe, and the prediction from the unscaled profile with its error, into the record."""
+    record["host_probe"] = before["probe"]
+    unscaled = dict(before["unscaled"])
+    measured = record.get("throughput_env_steps_per_s")
+    if measured:
+        unscaled["error_pct"] = error_pct(unscaled["throughput_env_steps_per_s"], measured)
+    record["prediction_unscaled"] = unscaled
+    record["prediction_before_run"] = dict(before["at_probe"])
+    if before["warnings"]:
+        record["warnings"] = list(record.get("warnings", [])) + before["warnings"]
 
 
 def diagnosis_lines(record: dict) -> list[str]:
@@ -310,20 +354,41 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
     loaded = preflight.load_warning(os.getloadavg()[0])
     if loaded:
         click.echo(f"warning: {loaded}", err=True)
+    before = None
+    if compare:  # the prediction the run is judged by, made now, with this host's speed now
+        try:
+            before = predict_before_run(plan, profile, opts, backbone, iterations, warmup_iterations)
+        except BaseException:
+            run_dir.discard()
+            raise
+        for w in before["warnings"]:
+            click.echo(f"warning: {w}", err=True)
+        click.echo(before["line"], err=True)
 
     try:
         try:
             record, rec = execute(plan, iterations=iterations, warmup=warmup_iterations, opts=opts,
-                                  progress=not no_progress, address=addr, profile=profile, verbose=verbose,
+                                  progress=not no_progress, address=addr,
+                                  profile=before["profile"] if before else profile, verbose=verbose,
                                   ray_log=run_dir.tmp / "ray.log", on_session=run_dir.note_ray_session)
         except RunFailed as e:
             record = e.record
+            if before:
+                add_probe(record, before)
             record["run_dir"] = str(run_dir.out)
             run_dir.write(plan, record, e.rec, profile)
             if as_json:
                 click.echo(json.dumps(record))
             click.echo(f"error: run: {e} (partial record in {run_dir.out / 'record.json'})", err=True)
-            sys.exit(130 if record["status"] == "interrupted" else 1)
+            code = 130 if record["status"] == "interrupted" else 1
+            if e.abandoned:  # a thread is stuck inside Ray: its exit hooks would block; leave now
+                run_dir.discard()
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+            sys.exit(code)
+        if before:
+            add_probe(record, before)
         record["run_dir"] = str(run_dir.out)
         run_dir.write(plan, record, rec, profile)
     finally:

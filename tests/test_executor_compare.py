@@ -15,3 +15,45 @@ def test_compare_error_is_prediction_over_measurement_minus_one():
     assert out["iteration_time_error_pct"] == pytest.approx(-20.0)
     assert out["stages"]["env_step"]["error_pct"] == pytest.approx(-25.0)
     assert out["stages"]["inference"]["error_pct"] is None  # nothing measured: no ratio
+
+
+def _probe(step, reset, prof_step=0.2, prof_reset=2.0):
+    from executor.runtime.probe import HostProbe
+
+    return HostProbe(envs=2, density=2.0, core=1, step_cpu_s=step, reset_cpu_s=reset,
+                     profile_step_cpu_s=prof_step, profile_reset_cpu_s=prof_reset, wall_s=9.0, loadavg_1min=0.1)
+
+
+def test_host_probe_ratio_scales_the_profiles_env_costs_and_nothing_else():
+    from perfmodel.schema.profile import load_profile
+
+    from executor.runtime.probe import scaled_profile
+
+    probe = _probe([0.22, 0.26], [2.5, 2.3])  # this host: 20 % slower per step, 20 % per reset
+    assert probe.ratio == pytest.approx({"env_step": 1.2, "env_reset": 1.2})
+    prof = load_profile("pi05_tiny_cpu")
+    scaled = scaled_profile(prof, _probe([0.3], [1.0]))
+    assert scaled.costs.env_step_core_s == pytest.approx(prof.costs.env_step_core_s * 1.5)
+    assert scaled.costs.env_reset_s == pytest.approx(prof.costs.env_reset_s * 0.5)
+    assert scaled.costs.infer_s == prof.costs.infer_s and scaled.costs.optimizer_step_s == prof.costs.optimizer_step_s
+    d = _probe([0.3], [1.0]).to_dict()
+    assert d["samples"] == {"step_cpu_s": [0.3], "reset_cpu_s": [1.0]} and d["ratio"]["env_step"] == pytest.approx(1.5)
+
+
+def test_a_profile_from_another_host_is_flagged_with_the_command_that_measures_it_here(monkeypatch):
+    from dataclasses import replace
+
+    from perfmodel.schema.profile import load_profile
+
+    from executor.runtime import probe
+
+    prof = load_profile("pi05_tiny_cpu")
+    monkeypatch.setattr(probe, "this_host", lambda: {"cpu_model": "Other CPU 9000", "cpu_cores": 64})
+    warn = probe.other_host(prof, "pi05", "tiny")
+    assert warn is not None and "Other CPU 9000, 64 cores" in warn
+    assert "executor profile --backbone pi05 --scale tiny" in warn
+    hw = prof.provenance["hardware"]
+    monkeypatch.setattr(probe, "this_host", lambda: {"cpu_model": hw["cpu_model"], "cpu_cores": hw["cpu_cores"]})
+    assert probe.other_host(prof, "pi05", "tiny") is None
+    bare = replace(prof, provenance={**prof.provenance, "hardware": None})
+    assert probe.other_host(bare, "pi05", "tiny") is None  # a profile that does not say: nothing to flag

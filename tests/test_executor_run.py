@@ -215,6 +215,15 @@ def test_streamer_cli_compare_json_and_run_dir(ray_session, tmp_path):
     assert 0 < diag["cpu_share"]["env_step"] <= 1 and diag["predicted_throughput_env_steps_per_s"] > 0
     assert record["diagnosis_at_measured_env_costs"]["env_cost_ratio"]["env_step"] > 0
     assert record["driver_chunk_step"]["measured_s"] == record["driver_s_per_chunk_step"]["mean_s"]
+    # the prediction it is judged by was made before the run, from the host probe's env costs;
+    # the one from the profile as it is stays beside it
+    probe = record["host_probe"]
+    assert probe["samples"]["step_cpu_s"] and probe["samples"]["reset_cpu_s"]
+    assert probe["ratio"]["env_step"] == pytest.approx(probe["step_cpu_s_mean"] / probe["profile_step_cpu_s"])
+    assert record["predicted_throughput_env_steps_per_s"] == record["prediction_before_run"]["throughput_env_steps_per_s"]
+    unscaled = record["prediction_unscaled"]
+    assert unscaled["error_pct"] == pytest.approx(
+        100 * (unscaled["throughput_env_steps_per_s"] / record["throughput_env_steps_per_s"] - 1))
     assert record["counts"]["micro_batches"] == plan.workload.samples_per_iteration * 2 // 2
     assert {x.name for x in out.iterdir()} - {"ray.log"} == {"plan.json", "profile.json", "record.json", "trace.json"}
     trace = json.loads((out / "trace.json").read_text())

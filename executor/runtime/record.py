@@ -157,7 +157,11 @@ def build_record(result: Any, *, iterations: int, warmup: int, opts: Any, profil
         "env_cpu": env_cpu_diagnostics(plan, ctx, rec, profile),
         "driver_s_per_chunk_step": driver_cost(list(ctx.driver_s)),
         "wall_clock": {"started_utc": datetime.fromtimestamp(result.wall0, timezone.utc).isoformat(timespec="seconds"),
-                       "startup_s": result.startup_s, "total_s": time.time() - result.wall0},
+                       "startup_s": result.startup_s, "total_s": time.time() - result.wall0,
+                       # a signal's stop: from the first signal to the end of teardown, and whether
+                       # teardown had to kill this run's local Ray instead of shutting it down
+                       "stop_s": getattr(result, "stop_s", None),
+                       "teardown_abandoned": bool(getattr(result, "abandoned", False))},
         "options": {"scale": opts.scale, "device": opts.device, "image_size": opts.image_size, "suite": opts.suite,
                     "hard_reset": opts.hard_reset, "torch_threads": opts.torch_threads,
                     "ray_address": result.address, "iterations": iterations, "warmup_iterations": warmup},

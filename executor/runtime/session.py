@@ -5,8 +5,13 @@ happened, so a partial record is always written.
 - Ray: a local Ray is started with this run's own session directory, removed at the end; a
   cluster (``--address`` or ``RAY_ADDRESS``, checked in ``preflight.resolve_address``) is joined
   and left running. Ray's banners go to ``ray_init.log`` in the run directory unless verbose.
-- Signals: the first Ctrl-C or a SIGTERM stops the run (partial record); a second one during
-  start-up aborts the start-up, and during teardown is ignored, so the record is still written.
+- Signals: the first Ctrl-C or a SIGTERM stops the run (partial record) within a bounded time
+  (``STOP_BUDGET_S`` from the first signal): a start-up that does not return at once is
+  abandoned, and a teardown that cannot finish (a SIGTERM to the whole process group also ends
+  Ray's own GCS and raylet, and Ray calls then block for a minute) gives way to killing this
+  run's local Ray processes; the run is then marked ``abandoned`` and the CLI leaves with
+  ``os._exit`` after writing the record, as Ray cannot be shut down under a thread stuck in it.
+  Later signals are only counted, so the record is still written.
 - Dead actors: ``ActorWatch`` polls the GCS actor table and ends the run the moment an actor of
   this run is DEAD, naming it (env worker, generator or trainer rank) and its node.
 """
@@ -30,6 +35,12 @@ from perfmodel.schema.plan import Plan
 from perfmodel.schema.timeline import Recorder
 
 WATCH_PERIOD_S = 0.5  # GCS actor-table poll period: a dead actor ends the run within this
+# From the first signal to a torn-down run, whatever Ray's state: a scheduler or `timeout` that
+# sends SIGTERM usually sends SIGKILL some seconds later (10 s for `timeout -k 10`, Slurm's
+# KillWait 30 s), and the record must be on disk before then. The record itself takes well under
+# a second more.
+STOP_BUDGET_S = 6.0
+STARTUP_GRACE_S = 1.5  # a start-up stopped by a signal may finish this long (actors almost up)
 
 
 class ActorLost(Exception):
@@ -50,13 +61,19 @@ class Signals:
     def __init__(self, stop: threading.Event) -> None:
         self.stop, self.count, self.reason = stop, 0, None
         self.phase = "startup"  # startup | running | teardown
+        self.first_at: float | None = None  # time.monotonic() of the first signal
         self._old: dict[int, Any] = {}
 
     def _handle(self, signum: int, _frame: Any) -> None:
         self.count += 1
         if self.reason is None:
             self.reason = "SIGTERM" if signum == signal.SIGTERM else "Ctrl-C"
+            self.first_at = time.monotonic()
         self.stop.set()
+
+    def deadline(self) -> float | None:
+        """When teardown must be over (time.monotonic()), if a signal stopped the run."""
+        return None if self.first_at is None else self.first_at + STOP_BUDGET_S
 
     def install(self) -> None:
         """(Re)install the handlers: ``ray.init`` sets its own SIGTERM handler (sys.exit)."""
@@ -159,6 +176,33 @@ class RaySession:
             except Exception:  # noqa: BLE001 - only used for cleanup
                 self.session_dir = None
 
+    def kill(self) -> None:
+        """End this run's local Ray at once, without ``ray.shutdown`` (which blocks on a dead GCS,
+        and aborts the process under a thread stuck in a Ray call): SIGKILL the head's processes
+        (GCS, raylet and the rest; the raylet's workers, and their env processes, end when it
+        does) and remove the session directory. A joined cluster is left running."""
+        if not self.started or self.address:
+            return
+        import ray
+
+        node = getattr(ray._private.worker, "_global_node", None)
+        if node is not None:
+            with contextlib.suppress(Exception):
+                node.kill_all_processes(check_alive=False, allow_graceful=False, wait=False)
+        self.started = False
+        if self.session_dir:
+            # the workers (and their env processes) would end on their own once the raylet is
+            # gone, a little later: end them now, so nothing of the run outlives it
+            pids = session_pids(self.session_dir)
+            for pid in pids:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            end = time.monotonic() + KILL_WAIT_S
+            while pids and time.monotonic() < end:
+                time.sleep(0.05)
+                pids = [p for p in pids if Path(f"/proc/{p}").exists() and not _zombie(p)]
+            remove_session_dir(self.session_dir)
+
     def stop(self) -> None:
         """Shut Ray down if this run started it, and remove its session directory."""
         import ray
@@ -169,6 +213,29 @@ class RaySession:
         self.started = False
         if self.session_dir:
             remove_session_dir(self.session_dir)
+
+
+KILL_WAIT_S = 1.0  # SIGKILLed processes are gone in milliseconds; a bound, not a wait
+
+
+def session_pids(session_dir: str) -> list[int]:
+    """Pids of this machine's processes whose command line names the Ray session (Ray's own
+    processes and its workers; forked env processes inherit their worker's command line)."""
+    name = Path(session_dir).name.encode()
+    me, pids = os.getpid(), []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit() and int(p.name) != me:
+            with contextlib.suppress(OSError):
+                if name in (p / "cmdline").read_bytes():
+                    pids.append(int(p.name))
+    return pids
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def remove_session_dir(session_dir: str) -> None:
@@ -209,9 +276,9 @@ class ActorWatch:
         self._thread.start()
         return self
 
-    def halt(self) -> None:
+    def halt(self, timeout: float | None = 5.0) -> None:
         self._halt.set()
-        self._thread.join(5)
+        self._thread.join(5.0 if timeout is None else timeout)
 
     def nodes(self) -> dict[str, str]:
         """Where each actor of the run lives: label -> node (IP and node id)."""
@@ -295,6 +362,10 @@ class RunResult:
     address: str | None
     notes: list[str] = field(default_factory=list)
     actor_nodes: dict[str, str] = field(default_factory=dict)
+    # Teardown did not finish within the stop budget: threads are left inside Ray calls, and the
+    # process must end with os._exit once the record is written (Ray's exit hooks would block).
+    abandoned: bool = False
+    stop_s: float | None = None  # from the first signal to the end of teardown
 
 
 def execute_session(plan: Plan, *, iterations: int, opts: Any, learner: Any, address: str | None = None,
@@ -319,6 +390,7 @@ def execute_session(plan: Plan, *, iterations: int, opts: Any, learner: Any, add
     wiring, watch, bar = None, None, None
     actor_nodes: dict[str, str] = {}
     status, error, startup_s = "ok", None, None
+    stuck = False  # a thread of the run is still inside a Ray call
     with Signals(stop) as sig, quiet_stderr(None if verbose else ray_log) as err:
         try:
             # Ray's head processes die with the *thread* that started them (PR_SET_PDEATHSIG):
@@ -355,39 +427,83 @@ def execute_session(plan: Plan, *, iterations: int, opts: Any, learner: Any, add
             sig.phase = "teardown"
             interrupted = stop.is_set() and not ctx.errors
             ctx.stop.set()  # lets the batchers (and anything left) finish
+            end = sig.deadline() or time.monotonic() + 5 * len(threads + workers + [actor])
             for t in threads + workers + [actor]:
-                t.join(5)
+                t.join(max(0.0, end - time.monotonic()))
+            stuck = any(t.is_alive() for t in threads + workers + [actor])
             if ctx.errors:
                 status, error = "failed", _describe(ctx.errors, watch)
             elif interrupted:
                 status, error = "interrupted", f"interrupted ({sig.reason or 'Ctrl-C'})"
         except ConfigError:
             raise
+        except StartupAbandoned:
+            ctx.stop.set()
+            stuck = True
+            status, error = "interrupted", f"interrupted ({sig.reason or 'Ctrl-C'}) during start-up"
         except (KeyboardInterrupt, SystemExit):  # SystemExit: Ray's SIGTERM handler during ray.init
             ctx.stop.set()
             sig.reason = sig.reason or "SIGTERM"
+            sig.first_at = sig.first_at or time.monotonic()  # Ray's handler took it, not ours
             status, error = "interrupted", f"interrupted ({sig.reason or 'Ctrl-C'}) during start-up"
         except Exception as e:  # noqa: BLE001 - actor start-up failures end the run with a record
             ctx.stop.set()
             status, error = "failed", _describe([e], watch)
         finally:
             sig.phase = "teardown"
-            if watch is not None:
-                watch.halt()
             if bar is not None:
                 bar.close()
-            if wiring is not None:
-                _teardown(wiring)
-            session.stop()
+            abandoned = _tear_down(session, wiring, watch, sig.deadline(), stuck)
+    stop_s = None if sig.first_at is None else time.monotonic() - sig.first_at
     return RunResult(plan, rec, ctx, wiring, status, error, wall0, startup_s, load_before, address,
-                     actor_nodes=actor_nodes)
+                     actor_nodes=actor_nodes, abandoned=abandoned, stop_s=stop_s)
+
+
+class StartupAbandoned(KeyboardInterrupt):
+    """A signal stopped the run and start-up did not return within STARTUP_GRACE_S: its thread is
+    left inside a Ray call (actors that may never come up: a SIGTERM to the process group also
+    ended Ray's GCS)."""
+
+
+def _within(fn: Callable[[], Any], deadline: float | None) -> bool:
+    """Run ``fn``; with a deadline, in a daemon thread given until then. True if it finished."""
+    if deadline is None:
+        fn()
+        return True
+    t = threading.Thread(target=_quietly, args=(fn,), daemon=True, name="teardown")
+    t.start()
+    t.join(max(0.0, deadline - time.monotonic()))
+    return not t.is_alive()
+
+
+def _quietly(fn: Callable[[], Any]) -> None:
+    with contextlib.suppress(Exception):
+        fn()
+
+
+def _tear_down(session: RaySession, wiring: Any, watch: ActorWatch | None, deadline: float | None,
+               stuck: bool) -> bool:
+    """Stop the watch, the actors and Ray. Without a signal, as long as it takes; after one, until
+    ``deadline``, then this run's local Ray is killed instead. Returns True when the run was
+    abandoned (a thread is left inside Ray: the process must end with os._exit)."""
+    done = True
+    if watch is not None:
+        watch.halt(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    if wiring is not None and not stuck:
+        done = _within(lambda: _teardown(wiring), deadline)
+    if done and not stuck:
+        done = _within(session.stop, deadline)
+    if done and not stuck:
+        return False
+    session.kill()
+    return True
 
 
 def _interruptible(fn: Callable[[], Any], sig: Signals) -> Any:
-    """Run start-up in a thread so that a signal is seen at once: returns ``fn()``'s result
-    (None if a third signal left it running). Ray cannot be shut down under a thread still inside
-    ``ray.get`` (it aborts the process), so an interrupted start-up is waited for, unless a
-    third signal says not to wait."""
+    """Run start-up in a thread so that a signal is seen at once: returns ``fn()``'s result. After
+    a signal, start-up gets STARTUP_GRACE_S to return; then it is abandoned (StartupAbandoned):
+    its thread may wait on actors that never come (a SIGTERM to the process group ends Ray's
+    GCS too), and Ray cannot be shut down under it, so teardown kills this run's Ray instead."""
     box: dict[str, Any] = {}
 
     def target() -> None:
@@ -401,8 +517,9 @@ def _interruptible(fn: Callable[[], Any], sig: Signals) -> Any:
     while t.is_alive() and not sig.stop.is_set():
         t.join(0.2)
         sig.install()  # ray.init (in the thread) replaces the handlers; take them back at once
-    while t.is_alive() and sig.count < 3:
-        t.join(0.2)
+    t.join(STARTUP_GRACE_S)
+    if t.is_alive():
+        raise StartupAbandoned()
     if "error" in box:
         raise box["error"]
     return box.get("value")
@@ -492,11 +609,12 @@ def _teardown(wiring: Any) -> None:
 
 
 class RunFailed(Exception):
-    """A run that failed or was interrupted: its partial record and recorder."""
+    """A run that failed or was interrupted: its partial record and recorder; ``abandoned``: the
+    process must end with os._exit once the record is written (see RunResult.abandoned)."""
 
-    def __init__(self, message: str, record: dict[str, Any], rec: Recorder) -> None:
+    def __init__(self, message: str, record: dict[str, Any], rec: Recorder, abandoned: bool = False) -> None:
         super().__init__(message)
-        self.record, self.rec = record, rec
+        self.record, self.rec, self.abandoned = record, rec, abandoned
 
 
 DEFAULT_ITERATIONS = 3
@@ -523,5 +641,5 @@ def execute(plan: Plan, *, iterations: int = DEFAULT_ITERATIONS, warmup: int = D
                              on_session=on_session, after_iteration=after_iteration)
     record = build_record(result, iterations=iterations, warmup=warmup, opts=opts, profile=profile)
     if result.status != "ok":
-        raise RunFailed(result.error or result.status, record, result.rec)
+        raise RunFailed(result.error or result.status, record, result.rec, abandoned=result.abandoned)
     return record, result.rec
