@@ -11,20 +11,23 @@ from typing import Any
 # Hardware
 
 
-def hardware(device: str) -> dict[str, Any]:
-    import torch
-
-    cpu = platform.processor() or platform.machine()
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), else what platform knows."""
     try:
         with open("/proc/cpuinfo") as fh:
             for line in fh:
                 if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    return platform.processor() or platform.machine()
+
+
+def hardware(device: str) -> dict[str, Any]:
+    import torch
+
     hw: dict[str, Any] = {
-        "cpu_model": cpu,
+        "cpu_model": cpu_model(),
         "cpu_cores": os.cpu_count(),
         "ram_gb": round(ram_gb(), 2),
         "device": device,

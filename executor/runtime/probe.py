@@ -114,16 +114,9 @@ def scaled_profile(profile: Any, probe: HostProbe) -> Any:
 
 def this_host() -> dict[str, Any]:
     """CPU model and cores of this machine, as ``executor profile`` records them."""
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return {"cpu_model": cpu, "cpu_cores": os.cpu_count()}
+    from executor.profiling.host import cpu_model
+
+    return {"cpu_model": cpu_model(), "cpu_cores": os.cpu_count()}
 
 
 def other_host(profile: Any, backbone: str, scale: str) -> str | None:
