@@ -23,6 +23,7 @@ and the bundled cross-validated extrapolation error per doubling.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import dataclass, field, replace
@@ -287,6 +288,12 @@ def build_profiles(fitres: RunFit, runs: list, facts: dict[str, Any], command: s
                                              "or the plan's)"})
         u = replace(unc[b], **{k: v for k, v in extra.items() if k in Uncertainty.__dataclass_fields__})
         out[b] = attach(prof, u)
+        try:  # what predict will load: a fit the profile's own checks refuse is refused here
+            Profile.from_dict(json.loads(json.dumps(out[b].to_dict())), "profile")
+        except ConfigError as e:
+            raise ConfigError(f"{runs[0].folder}", f"the runs ask for a profile vlaperf refuses ({e.field}: "
+                                                   f"{e.message}): a stage timer or a run the model cannot "
+                                                   "represent; check the runs' timers and configs") from None
     return out
 
 
