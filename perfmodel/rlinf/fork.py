@@ -86,9 +86,17 @@ def _bool(c: Any, key: str) -> bool:
     return v
 
 
-def read_fork(c: Any, envs_per_request: int) -> ForkAsync:
-    """The fork's asynchronous keys of composed config ``c``. ``envs_per_request``: one env
-    worker's envs per pipeline stage, what a request of the plain per-env-async worker carries."""
+# What one request of the plain per-env-async worker carries: per-env asynchronous stepping sends
+# each env's observation on its own, so B_max requests are B_max envs, the unit of the plan's
+# b_max (the simulator's env groups, perfmodel.schema.rules.ASYNC_GROUPS_PER_WORKER, are an
+# event granularity, not requests). An interpretation of the fork's per-env stepping, said in the
+# import's warning.
+ENVS_PER_REQUEST = 1
+
+
+def read_fork(c: Any) -> ForkAsync:
+    """The fork's asynchronous keys of composed config ``c``."""
+    envs_per_request = ENVS_PER_REQUEST
     out = ForkAsync()
     env_async, rollout_async = _bool(c, ENV_ASYNC), _bool(c, ROLLOUT_ASYNC)
     if env_async != rollout_async and (c.has(ENV_ASYNC) or c.has(ROLLOUT_ASYNC)):
@@ -121,7 +129,7 @@ def read_fork(c: Any, envs_per_request: int) -> ForkAsync:
         else:
             out.b_max = b * envs_per_request
             out.notes.append(f"{MAX_BATCH}: {b} requests (plain per-env-async worker) x {envs_per_request} envs per "
-                             f"request (one env worker's envs per pipeline stage) = b_max {out.b_max} envs")
+                             f"request (per-env stepping: each env requests alone) = b_max {out.b_max} envs")
     t = c.get(TIMEOUT_MS, None)
     if t is not None:
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:

@@ -262,8 +262,7 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
                                                              "each generator (place env and rollout together)")
     staleness = c.get("algorithm.staleness_threshold", None)
     decoupled, streaming = bool(c.get(DECOUPLED, False)), bool(c.get(TRAINING_PIPELINE, False))
-    stages_read = _int(c, "rollout.pipeline_stage_num", 1)
-    fork = read_fork(c, max(1, _int(c, "env.train.total_num_envs") // max(1, len(rollout)) // stages_read))
+    fork = read_fork(c)  # the RL-VLA3 fork's asynchronous keys (perfmodel/rlinf/fork.py)
     if fork.per_env_async and staleness is None and set(actor) != set(rollout):
         staleness = 1
         warnings.append(f"{ROLLOUT_ASYNC}: the fork's asynchronous runner without algorithm.staleness_threshold: "
