@@ -438,7 +438,7 @@ def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | No
               help=f"where to write the fitted profiles (default: your profile directory, {user_profile_dir()}; "
                    "$VLAPERF_PROFILE_DIR overrides it); never the installed package")
 @click.option("--max-evals", type=int, default=None,
-              help="simulations of the whole set (default: 140, the bundled profiles' budget)")
+              help="simulations of the whole set (default: 140, the bundled profiles' budget; from runs: 80)")
 @click.option("--json", "as_json", is_flag=True, help="print the fit as one JSON object")
 @click.option("--from-rlinf-run", "rlinf_runs", multiple=True, metavar="LOGDIR",
               help="calibrate a profile of your cluster from RLinf runs (log_path or its tensorboard/ folder: "
@@ -455,10 +455,10 @@ def calibrate(reference: str, out_dir: str | None, max_evals: int, as_json: bool
               more_runs: tuple[str, ...], quiet: bool) -> None:
     """Fit the bundled profiles' physical parameters to published results, or (--from-rlinf-run,
     --from-run) a profile of your own cluster to your runs."""
-    if rlinf_runs or executor_runs or more_runs:
+    if rlinf_runs or executor_runs or more_runs or cpu_cores_per_node is not None or name is not None:
         from perfmodel.calibration.from_runs import calibrate_command, cli_runs
 
-        paths, option = cli_runs(rlinf_runs, executor_runs, more_runs)
+        paths, option = cli_runs(rlinf_runs, executor_runs, more_runs, cpu_cores_per_node, name)
         calibrate_command(paths, option, out_dir=out_dir, cpu_cores_per_node=cpu_cores_per_node,
                           max_evals=max_evals, as_json=as_json, quiet=quiet, name=name,
                           command="perfmodel calibrate " + " ".join(shlex.quote(a) for a in sys.argv[2:]),

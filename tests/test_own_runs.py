@@ -133,7 +133,8 @@ def test_cpu_cores_per_node_goes_into_the_profile(tmp_path: Path) -> None:
     assert "leave-one-run-out" not in r.stdout  # one run: nothing to leave out
     prof = load_profile(str(out / "pi05_cluster.json"))
     assert prof.node["cpu_cores_per_node"] == 96
-    assert prof.provenance["node_facts"] == {"gpus_per_node": 8, "cpu_cores_per_node": 96}
+    assert prof.provenance["node_facts"] == {"gpus_per_node": 8, "cpu_cores_per_node": 96, "gpu": "h100",
+                                             "gpu_memory_gb": 80.0}
     # the actor's kept cores: the same fraction of a GPU's (now 12-core) share
     assert prof.node["actor_cpu_cores_per_gpu"] <= 12
 
@@ -275,7 +276,7 @@ def test_end_to_end_executor_runs_calibrate_predict_run(tmp_path: Path) -> None:
         plan.write_text(json.dumps(_tiny(*E2E[name])))
         r = run_main("run", str(plan), "--out", str(tmp_path / name), "--iterations", "3", "--image-size", "64",
                      "--soft-reset", "--no-progress", "--json", module="executor.cli", limit_s=3600)
-        assert r.code == 0, r.output
+        assert r.returncode == 0, r.output
         return json.loads((tmp_path / name / "record.json").read_text())
 
     rec = {n: executor(n) for n in ("a", "b")}
@@ -308,3 +309,23 @@ def test_end_to_end_executor_runs_calibrate_predict_run(tmp_path: Path) -> None:
                "prior_predicted": prior["throughput_env_steps_per_s"], "measured": measured,
                "error_pct": (p / measured - 1) * 100}
     print("E2E figures:", json.dumps(figures))
+
+
+def test_runs_on_another_gpu_type_calibrate_that_type(tmp_path: Path) -> None:
+    """A run whose config says vlaperf.gpu: a100 gives an A100 profile: predictions on it are not
+    flagged as another GPU type, and the published H100 node's memory is not kept."""
+    from perfmodel.gpu import cluster_on
+
+    plan = published_plan(load_profile("pi05"), "colocated", 8, None)
+    plan = plan.with_(cluster=cluster_on(plan.cluster, "a100"))
+    it = plan.workload.env_steps_per_iteration / 200.0
+    write_run(tmp_path / "run", emit_yaml(plan, "pi05"), [{STEP_KEY: 3 * it}, {STEP_KEY: it}, {STEP_KEY: it}])
+    out = tmp_path / "p"
+    r = run_cli("calibrate", "--from-rlinf-run", str(tmp_path / "run"), "--out-dir", str(out), "--no-progress")
+    assert r.returncode == 0, r.stderr
+    prof = load_profile(str(out / "pi05_cluster.json"))
+    assert prof.node["gpu"] == "a100" and prof.node["gpu_memory_gb"] == plan.cluster.gpu_memory_gb
+    pred = json.loads(run_cli("predict", "--profile", str(out / "pi05_cluster.json"), "--mode", "colocated",
+                              "--gpus", "8", "--json", "--no-interval").stdout)
+    assert pred["gpu"] == "a100" and not pred["extrapolation"]["beyond_calibrated_gpu_type"]
+    assert pred["throughput_env_steps_per_s"] == pytest.approx(200.0, rel=0.05)

@@ -82,9 +82,12 @@ class RunPoint:
 
 def node_facts(plan: Plan, cpu_cores_per_node: int | None) -> dict[str, Any]:
     """What the user's cluster's node is, as far as the run says: its GPUs per node (the
-    config's ``cluster``) and CPU cores per node (``--cpu-cores-per-node``, else the plan's)."""
+    config's ``cluster``), CPU cores per node (``--cpu-cores-per-node``, else the plan's), and
+    its GPU type (``vlaperf.gpu``, default H100-class) with that GPU's memory: the fitted costs
+    are that GPU's, so the profile says so (perfmodel.extrapolation.calibrated_gpu_type)."""
     return {"gpus_per_node": plan.cluster.gpus_per_node,
-            "cpu_cores_per_node": int(cpu_cores_per_node or plan.cluster.cpu_cores_per_node)}
+            "cpu_cores_per_node": int(cpu_cores_per_node or plan.cluster.cpu_cores_per_node),
+            "gpu": plan.cluster.gpu, "gpu_memory_gb": plan.cluster.gpu_memory_gb}
 
 
 def run_points(runs: list, facts: dict[str, Any]) -> list[RunPoint]:
@@ -426,7 +429,7 @@ def calibrate_command(paths: list[str], option: str, *, out_dir: str | None, cpu
         return doc
     for path in written:
         echo(f"wrote {path}")
-    echo(f"node: {facts['gpus_per_node']} GPUs, {facts['cpu_cores_per_node']} CPU cores")
+    echo(f"node: {facts['gpus_per_node']} x {facts['gpu']} GPUs, {facts['cpu_cores_per_node']} CPU cores")
     echo(f"{'run':<3} {'path':<44} {'mode':<14} {'gpus':>4} {'steps used':>11} {'env steps/s':>11}")
     for i, r in enumerate(runs):
         p = str(r.folder) if len(str(r.folder)) <= 44 else "..." + str(r.folder)[-41:]
@@ -452,9 +455,13 @@ def calibrate_command(paths: list[str], option: str, *, out_dir: str | None, cpu
     return doc
 
 
-def cli_runs(rlinf_runs: tuple[str, ...], executor_runs: tuple[str, ...], more: tuple[str, ...]
-             ) -> tuple[list[str], str]:
+def cli_runs(rlinf_runs: tuple[str, ...], executor_runs: tuple[str, ...], more: tuple[str, ...],
+             cpu_cores_per_node: int | None = None, name: str | None = None) -> tuple[list[str], str]:
     """The run folders of ``calibrate``'s options (LOGDIRs may follow the option unrepeated)."""
+    if not (rlinf_runs or executor_runs or more):
+        option = "--cpu-cores-per-node" if cpu_cores_per_node is not None else "--name"
+        raise ConfigError(option, "only with --from-rlinf-run or --from-run (the published fit writes the "
+                                  "bundled profiles' names on their node)")
     if rlinf_runs and executor_runs:
         raise ConfigError("--from-run", "give runs with --from-rlinf-run or with --from-run, not both "
                                         "(an executor run folder works with either)")
