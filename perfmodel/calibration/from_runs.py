@@ -37,6 +37,9 @@ from perfmodel.schema.metrics import error_pct
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Profile, load_profile
 
+# Simulations of all the run points per fit (a budget, not a fitted number): the pairs of runs in
+# docs/own-runs.md converge within it (colocated 73, rollout_async 44, the identification probes
+# included); a fit that spends it all says so (--max-evals to give it more).
 DEFAULT_MAX_EVALS = 80
 # Parameters the stage timers identify through the model (documented in the provenance).
 STAGES_SYNC_ONLY = "synchronous modes only: the asynchronous runner overlaps rollout and training"
@@ -123,8 +126,7 @@ def prior_of(backbones: list[str]) -> tuple[dict[str, float], float, dict[str, A
         params = prof.provenance.get("parameters") or {}
         for n, rec in params.items():
             values[n if n in shared else f"{b}.{n}"] = float(rec["value"])
-        unc = prof.uncertainty if hasattr(prof, "uncertainty") else None
-        u = (prof.provenance.get("uncertainty") or {}) if unc is None else unc.to_dict()
+        u = prof.provenance.get("uncertainty") or {}
         sd = max(sd, float(u.get("residual_sd_log", 0.0)))
         extra = {k: u[k] for k in ("extrapolation_sd_log_per_doubling", "extrapolation_source",
                                    "extrapolation_pair_sd_log_per_doubling") if k in u}
@@ -419,7 +421,7 @@ def calibrate_command(paths: list[str], option: str, *, out_dir: str | None, cpu
         written.append(str(path))
     loro = leave_one_run_out(runs, facts, max_evals=max_evals, data_sd_log=data_sd) if len(runs) >= 2 else None
     doc = {"kind": "perfmodel.calibration.runs", "wrote": written, "node": facts, "warmup_rule": WARMUP_RULE,
-           "runs": [r.provenance() for r in runs], "evaluations": fr.evaluations,
+           "runs": [r.provenance() for r in runs], "evaluations": fr.evaluations, "max_evals": max_evals,
            "values": fr.values, "not_identified": fr.not_identified, "on_bound": fr.on_bound,
            "points": [{"run": pt.run, "kind": pt.kind, "measured": pt.throughput_env_steps_per_s, "predicted": p,
                        "error_pct": e} for pt, p, e in zip(fr.points, fr.predicted, fr.errors_pct)],
@@ -442,6 +444,9 @@ def calibrate_command(paths: list[str], option: str, *, out_dir: str | None, cpu
     moved = [f"{n} {prior[n]:.4g} -> {v:.4g}" for n, v in fr.values.items()
              if n not in fr.not_identified and abs(math.log(v / prior[n])) > 0.01]
     echo("moved from the bundled calibration: " + ("; ".join(moved) if moved else "nothing (> 1 %)"))
+    if fr.evaluations >= max_evals:
+        echo(f"the fit spent its whole budget ({max_evals} simulations): it may not have converged; "
+             "--max-evals gives it more")
     if fr.not_identified:
         echo("held at the bundled values (no run moves them): " + ", ".join(fr.not_identified))
     if fr.on_bound:
