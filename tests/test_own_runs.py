@@ -165,6 +165,16 @@ def test_refuses_no_events(tmp_path: Path) -> None:
     assert "events.out.tfevents" in line and "no tensorboard event files" in line
 
 
+def test_refuses_unreadable_event_files(tmp_path: Path) -> None:
+    synth_run(tmp_path / "other", "colocated", 8)
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "config.yaml").write_text((tmp_path / "other" / "tensorboard" / "config.yaml").read_text())
+    (d / "events.out.tfevents.1.host").write_bytes(bytes(range(256)) * 2)
+    line = _refusal(tmp_path, d)
+    assert "events.out.tfevents.*: no scalar could be read from 1 event file(s)" in line
+
+
 def test_refuses_a_step_without_its_timer(tmp_path: Path) -> None:
     plan = published_plan(load_profile("pi05"), "colocated", 8, None)
     write_run(tmp_path / "run", emit_yaml(plan, "pi05"),

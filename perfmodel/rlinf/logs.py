@@ -123,6 +123,9 @@ def read_scalars(folder: Path) -> dict[str, dict[int, float]]:
     out: dict[str, dict[int, float]] = {}
     for key in acc.Tags().get("scalars", []):
         out[key] = {int(e.step): float(e.value) for e in acc.Scalars(key)}
+    if not out:
+        raise ConfigError(f"{folder}/events.out.tfevents.*", f"no scalar could be read from {len(events)} event "
+                                                             "file(s): empty, or not tensorboard event files")
     return out
 
 
