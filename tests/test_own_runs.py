@@ -343,3 +343,14 @@ def test_runs_on_another_gpu_type_calibrate_that_type(tmp_path: Path) -> None:
                               "--gpus", "8", "--json", "--no-interval").stdout)
     assert pred["gpu"] == "a100" and not pred["extrapolation"]["beyond_calibrated_gpu_type"]
     assert pred["throughput_env_steps_per_s"] == pytest.approx(200.0, rel=0.05)
+
+
+def test_without_tensorboard_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tensorboard is an optional extra: without it, reading logs is refused saying what to install."""
+    import sys
+
+    synth_run(tmp_path / "r", "colocated", 8)
+    monkeypatch.setitem(sys.modules, "tensorboard.backend.event_processing.event_accumulator", None)
+    with pytest.raises(ConfigError) as e:
+        read_run(tmp_path / "r")
+    assert "pip install 'vlaperf[runs]'" in e.value.message
