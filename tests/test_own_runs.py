@@ -318,7 +318,7 @@ def test_end_to_end_executor_runs_calibrate_predict_run(tmp_path: Path) -> None:
     assert prof_doc["node"]["gpus_per_node"] == 2 and prof_doc["node"]["cpu_cores_per_node"] == 2
     assert [r["total_num_envs"] for r in prof_doc["provenance"]["runs"]] == [2, 3]
     assert p != prior["throughput_env_steps_per_s"]
-    figures = {"runs": cal["runs"], "leave_one_run_out": cal["leave_one_run_out"],
+    figures = {"runs": cal["runs"], "fit_points": cal["points"], "leave_one_run_out": cal["leave_one_run_out"],
                "predicted": p, "interval": [pred["throughput_interval"]["low"], pred["throughput_interval"]["high"]],
                "prior_predicted": prior["throughput_env_steps_per_s"], "measured": measured,
                "error_pct": (p / measured - 1) * 100}
