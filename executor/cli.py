@@ -400,7 +400,8 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
     if "error_pct" in record:
         click.echo("")
         click.echo(comparison_table(record))
-    click.echo(f"wrote {run_dir.out}/ (record.json, trace.json, plan.json{', profile.json' if profile else ''})")
+    tb = ", tensorboard/" if (run_dir.out / "tensorboard").is_dir() else ""
+    click.echo(f"wrote {run_dir.out}/ (record.json, trace.json, plan.json{', profile.json' if profile else ''}{tb})")
 
 
 # --rlinf-config on executor run: perfmodel's RLinf import hands the command its plan (issue 10).

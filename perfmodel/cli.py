@@ -438,11 +438,32 @@ def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | No
               help=f"where to write the fitted profiles (default: your profile directory, {user_profile_dir()}; "
                    "$VLAPERF_PROFILE_DIR overrides it); never the installed package")
 @click.option("--max-evals", type=int, default=None,
-              help="simulations of the whole set (default: 140, the bundled profiles' budget)")
+              help="simulations of the whole set (default: 140, the bundled profiles' budget; from runs: 80)")
 @click.option("--json", "as_json", is_flag=True, help="print the fit as one JSON object")
+@click.option("--from-rlinf-run", "rlinf_runs", multiple=True, metavar="LOGDIR",
+              help="calibrate a profile of your cluster from RLinf runs (log_path or its tensorboard/ folder: "
+                   "config.yaml + event files); more LOGDIRs may follow (docs/own-runs.md)")
+@click.option("--from-run", "executor_runs", multiple=True, metavar="RUNDIR",
+              help="the same from `executor run` directories (their tensorboard/ folder)")
+@click.option("--cpu-cores-per-node", type=int, help="with --from-*-run: CPU cores per node of your cluster "
+              "(an RLinf config does not say; default: the plan's)")
+@click.option("--name", help="with --from-*-run: the profile's name (default <backbone>_cluster)")
+@click.argument("more_runs", nargs=-1, metavar="[LOGDIR]...")
 @no_progress_option
-def calibrate(reference: str, out_dir: str | None, max_evals: int, as_json: bool, quiet: bool) -> None:
-    """Fit the bundled profiles' physical parameters to published results."""
+def calibrate(reference: str, out_dir: str | None, max_evals: int, as_json: bool, rlinf_runs: tuple[str, ...],
+              executor_runs: tuple[str, ...], cpu_cores_per_node: int | None, name: str | None,
+              more_runs: tuple[str, ...], quiet: bool) -> None:
+    """Fit the bundled profiles' physical parameters to published results, or (--from-rlinf-run,
+    --from-run) a profile of your own cluster to your runs."""
+    if rlinf_runs or executor_runs or more_runs or cpu_cores_per_node is not None or name is not None:
+        from perfmodel.calibration.from_runs import calibrate_command, cli_runs
+
+        paths, option = cli_runs(rlinf_runs, executor_runs, more_runs, cpu_cores_per_node, name)
+        calibrate_command(paths, option, out_dir=out_dir, cpu_cores_per_node=cpu_cores_per_node,
+                          max_evals=max_evals, as_json=as_json, quiet=quiet, name=name,
+                          command="perfmodel calibrate " + " ".join(shlex.quote(a) for a in sys.argv[2:]),
+                          echo=click.echo)
+        return
     from perfmodel.calibration.calibrate import BUNDLED_FIT_EVALS, fit, fitted_profiles
     from perfmodel.calibration.reference import load_reference
 

@@ -225,7 +225,15 @@ def test_streamer_cli_compare_json_and_run_dir(ray_session, tmp_path):
     assert unscaled["error_pct"] == pytest.approx(
         100 * (unscaled["throughput_env_steps_per_s"] / record["throughput_env_steps_per_s"] - 1))
     assert record["counts"]["micro_batches"] == plan.workload.samples_per_iteration * 2 // 2
-    assert {x.name for x in out.iterdir()} - {"ray.log"} == {"plan.json", "profile.json", "record.json", "trace.json"}
+    assert {x.name for x in out.iterdir()} - {"ray.log"} == {"plan.json", "profile.json", "record.json", "trace.json",
+                                                             "tensorboard"}
+    # the per-iteration timers as RLinf logs them, read back as a run (perfmodel calibrate --from-run)
+    from perfmodel.rlinf.logs import read_run
+
+    run = read_run(out, option="--from-run")
+    assert run.plan.mode == "streamer" and run.steps == (0, 1)
+    done = record["iteration_done_s"]
+    assert run.step_s == pytest.approx((done[1] - done[0],))
     trace = json.loads((out / "trace.json").read_text())
     assert trace["otherData"]["plan"] == plan.to_dict()
     assert json.loads((out / "record.json").read_text())["counts"] == record["counts"]

@@ -90,7 +90,8 @@ class RunDir:
                 pass
 
     def write(self, plan: Any, record: dict[str, Any], rec: Any, profile: Any) -> None:
-        """plan.json, profile.json (if any), record.json, trace.json; then rename into place."""
+        """plan.json, profile.json (if any), record.json, trace.json, tensorboard/ (RLinf's layout:
+        config.yaml and the per-iteration timers); then rename into place."""
         t = self.tmp
         (t / ".ray_session").unlink(missing_ok=True)
         (t / "plan.json").write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
@@ -100,6 +101,12 @@ class RunDir:
         rec.write_trace(t / "trace.json", {"source": "executor", "plan": plan.to_dict(),
                                            "profile": record["profile"], "status": record["status"],
                                            "mode": plan.mode})
+        # The per-iteration timers as RLinf logs them (tensorboard/: config.yaml + events), for
+        # perfmodel calibrate --from-run.
+        from executor.runtime import rlinf_log
+
+        rlinf_log.write(t, plan, record.get("backbone"), list(getattr(rec, "spans", [])),
+                        list(record.get("iteration_done_s") or []))
         os.chmod(t, 0o755)
         if self.out.is_dir() and not self.out.is_symlink():
             if any(self.out.iterdir()) and not self.overwrite:  # appeared during the run

@@ -173,9 +173,12 @@ def _param(name: str) -> Param:
 
 
 def build_profile(backbone: Backbone, values: dict[str, float], env_memory_gb: float,
-                  provenance: dict[str, Any], measured: MeasuredGpu | None = None) -> Profile:
+                  provenance: dict[str, Any], measured: MeasuredGpu | None = None,
+                  node_facts: dict[str, Any] | None = None) -> Profile:
     """The profile of ``backbone`` at fitted ``values``; ``measured``: the GPU measurements it
-    carries (default: the bundled ones, perfmodel.calibration.measured)."""
+    carries (default: the bundled ones, perfmodel.calibration.measured); ``node_facts``: a user's
+    cluster's node (``gpus_per_node``, ``cpu_cores_per_node``: calibration from their own runs,
+    perfmodel.calibration.from_runs) instead of the published setup's NODE."""
     def v(name: str) -> float:
         return values[name] if name in values else values[f"{backbone.name}.{name}"]
 
@@ -235,6 +238,12 @@ def build_profile(backbone: Backbone, values: dict[str, float], env_memory_gb: f
     )
     node = dict(NODE, inter_node_bw_GBps=v("inter_node_bw_GBps"),
                 actor_cpu_cores_per_gpu=v("actor_cpu_cores_per_gpu"))
+    if node_facts:
+        # actor_cpu_cores_per_gpu is a count on the published node shape (PER_GPU_CORES per GPU):
+        # on another shape, the same fraction of a GPU's share (reference.complete_cluster's rule).
+        node.update(node_facts)
+        node["actor_cpu_cores_per_gpu"] = (v("actor_cpu_cores_per_gpu") / PER_GPU_CORES
+                                           * node["cpu_cores_per_node"] / node["gpus_per_node"])
     return Profile(
         name=backbone.name,
         backbone=backbone.name,
@@ -300,7 +309,11 @@ def predict_plan(plan: Plan, prof: Profile) -> float:
 
 
 def predict_points(profiles: dict[str, Profile], points: list[ReferencePoint]) -> list[float]:
-    return [predict_plan(reference_plan(profiles[pt.backbone], pt), profiles[pt.backbone]) for pt in points]
+    """Each point's predicted value on its backbone's profile: a published point's throughput in
+    the published setup; a point that carries its own plan (``predict_on``: a user's run,
+    perfmodel.calibration.from_runs) predicts itself."""
+    return [pt.predict_on(profiles[pt.backbone]) if hasattr(pt, "predict_on")
+            else predict_plan(reference_plan(profiles[pt.backbone], pt), profiles[pt.backbone]) for pt in points]
 
 
 @dataclass

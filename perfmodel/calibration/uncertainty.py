@@ -108,9 +108,13 @@ def pair_per_doubling_from_crossval(doc: dict[str, Any]) -> float | None:
 
 
 def analyse(values: dict[str, float], points: list, *, crossval: dict[str, Any] | None = None,
-            progress: Callable[[int, int], None] | None = None) -> dict[str, Uncertainty]:
+            progress: Callable[[int, int], None] | None = None, residual_sd_floor: float = 0.0,
+            node_facts: dict[str, Any] | None = None) -> dict[str, Uncertainty]:
     """The stored uncertainty of each backbone's fitted profile, at fitted ``values`` (names as
-    ``calibrate.parameter_names``: shared ones bare, per-backbone ones ``backbone.name``)."""
+    ``calibrate.parameter_names``: shared ones bare, per-backbone ones ``backbone.name``).
+    ``residual_sd_floor``: the least residual scatter assumed (a fit with about as many
+    parameters as points leaves almost none, which says nothing of the model error at a new
+    point); ``node_facts``: the node of a user's cluster (calibrate.build_profile)."""
     from perfmodel.backbones import get_backbone
     from perfmodel.calibration.calibrate import (IDENT_TOL, PARAMS, build_profile, identification_probe,
                                                  measured_env_memory_gb, predict_points)
@@ -126,7 +130,7 @@ def analyse(values: dict[str, float], points: list, *, crossval: dict[str, Any] 
 
     def residuals(x: np.ndarray) -> np.ndarray:
         vals = dict(zip(names, np.exp(x)))
-        profs = {b: build_profile(get_backbone(b), vals, mem, {}) for b in backbones}
+        profs = {b: build_profile(get_backbone(b), vals, mem, {}, node_facts=node_facts) for b in backbones}
         return np.log(np.array(predict_points(profs, points)) / published)
 
     r0 = residuals(x0)
@@ -149,7 +153,7 @@ def analyse(values: dict[str, float], points: list, *, crossval: dict[str, Any] 
     moved = [i for i in range(len(names)) if moves_a_point(i)]
     free = set(moved)
     dof = max(len(points) - len(moved), 1)
-    s2 = float(r0 @ r0) / dof
+    s2 = max(float(r0 @ r0) / dof, residual_sd_floor ** 2)
     prior_sd = (hi - lo) / math.sqrt(12.0)
     j = jac[:, moved]
     info = j.T @ j / max(s2, 1e-12) + np.diag(1.0 / prior_sd[moved] ** 2)
@@ -184,7 +188,7 @@ def analyse(values: dict[str, float], points: list, *, crossval: dict[str, Any] 
     for b in backbones:
         own = [i for i, n in enumerate(names) if "." not in n or n.startswith(f"{b}.")]
         idx = [i for i in own if i in free]
-        gpn = int(build_profile(get_backbone(b), values, mem, {}).node.get("gpus_per_node", 8))
+        gpn = int(build_profile(get_backbone(b), values, mem, {}, node_facts=node_facts).node.get("gpus_per_node", 8))
         box = list(zip(lo[idx], hi[idx]))
         others = [i for i in moved if i not in idx]
         conditional = (cov[np.ix_(others, idx)] @ np.linalg.inv(cov[np.ix_(idx, idx)]) if others
@@ -332,7 +336,8 @@ def _compute_fitted_perturbations(profile: Profile, unc: Uncertainty) -> Perturb
     own = measured_of(profile.costs)  # the profile's own measurements, not the bundled files' as they are today
 
     def build(vals: dict[str, float]) -> Profile:
-        p = build_profile(spec, vals, profile.costs.env_memory_gb, profile.provenance, own)
+        p = build_profile(spec, vals, profile.costs.env_memory_gb, profile.provenance, own,
+                          node_facts=profile.provenance.get("node_facts"))
         return replace(p, name=profile.name, variability=profile.variability)
 
     base = build(values)

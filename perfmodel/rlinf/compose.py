@@ -33,6 +33,7 @@ class Composed:
         self._cfg = cfg
         self.source = source
         self._read: set[str] = set()  # every key asked for (check_near_misses)
+        self.notes: list[str] = []  # what composing it assumed (EMBODIED_PATH unset): import warnings
 
     def get(self, key: str, default: Any = _MISSING) -> Any:
         from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -122,9 +123,12 @@ def compose(path: str | Path) -> Composed:
     except ImportError:  # pragma: no cover - hydra-core is a dependency
         raise ConfigError(FIELD, "needs hydra-core (pip install hydra-core)") from None
     config_dir = str(p.resolve().parent)
+    from perfmodel.rlinf.fork import embodied_path
+
+    embodied, note = embodied_path(p)  # the fork's layout too (perfmodel/rlinf/fork.py)
     env_set = "EMBODIED_PATH" not in os.environ
     if env_set:
-        os.environ["EMBODIED_PATH"] = str(p.resolve().parent.parent)
+        os.environ["EMBODIED_PATH"] = embodied
     GlobalHydra.instance().clear()
     try:
         with warnings.catch_warnings():
@@ -140,7 +144,10 @@ def compose(path: str | Path) -> Composed:
         GlobalHydra.instance().clear()
         if env_set:
             os.environ.pop("EMBODIED_PATH", None)
-    return Composed(cfg, p.name)
+    out = Composed(cfg, p.name)
+    if note:
+        out.notes.append(note)
+    return out
 
 
 def _yaml_error_at(p: Path) -> str | None:

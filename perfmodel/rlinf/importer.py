@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.rlinf.compose import FIELD, Composed, compose
+from perfmodel.rlinf.fork import READ as FORK_READ
+from perfmodel.rlinf.fork import ROLLOUT_ASYNC, hybrid_placement, read_fork
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.hardware import GPU_NAMES
 from perfmodel.schema.modes import MODE_TABLE, MODES
@@ -206,7 +208,7 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     from perfmodel.gpu import cluster_on
     from perfmodel.schema.profile import load_profile
 
-    warnings: list[str] = []
+    warnings: list[str] = list(getattr(c, "notes", []))
     task = c.get("runner.task_type", "embodied")
     if task != "embodied":
         raise ConfigError("runner.task_type", f"must be embodied (VLA RL on LIBERO), got {task!r}")
@@ -251,16 +253,25 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
         base_cluster = cluster_on(base_cluster, gpu)
     total, actor, env, rollout = placement_of(c, base_cluster.gpus_per_node)
     used = sorted(set(actor) | set(rollout) | set(env))
+    hybrid = hybrid_placement(actor, env, rollout)  # the RL-VLA3 fork's hyb62-style placements
+    if hybrid:
+        raise ConfigError("cluster.component_placement", hybrid)
     if set(env) != set(rollout):
         raise ConfigError("cluster.component_placement.env", f"env on GPUs {_ranges(env)} but rollout on "
                                                              f"{_ranges(rollout)}: vlaperf runs one env worker beside "
                                                              "each generator (place env and rollout together)")
     staleness = c.get("algorithm.staleness_threshold", None)
     decoupled, streaming = bool(c.get(DECOUPLED, False)), bool(c.get(TRAINING_PIPELINE, False))
+    fork = read_fork(c)  # the RL-VLA3 fork's asynchronous keys (perfmodel/rlinf/fork.py)
+    if fork.per_env_async and staleness is None and set(actor) != set(rollout):
+        staleness = 1
+        warnings.append(f"{ROLLOUT_ASYNC}: the fork's asynchronous runner without algorithm.staleness_threshold: "
+                        "costed with staleness 1 (the published runs' assumption)")
     if set(actor) == set(rollout):
         derived, ratio = "colocated", None
     elif not set(actor) & set(rollout):
-        derived = ("rollout_async" if decoupled else "train_async") if staleness is not None else "disaggregated"
+        derived = ("rollout_async" if decoupled or fork.per_env_async else "train_async") if staleness is not None \
+            else "disaggregated"
         g = math.gcd(len(rollout), len(actor))
         ratio = f"{len(rollout) // g}:{len(actor) // g}"
     else:
@@ -271,6 +282,11 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     if want is not None and want not in MODES:
         raise ConfigError("--mode" if mode else "vlaperf.mode", f"must be one of {', '.join(MODES)}; got {want!r}")
     if want is None:
+        if derived == "colocated" and fork.per_env_async:
+            raise UnnamedModeError(ROLLOUT_ASYNC, "the fork's per-env asynchronous rollout with actor and rollout on the "
+                                                  "same GPUs (col placement) is not a vlaperf mode (its asynchronous "
+                                                  "modes need disjoint rollout and actor GPUs); " + PASS_MODE,
+                                   disaggregated=False)
         if derived == "colocated" and staleness is not None:
             raise UnnamedModeError("algorithm.staleness_threshold",
                                    "asynchronous PPO with actor and rollout on the same GPUs is not a vlaperf mode "
@@ -288,7 +304,7 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
                                               "'env,rollout: 4-7') is not a vlaperf mode (rollout_async adds it to "
                                               "asynchronous training); " + PASS_MODE,
                                    disaggregated=derived != "colocated")
-        want = derived
+        want = "streamer" if fork.streamer and derived == "rollout_async" else derived
     elif MODE_TABLE[want].disaggregated != (derived != "colocated"):
         if MODE_TABLE[want].disaggregated:
             warnings.append(f"cluster.component_placement: shares GPUs between actor and rollout; mode {want} "
@@ -304,8 +320,8 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
         m = MODE_TABLE[want]
         mechanisms = (
             ("asynchronous training (algorithm.staleness_threshold)", m.async_training, staleness is not None),
-            (f"dynamic batching ({DECOUPLED})", m.dynamic_batching, decoupled),
-            ("streaming training (the RL-VLA3 fork's, within the asynchronous rollout)", m.streaming, False))
+            (f"dynamic batching ({DECOUPLED})", m.dynamic_batching, decoupled or fork.per_env_async),
+            ("streaming training (the RL-VLA3 fork's, within the asynchronous rollout)", m.streaming, fork.streamer))
         added = [name for name, on, have in mechanisms if on and not have]
         if added:
             assumed = []
@@ -419,6 +435,12 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
         if isinstance(staleness, bool) or not isinstance(staleness, int) or staleness < 0:
             raise ConfigError("algorithm.staleness_threshold", f"must be an integer >= 0, got {staleness!r}")
         plan["max_staleness"] = staleness
+    # the fork's dynamic batching (perfmodel/rlinf/fork.py); a vlaperf: block still overrides it
+    if fork.b_max is not None:
+        plan["b_max"] = fork.b_max
+    if fork.t_max_s is not None:
+        plan["t_max_s"] = fork.t_max_s
+    warnings.extend(fork.notes)
     for k in ("b_max", "t_max_s", "placement_strategy", "trained_part"):
         if k in block:
             plan[k] = block[k]
@@ -427,7 +449,7 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     batching_set = block.get("b_max") is not None or block.get("t_max_s", DEFAULT_T_MAX_S) != DEFAULT_T_MAX_S
     if batching_set and MODE_TABLE[want].ignores("b_max"):
         warnings.append(f"vlaperf.b_max / t_max_s: no effect in mode {want} ({MODE_TABLE[want].ignores('b_max')})")
-    for key in _unread_async_keys(c):
+    for key in (k for k in _unread_async_keys(c) if k not in FORK_READ):
         warnings.append(f"{key}: looks like an asynchronous-pipeline setting; vlaperf does not read it (say the mode "
                         "with vlaperf.mode or --mode)")
     known = {f.name for f in Plan.__dataclass_fields__.values()}

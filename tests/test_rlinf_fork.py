@@ -1,0 +1,110 @@
+"""The RL-VLA3 fork's configs (issue 29, item 3) on a reconstruction of its layout
+(tests/data/rlvla3_fork/README.md): composed with EMBODIED_PATH as the fork's scripts set it, its
+asynchronous keys mapped onto the plan, its hybrid placement refused naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from perfmodel.rlinf.importer import UnnamedModeError, load_rlinf
+from perfmodel.schema.errors import ConfigError
+
+FORK = Path(__file__).resolve().parent / "data" / "rlvla3_fork"
+LIBERO = FORK / "config" / "libero"
+
+
+@pytest.fixture
+def embodied(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMBODIED_PATH", str(FORK))
+
+
+def test_async_config_becomes_an_async_plan_with_its_batch_and_timeout(embodied: None) -> None:
+    im = load_rlinf(LIBERO / "libero_10_ppo_pi05_async.yaml")
+    p = im.plan
+    assert (p.mode, p.allocation_ratio, p.cluster.gpus) == ("rollout_async", "1:1", 8)
+    # plain per-env-async worker: 2 requests of one env each; 200 ms
+    assert (p.b_max, p.t_max_s) == (2, 0.2)
+    assert p.max_staleness == 1
+    assert any("2 requests (plain per-env-async worker)" in w and "b_max 2 envs" in w for w in im.warnings)
+    assert any("staleness_threshold" in w and "staleness 1" in w for w in im.warnings)
+    # the fork's keys are read, not listed as unread asynchronous settings
+    assert not any("does not read it" in w for w in im.warnings)
+    assert not any("EMBODIED_PATH" in w for w in im.warnings)  # it is set
+
+
+def test_flex_worker_counts_samples_and_streaming_is_the_streamer(embodied: None) -> None:
+    im = load_rlinf(LIBERO / "libero_10_ppo_pi05_async_flex_stream.yaml")
+    assert (im.plan.mode, im.plan.b_max, im.plan.t_max_s) == ("streamer", 48, 0.1)
+    assert any("48 samples (flex worker" in w for w in im.warnings)
+
+
+def test_col_is_colocated(embodied: None) -> None:
+    im = load_rlinf(LIBERO / "libero_10_ppo_pi05_col.yaml")
+    assert (im.plan.mode, im.plan.cluster.gpus, im.plan.b_max) == ("colocated", 8, None)
+    assert im.plan.workload.total_num_envs == 384 and im.plan.workload.max_episode_steps == 480
+
+
+def test_hyb62_is_refused_naming_the_placement(embodied: None) -> None:
+    with pytest.raises(ConfigError) as e:
+        load_rlinf(LIBERO / "libero_10_ppo_pi05_hyb62.yaml")
+    assert e.value.field == "cluster.component_placement" and "hyb62-style" in e.value.message
+
+
+def test_without_embodied_path_it_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("EMBODIED_PATH", raising=False)
+    im = load_rlinf(LIBERO / "libero_10_ppo_pi05_async.yaml")
+    notes = [w for w in im.warnings if "EMBODIED_PATH is not set" in w]
+    assert len(notes) == 1 and str(FORK) in notes[0]
+    assert im.plan.mode == "rollout_async"
+
+
+def test_embodied_path_is_honoured(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A wrong EMBODIED_PATH is used as given (the groups are not found there), not replaced."""
+    monkeypatch.setenv("EMBODIED_PATH", str(tmp_path))
+    with pytest.raises(ConfigError) as e:
+        load_rlinf(LIBERO / "libero_10_ppo_pi05_async.yaml")
+    assert "cannot compose" in e.value.message
+
+
+def _write(tmp_path: Path, src: str, old: str, new: str) -> Path:
+    """A copy of a fixture config with one change, in a copy of the fork's layout."""
+    import shutil
+
+    root = tmp_path / "fork"
+    shutil.copytree(FORK, root)
+    p = root / "config" / "libero" / src
+    text = p.read_text()
+    assert old in text
+    p.write_text(text.replace(old, new))
+    return p
+
+
+@pytest.mark.parametrize("src, old, new, field", [
+    ("libero_10_ppo_pi05_async.yaml", "max_batch_size: 2", "max_batch_size: 0", "rollout.per_env_async.max_batch_size"),
+    ("libero_10_ppo_pi05_async.yaml", "batch_timeout_ms: 200", "batch_timeout_ms: -5",
+     "rollout.per_env_async.batch_timeout_ms"),
+    ("libero_10_ppo_pi05_async.yaml", "streaming_mode: False", "streaming_mode: True",
+     "actor.gradient_accumulation_across_epochs"),
+    ("libero_10_ppo_pi05_async.yaml", "env:\n  per_env_async:\n    enabled: True",
+     "env:\n  per_env_async:\n    enabled: False", "env.per_env_async.enabled"),
+])
+def test_bad_fork_values_are_refused_naming_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, src: str,
+                                                    old: str, new: str, field: str) -> None:
+    p = _write(tmp_path, src, old, new)
+    monkeypatch.setenv("EMBODIED_PATH", str(tmp_path / "fork"))
+    with pytest.raises(ConfigError) as e:
+        load_rlinf(p)
+    assert e.value.field == field
+
+
+def test_per_env_async_on_col_needs_a_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = _write(tmp_path, "libero_10_ppo_pi05_col.yaml", "    enabled: False\n  train:", "    enabled: True\n  train:")
+    text = p.read_text().replace("  per_env_async:\n    enabled: False\n", "  per_env_async:\n    enabled: True\n")
+    p.write_text(text)
+    monkeypatch.setenv("EMBODIED_PATH", str(tmp_path / "fork"))
+    with pytest.raises(UnnamedModeError) as e:
+        load_rlinf(p)
+    assert e.value.field == "rollout.per_env_async.enabled"
+    assert load_rlinf(p, mode="colocated").plan.mode == "colocated"
