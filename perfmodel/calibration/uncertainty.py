@@ -548,6 +548,10 @@ def prediction_interval(plan: Plan, profile: Profile, throughput: float, run: Ca
     other_end = gpu_type_other_end(plan, profile, run)
     if other_end is not None:
         iv = with_gpu_type_bracket(iv, throughput, other_end)
+    # the structural alternatives the calibration admits (perfmodel.calibration.structural)
+    from perfmodel.calibration.structural import member_throughputs, with_members
+
+    iv = with_members(iv, throughput, member_throughputs(plan, profile, run))
     return iv, None
 
 
