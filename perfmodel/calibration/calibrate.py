@@ -153,7 +153,10 @@ GROWTH_PARAMS = {
                      "(the channel serves messages one at a time)"),
     # Actor rank 0 sends the weights to each generator (RLinf fsdp_actor_worker.py:1098-1110) with
     # NCCL_P2P_DISABLE=1 (host paths): a fixed time per generator (setup, host staging, launch).
-    "sync_fanout": Param("sync_per_generator_s", 1e-3, 10.0, 0.1, "s", True,
+    # Upper bound: the whole bf16 pi0.5 policy (6.6 GB) through a pageable host copy at ~5 GB/s is
+    # 1.3 s; 2 s leaves room for the setup. (The points cannot bound it: its profile-likelihood end
+    # reaches any bound, 10 s included, so the bound is the physics.)
+    "sync_fanout": Param("sync_per_generator_s", 1e-3, 2.0, 0.1, "s", True,
                          "weight sync time per generator, served one after another by actor rank 0"),
     # One ring step of an actor collective over host paths (NCCL_P2P_DISABLE=1), summed over the
     # FSDP units of one micro-batch's all-gathers / one optimizer step's reduction: NCCL's per-step

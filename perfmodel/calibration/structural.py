@@ -237,9 +237,11 @@ def member_entries(results: dict[str, dict[str, Any]], backbone: str, upper: dic
     def own(vals: dict[str, float]) -> dict[str, float]:
         return {k.split(".")[-1]: v for k, v in vals.items() if "." not in k or k.startswith(f"{backbone}.")}
 
+    from perfmodel.calibration.calibrate import GROWTH_PARAMS
+
     members, rejected = [], []
     for name, r in sorted(results.items()):
-        if name == "none":
+        if name not in GROWTH_PARAMS:  # the bundled model, or a reading of the setup (reported, not a member)
             continue
         g, s = r["group_out"]["model_mape_pct"], r["scale"]["model_mape_pct"]
         entry = {"mechanism": name, "group_out_mape_pct": round(g, 3), "scale_mape_pct": round(s, 3)}
@@ -279,12 +281,13 @@ def main(argv: list[str] | None = None) -> int:
     points = load_reference(args.reference)
     values_of({b: p for b, (_, p) in profs.items()})  # one joint fit, or refused
     s = next(iter(profs.values()))[1].uncertainty.residual_sd_log
+    from perfmodel.calibration.calibrate import GROWTH_PARAMS
+
     best = min(r["group_out"]["model_mape_pct"] for r in results.values())
     upper = {}
     for name, r in sorted(results.items()):
-        if name != "none" and r["group_out"]["model_mape_pct"] <= best + TOLERANCE_PP:
+        if name in GROWTH_PARAMS and r["group_out"]["model_mape_pct"] <= best + TOLERANCE_PP:
             upper[name], rss = growth_upper_end(name, points, r["values"], s, max_evals=args.max_evals)
-            from perfmodel.calibration.calibrate import GROWTH_PARAMS
             p = GROWTH_PARAMS[name].name
             print(f"{name}: {p} fitted {r['values'][p]:.4g}, upper end {upper[name][p]:.4g} (RSS {rss:.3g})", flush=True)
     for b, (path, prof) in profs.items():
