@@ -138,13 +138,22 @@ def member_throughputs(plan: Plan, profile: Profile, run: Callable[[Plan, Profil
     return out
 
 
-def with_members(iv: dict[str, Any], throughput: float, members: list[tuple[Member, float]]) -> dict[str, Any]:
+def with_members(iv: dict[str, Any], throughput: float, members: list[tuple[Member, float]],
+                 beyond: bool = True, model_sd_log: float = 0.0) -> dict[str, Any]:
     """``iv`` (the profile's own interval around ``throughput``) joined with the same interval
     around each member's throughput: the envelope. Adds ``structural`` (each member's
     throughput and difference, the one that drives the width, what would settle it) and
-    ``components_pct.structural_pct`` (the widest member's |log difference|)."""
+    ``components_pct.structural_pct`` (the widest member's |log difference|).
+    Within the calibrated GPU and node counts (``beyond`` false) the envelope is taken only
+    where some member differs by more than the residual model error (``model_sd_log``, one sd):
+    there every member fits the same points, and their differences at the published setups
+    (0.3 % at most for the bundled ensemble) are the fits' own scatter, which the interval's
+    model-error term already holds; the interval stays as narrow as without members."""
     if not members or throughput <= 0:
         return iv
+    if not beyond and all(abs(math.log(thr / throughput)) <= model_sd_log for _, thr in members if thr > 0):
+        return {**iv, "structural": {"members_agree_within_model_error": True,
+                                     "max_differs_pct": max(100.0 * abs(thr / throughput - 1) for _, thr in members)}}
     from perfmodel.calibration.uncertainty import _joined, _with_ends
 
     low, high = iv["low"], iv["high"]
@@ -172,7 +181,7 @@ def note(iv: dict[str, Any] | None, threshold_pct: float = 1.0) -> str | None:
     """The line predict, plan and sweep print for a structural envelope, or None when the
     members agree within ``threshold_pct`` (at the calibrated points they do)."""
     s = (iv or {}).get("structural")
-    if not s or abs(s["differs_pct"]) < threshold_pct:
+    if not s or "differs_pct" not in s or abs(s["differs_pct"]) < threshold_pct:
         return None
     return (f"the calibration cannot tell whether {WHAT['none']} or {WHAT.get(s['drives_width'], s['drives_width'])} "
             f"grows with workers; they differ by {abs(s['differs_pct']):.0f} % at this plan "

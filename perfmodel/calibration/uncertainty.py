@@ -551,7 +551,10 @@ def prediction_interval(plan: Plan, profile: Profile, throughput: float, run: Ca
     # the structural alternatives the calibration admits (perfmodel.calibration.structural)
     from perfmodel.calibration.structural import member_throughputs, with_members
 
-    iv = with_members(iv, throughput, member_throughputs(plan, profile, run))
+    unc = profile.uncertainty
+    beyond = bool(ext.get("beyond_calibrated_gpus") or ext.get("beyond_calibrated_nodes"))
+    iv = with_members(iv, throughput, member_throughputs(plan, profile, run), beyond,
+                      unc.residual_sd_log if unc is not None else 0.0)
     return iv, None
 
 

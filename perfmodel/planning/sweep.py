@@ -555,7 +555,8 @@ def structural_lines(rows: list[dict[str, Any]]) -> list[str]:
     widest: dict[int, dict[str, Any]] = {}
     for r in rows:
         s = r.get("interval_structural") if r.get("status") == "ok" else None
-        if s and (r["gpus"] not in widest or abs(s["differs_pct"]) > abs(widest[r["gpus"]]["differs_pct"])):
+        if s and "differs_pct" in s and (r["gpus"] not in widest
+                                         or abs(s["differs_pct"]) > abs(widest[r["gpus"]]["differs_pct"])):
             widest[r["gpus"]] = {**s, "mode": r["mode"]}
     out = []
     for g in sorted(widest):
