@@ -147,7 +147,7 @@ def with_members(iv: dict[str, Any], throughput: float, members: list[tuple[Memb
     Within the calibrated GPU and node counts (``beyond`` false) the envelope is taken only
     where some member differs by more than the residual model error (``model_sd_log``, one sd):
     there every member fits the same points, and their differences at the published setups
-    (0.3 % at most for the bundled ensemble) are the fits' own scatter, which the interval's
+    (1.6 % at most for the bundled ensemble) are the fits' own scatter, which the interval's
     model-error term already holds; the interval stays as narrow as without members."""
     if not members or throughput <= 0:
         return iv
@@ -183,8 +183,8 @@ def note(iv: dict[str, Any] | None, threshold_pct: float = 1.0) -> str | None:
     s = (iv or {}).get("structural")
     if not s or "differs_pct" not in s or abs(s["differs_pct"]) < threshold_pct:
         return None
-    return (f"the calibration cannot tell whether {WHAT['none']} or {WHAT.get(s['drives_width'], s['drives_width'])} "
-            f"grows with workers; they differ by {abs(s['differs_pct']):.0f} % at this plan "
+    return (f"the calibration cannot tell whether a cost grows with the workers ({WHAT.get(s['drives_width'], s['drives_width'])}) "
+            f"or not; the two readings differ by {abs(s['differs_pct']):.0f} % at this plan "
             f"(the interval holds both). To settle it: {s['settle']}")
 
 
