@@ -161,3 +161,23 @@ def test_member_entries_admit_within_tolerance():
     assert [(m["mechanism"], m["end"]) for m in members] == [("channel", "fit"), ("channel", "upper")]
     assert members[0]["values"] == {"env_step_core_s": 0.15, "obs_cpu_s": 0.27, "channel_hop_s": 0.002}
     assert [x["mechanism"] for x in rejected] == ["ring"] and "0.5 points" in rejected[0]["why"]
+
+
+def test_predict_rows_and_sweep_lines_name_the_alternative():
+    """predict's text rows and sweep's notes say which member drives the width, by how much, and
+    what would settle it (once per mechanism in a sweep)."""
+    from perfmodel.cli import _interval_rows
+    from perfmodel.planning.sweep import structural_lines
+
+    prof = _with_member(_without_members(load_profile("pi05")), channel_hop_s=0.15)
+    plan = published_plan(prof, "colocated", 32, None)
+    p = predict(plan, prof)
+    notes = [v for k, v in _interval_rows(p) if k == "note" and "cannot tell" in v]
+    assert len(notes) == 1 and "node-0 data channel" in notes[0] and "To settle it" in notes[0]
+    s = p["throughput_interval"]["structural"]
+    rows = [{"status": "ok", "gpus": g, "mode": "colocated", "interval_structural": s} for g in (32, 64)]
+    rows.append({"status": "ok", "gpus": 16, "mode": "colocated",
+                 "interval_structural": {"members_agree_within_model_error": True, "max_differs_pct": 0.2}})
+    lines = structural_lines(rows)
+    assert [ln.split(" GPUs")[0] for ln in lines] == ["note: at 32", "note: at 64"]
+    assert "To settle it" in lines[0] and "To settle it" not in lines[1]

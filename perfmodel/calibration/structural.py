@@ -177,7 +177,7 @@ def with_members(iv: dict[str, Any], throughput: float, members: list[tuple[Memb
     return out
 
 
-def note(iv: dict[str, Any] | None, threshold_pct: float = 1.0) -> str | None:
+def note(iv: dict[str, Any] | None, threshold_pct: float = 1.0, settle: bool = True) -> str | None:
     """The line predict, plan and sweep print for a structural envelope, or None when the
     members agree within ``threshold_pct`` (at the calibrated points they do)."""
     s = (iv or {}).get("structural")
@@ -185,7 +185,7 @@ def note(iv: dict[str, Any] | None, threshold_pct: float = 1.0) -> str | None:
         return None
     return (f"the calibration cannot tell whether a cost grows with the workers ({WHAT.get(s['drives_width'], s['drives_width'])}) "
             f"or not; the two readings differ by {abs(s['differs_pct']):.0f} % at this plan "
-            f"(the interval holds both). To settle it: {s['settle']}")
+            f"(the interval holds both)" + (f". To settle it: {s['settle']}" if settle else ""))
 
 
 # --------------------------------------------------------------------------------------------

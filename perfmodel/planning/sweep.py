@@ -558,10 +558,11 @@ def structural_lines(rows: list[dict[str, Any]]) -> list[str]:
         if s and "differs_pct" in s and (r["gpus"] not in widest
                                          or abs(s["differs_pct"]) > abs(widest[r["gpus"]]["differs_pct"])):
             widest[r["gpus"]] = {**s, "mode": r["mode"]}
-    out = []
+    out, told = [], set()
     for g in sorted(widest):
-        n = note({"structural": widest[g]})
+        n = note({"structural": widest[g]}, settle=widest[g]["drives_width"] not in told)
         if n:
+            told.add(widest[g]["drives_width"])
             out.append(f"note: at {g} GPUs ({widest[g]['mode']}) {n}")
     return out
 
