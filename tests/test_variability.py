@@ -192,3 +192,16 @@ def test_synchronous_modes_are_the_same_under_either_version_granularity(scenari
         b = a.with_(version_granularity="optimizer_step")
         assert (simulate(a, scenario_profile).throughput_env_steps_per_s
                 == simulate(b, scenario_profile).throughput_env_steps_per_s)
+
+
+def test_version_granularity_is_a_checked_plan_field():
+    from perfmodel.schema.errors import ConfigError
+    from perfmodel.schema.plan import Plan
+
+    d = {"mode": "rollout_async", "cluster": {"gpus": 2}, "workload": {"total_num_envs": 4}}
+    assert Plan.from_dict(d).version_granularity == "iteration"
+    assert "version_granularity" not in Plan.from_dict(d).to_dict()  # plans written before read the same
+    p = Plan.from_dict({**d, "version_granularity": "optimizer_step"})
+    assert Plan.from_dict(p.to_dict()) == p
+    with pytest.raises(ConfigError, match="plan.version_granularity.*iteration, optimizer_step"):
+        Plan.from_dict({**d, "version_granularity": "epoch"})
