@@ -181,3 +181,30 @@ def test_predict_rows_and_sweep_lines_name_the_alternative():
     lines = structural_lines(rows)
     assert [ln.split(" GPUs")[0] for ln in lines] == ["note: at 32", "note: at 64"]
     assert "To settle it" in lines[0] and "To settle it" not in lines[1]
+
+
+def test_ratio_interval_joins_the_members_ratios():
+    """plan's comparison: beyond the calibrated scale the ratio of two plans is joined with its
+    value under each member, and resolved only if all agree; on one node it is today's."""
+    from perfmodel.calibration.uncertainty import ratio_intervals
+    from perfmodel.simulate import simulate
+
+    base = _without_members(load_profile("pi05"))
+    member = _with_member(base, channel_hop_s=0.15)
+
+    def run(pl, pr):
+        return simulate(pl, pr).throughput_env_steps_per_s
+
+    for gpus, joined in ((8, False), (32, True)):
+        a = published_plan(base, "rollout_async", gpus, "1:1", max_staleness=1)
+        b = published_plan(base, "colocated", gpus, None)
+        ta, tb = run(a, base), run(b, base)
+        (r0, _), = ratio_intervals(a, ta, [(b, tb)], base, run)
+        (r1, _), = ratio_intervals(a, ta, [(b, tb)], member, run)
+        if not joined:
+            assert (r1["low"], r1["high"]) == (r0["low"], r0["high"]) and "structural" not in r1
+        else:
+            s = r1["structural"]
+            assert s["drives_width"] == "channel" and s["ratio"] > r0["ratio"]  # channel slows lock-step colocated more
+            assert r1["high"] == pytest.approx(r0["high"] * s["ratio"] / r0["ratio"])
+            assert r1["low"] == r0["low"]

@@ -177,6 +177,31 @@ def with_members(iv: dict[str, Any], throughput: float, members: list[tuple[Memb
     return out
 
 
+def with_member_ratios(r: dict[str, Any], ratios: list[tuple[Member, float]], beyond: bool = True,
+                       model_sd_log: float = 0.0) -> dict[str, Any]:
+    """A ratio interval (uncertainty.ratio_of) joined with the same interval around each member's
+    ratio of the two plans: the model orders the plans (``resolved``) only if every member's
+    interval agrees. Within the calibrated counts, as ``with_members``: only members whose ratio
+    parts by more than ``model_sd_log`` (the two plans' residual errors, sqrt(2) s)."""
+    if not ratios or r["ratio"] <= 0:
+        return r
+    centre = r["ratio"]
+    if not beyond and all(abs(math.log(q / centre)) <= model_sd_log for _, q in ratios if q > 0):
+        return r
+    from perfmodel.calibration.uncertainty import _joined, _with_ends
+
+    low, high = r["low"], r["high"]
+    for _, q in ratios:
+        lo_m, hi_m = _joined(r, centre, q)
+        low, high = min(low, lo_m), max(high, hi_m)
+    widest = max(ratios, key=lambda mq: abs(math.log(mq[1] / centre)) if mq[1] > 0 else 0.0)
+    return {**_with_ends(r, centre, low, high),
+            "structural": {"drives_width": widest[0].mechanism, "drives_width_end": widest[0].end,
+                           "ratio": widest[1], "members": [{"mechanism": m.mechanism, "end": m.end, "ratio": q}
+                                                           for m, q in ratios]},
+            "method": r["method"] + "; structural: joined with the ratio under each member the calibration admits"}
+
+
 def note(iv: dict[str, Any] | None, threshold_pct: float = 1.0, settle: bool = True) -> str | None:
     """The line predict, plan and sweep print for a structural envelope, or None when the
     members agree within ``threshold_pct`` (at the calibrated points they do)."""

@@ -681,8 +681,15 @@ def ratio_intervals(plan_a: Plan, thr_a: float, others: list[tuple[Plan, float]]
     def doublings(p: Plan) -> float:
         return extrapolation(p, unc)["doublings_beyond"] if unc else 0.0
 
+    from perfmodel.calibration.structural import member_throughputs, with_member_ratios
+
+    def beyond(p: Plan) -> bool:
+        e = extrapolation(p, unc)
+        return bool(e["beyond_calibrated_gpus"] or e["beyond_calibrated_nodes"])
+
     out: list[tuple[dict[str, Any] | None, str | None]] = []
     alt_a = gpu_type_other_end(plan_a, profile, run)
+    mem_a = member_throughputs(plan_a, profile, run)
     for plan_b, thr_b in others:
         b = sensitivities(plan_b, profile, thr_b, run)
         if isinstance(b, str):
@@ -693,6 +700,11 @@ def ratio_intervals(plan_a: Plan, thr_a: float, others: list[tuple[Plan, float]]
         alt_b = gpu_type_other_end(plan_b, profile, run)
         if alt_a is not None or alt_b is not None:  # another GPU type: the ratio at the other end too
             r = with_ratio_bracket(r, (alt_a if alt_a is not None else thr_a) / (alt_b if alt_b is not None else thr_b))
+        # the structural members (perfmodel.calibration.structural): the ratio under each
+        mem_b = member_throughputs(plan_b, profile, run) if mem_a else []
+        r = with_member_ratios(r, [(m, ta / tb) for (m, ta), (_, tb) in zip(mem_a, mem_b) if tb > 0],
+                               unc is not None and (beyond(plan_a) or beyond(plan_b)),
+                               math.sqrt(2) * unc.residual_sd_log if unc is not None else 0.0)
         out.append((r, None))
     return out
 
