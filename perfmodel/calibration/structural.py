@@ -47,7 +47,7 @@ SETTLE = {
 WHAT = {
     "none": "nothing grows with the workers beyond today's terms",
     "channel": "the node-0 data channel's hops",
-    "sync_fanout": "the actor's weight sync fanned out to each generator",
+    "sync_fanout": "the actor's weight syncs, fanned out to each generator,",
     "ring": "the actor's collective ring steps",
 }
 
@@ -208,9 +208,9 @@ def note(iv: dict[str, Any] | None, threshold_pct: float = 1.0, settle: bool = T
     s = (iv or {}).get("structural")
     if not s or "differs_pct" not in s or abs(s["differs_pct"]) < threshold_pct:
         return None
-    return (f"the calibration cannot tell whether a cost grows with the workers ({WHAT.get(s['drives_width'], s['drives_width'])}) "
-            f"or not; the two readings differ by {abs(s['differs_pct']):.0f} % at this plan "
-            f"(the interval holds both)" + (f". To settle it: {s['settle']}" if settle else ""))
+    return (f"the calibration cannot tell today's fit from one in which {WHAT.get(s['drives_width'], s['drives_width'])} "
+            f"grow with the workers (its other parameters refitted with it); they differ by {abs(s['differs_pct']):.0f} % "
+            f"at this plan (the interval holds both)" + (f". To settle it: {s['settle']}" if settle else ""))
 
 
 # --------------------------------------------------------------------------------------------
