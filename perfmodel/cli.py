@@ -16,6 +16,7 @@ import click
 from perfmodel.cliutil import (Choice, check_writable, no_progress_option, progress_bar, shows_progress,
                                version_option)
 from perfmodel.schema.errors import ConfigError
+from perfmodel.calibration.structural import note as structural_note
 from perfmodel.schema.modes import MODE_TABLE, MODES
 from perfmodel.planning.choice import OBJECTIVES
 from perfmodel.schema.plan import DEFAULT_T_MAX_S, MAX_GPUS, Plan, is_profile_path, parse_ratio
@@ -243,6 +244,7 @@ def _interval_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
                                  f"spans its whole plausible range ({parts['unidentified_pct']:.1f}% of log throughput)"))
     elif "throughput_interval_unavailable" in p:
         rows.append(("interval", f"unavailable: {p['throughput_interval_unavailable']}"))
+    rows += [("note", n) for n in [structural_note(iv)] if n]  # calibration.structural: members that part
     ext = p.get("extrapolation")
     if ext and (ext["beyond_calibrated_gpus"] or ext["beyond_calibrated_nodes"]):
         if ext["calibrated_gpus"]:

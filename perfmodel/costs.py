@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Profile
@@ -160,13 +161,38 @@ class StageCosts:
 
     # --- generators (rollout GPUs) ---
     def infer_s(self, batch: int) -> float:
-        """A call's whole time: host path (``infer_latency_s``) and GPU."""
-        return self.profile.costs.infer_s(batch)
+        """A call's whole time: host path (``infer_latency_s``, with the channel's hops) and GPU."""
+        return self.profile.costs.infer_s(batch) + self.channel_s
 
     @property
     def infer_latency_s(self) -> float:
-        """The part of every call off the GPU (Costs.infer_latency_s)."""
-        return self.profile.costs.infer_latency_s
+        """The part of every call off the GPU (Costs.infer_latency_s, plus ``channel_s``)."""
+        return self.profile.costs.infer_latency_s + self.channel_s
+
+    @property
+    def env_workers_off_node0(self) -> int:
+        """Env workers (rollout slots) on nodes other than node 0, where RLinf hosts the channels."""
+        rollout, _ = self.plan.placement.slots()
+        return sum(1 for d in rollout if d // self.plan.cluster.gpus_per_node != 0)
+
+    @cached_property
+    def channel_s(self) -> float:
+        """Host-path time the node-0 data channels add to every inference request of the workers
+        off node 0 (``Costs.channel_hop_s``; 0 unless a calibration alternative fitted it).
+        RLinf hosts every channel as one process on node 0 (runners/embodied_runner.py:94-98,
+        scheduler/channel/channel.py:182-187) and ``send_to`` puts every shard through it unless
+        ``enable_p2p`` (scheduler/worker/worker.py:842-935): an observation batch goes env worker
+        -> node 0 -> generator and its actions back, two round trips to node 0 per request. The
+        process serves the messages one at a time, so a request also waits, on average, behind
+        half of the other off-node workers' messages of the same round (they step in phase):
+        ``2 x hop x (1 + (W_off - 1) / 2)``, growing linearly with the workers off node 0. All
+        workers are given the slowest ones' time (they pace the rollout, as the env cores do);
+        0 when every worker is on node 0 (one node, or the packed placement's 16-GPU rollout)."""
+        hop = self.profile.costs.channel_hop_s
+        if hop <= 0:
+            return 0.0
+        off = self.env_workers_off_node0
+        return 0.0 if off == 0 else 2.0 * hop * (1.0 + (off - 1) / 2.0)
 
     def infer_gpu_s(self, batch: int) -> float:
         """The part of a call that holds the GPU."""
@@ -225,6 +251,10 @@ class StageCosts:
         t = passes * (local - 1) / local * nbytes / (c.local_bw_GBps * 1e9) if local > 1 else 0.0
         if nodes > 1:
             t += passes * (nodes - 1) / nodes * (nbytes / local) / (c.inter_node_bw_GBps * 1e9)
+        # Per ring step (Costs.ring_step_s; 0 unless a calibration alternative fitted it): a ring
+        # over R ranks takes R - 1 steps per pass, each a host-path hop with P2P disabled
+        # (NCCL_P2P_DISABLE=1), so the fixed part grows with the actor's ranks.
+        t += passes * (self.plan.actor_gpus - 1) * self.profile.costs.ring_step_s
         return t + self.profile.costs.comm_latency_s
 
     def grad_bytes(self) -> float:
@@ -274,7 +304,11 @@ class StageCosts:
             bw = min(c.inter_node_bw_GBps, bw)
         nbytes = self.profile.costs.weight_sync_bytes
         fan_out = max(1.0, p.rollout_gpus / p.actor_gpus)
-        return self.profile.costs.comm_latency_s + nbytes * fan_out / (bw * 1e9)
+        # Costs.sync_per_generator_s (0 unless a calibration alternative fitted it): actor rank 0
+        # sends to every rollout rank (fsdp_actor_worker.py:1098-1110) over host paths
+        # (NCCL_P2P_DISABLE=1), one generator after another: a fixed time per generator.
+        serial = self.profile.costs.sync_per_generator_s * p.rollout_gpus
+        return self.profile.costs.comm_latency_s + nbytes * fan_out / (bw * 1e9) + serial
 
     def phase_switch_s(self) -> float:
         """Colocated: offload one phase's models and reload the other's, on every device, when

@@ -314,3 +314,14 @@ def test_plan_nodes_must_each_fit_on_a_ray_node():
     d["workload"].update(total_num_envs=3, global_batch_size=6)
     assert [len(b) for b in node_bundles(Plan.from_dict(dict(d, mode="colocated", allocation_ratio=None)),
                                          cuda=False)] == [2, 1]
+
+
+def test_executor_refuses_a_version_granularity_it_does_not_run():
+    from executor.runtime.preflight import check_plan_fits
+    from perfmodel.schema.errors import ConfigError
+    from perfmodel.schema.plan import Plan
+
+    plan = Plan.from_dict({"mode": "rollout_async", "cluster": {"gpus": 2}, "workload": {"total_num_envs": 4},
+                           "version_granularity": "optimizer_step"})
+    with pytest.raises(ConfigError, match="plan.version_granularity"):
+        check_plan_fits(plan, "pi05", "tiny", 1.92, local=False)

@@ -224,13 +224,16 @@ def test_a_wide_interval_at_the_calibrated_scale_says_why() -> None:
     8 GPUs gets no such note."""
     r = _cli("predict", "--mode", "rollout_async", "--gpus", "8", "--ratio", "3:1")
     assert r.returncode == 0, r.stderr
-    note = [ln for ln in r.stdout.splitlines() if ln.startswith("note ")]
+    # (a structural member may part here too, through its refitted parameters: its own note,
+    # perfmodel.calibration.structural, tested in tests/test_structural.py)
+    note = [ln for ln in r.stdout.splitlines() if ln.startswith("note ") and "cannot tell today's fit" not in ln]
     assert len(note) == 1 and "fitted parameters' uncertainty" in note[0]
     r = _cli("predict", "--mode", "colocated", "--gpus", "8")
     assert r.returncode == 0 and not any(ln.startswith("note ") for ln in r.stdout.splitlines())
     # Beyond the calibrated scale the extrapolation warning says why instead.
     r = _cli("predict", "--mode", "rollout_async", "--gpus", "32", "--ratio", "3:1")
-    assert r.returncode == 0 and not any(ln.startswith("note ") for ln in r.stdout.splitlines())
+    assert r.returncode == 0 and not any(ln.startswith("note ") and "cannot tell today's fit" not in ln
+                                         for ln in r.stdout.splitlines())
     assert any(ln.startswith("warning ") and "extrapolation" in ln for ln in r.stdout.splitlines())
 
 

@@ -121,3 +121,87 @@ def test_streamer_equals_rollout_async_when_deliveries_align(scenario_dict):
     a = simulate(published_plan(scenario_profile, "rollout_async", 2, "1:1", max_staleness=0), scenario_profile)
     s = simulate(published_plan(scenario_profile, "streamer", 2, "1:1", max_staleness=0), scenario_profile)
     assert s.iteration_time_s == a.iteration_time_s
+
+
+def _version_times(prof: Profile, stream: bool, arrivals: list[tuple[float, int]], granularity: str,
+                   collapse: bool) -> list[float]:
+    """When each weight version of one training iteration becomes available to a rollout (the
+    time its ``wait_for`` fires), samples arriving at the given times."""
+    plan = published_plan(prof, "streamer" if stream else "rollout_async", 2, "1:1", max_staleness=0,
+                          version_granularity=granularity)
+    costs = StageCosts(plan, prof)
+    env = simpy.Environment()
+    buffer, weights, log = SampleBuffer(env), WeightStore(env), TrainLog()
+    actor = Trainer(env, [simpy.Resource(env, 1)], costs, Durations(costs, None), Recorder(), buffer, weights,
+                    log, rollout_done=None, stream=stream, switch_s=0.0, collapse=collapse)
+    versions = actor.versions
+    seen: dict[int, float] = {}
+
+    def feed():
+        now = 0.0
+        for t, n in arrivals:
+            yield env.timeout(t - now)
+            now = t
+            yield buffer.put(n)
+
+    def waiter(v):
+        yield weights.wait_for(v)
+        seen[v] = env.now
+        assert weights.version >= v  # the version a rollout reads once woken
+
+    env.process(feed())
+    for v in range(1, versions + 1):
+        env.process(waiter(v))
+    env.run(until=env.process(actor.run(1)))
+    env.run(until=env.now + 1e-9)  # wake-ups at the iteration's end
+    return [seen[v] for v in range(1, versions + 1)]
+
+
+@pytest.mark.parametrize("collapse", [True, False])
+def test_version_per_optimizer_step_lets_the_streamer_publish_earlier(scenario_profile, collapse):
+    """plan.version_granularity: the scenario above (4 global batches of 32, 2 passes each, 0.26 s
+    per micro-batch of 8, 0.3 s per optimizer step), 16 samples a second from t = 1.
+
+    Per iteration (today's default) there is one version, at the iteration's end: 12.72 with
+    dynamic batching, 12.2 streaming. Per optimizer step there are 8. Dynamic batching starts batch
+    j when it is whole (t = 2, then back to back): versions at 2 + 1.34 = 3.34, 4.68, then every
+    1.34 s to 12.72. Streaming trains batch 0's first pass on the samples as they come (t = 1 and 2:
+    micro-batches end 1.26, 1.52, 2.26, 2.52, + 0.3 = 2.82), the second pass ends 4.16 and batches
+    1-3 follow back to back: 2.82, 4.16, 5.50, ..., 12.2. A rollout whose staleness bound waits for
+    version 2 starts at 4.16 instead of 4.68: where a version is an optimizer step, the streamer's
+    earlier steps reach the rollout; where it is an iteration, only the end does."""
+    spread = [(float(t), 16) for t in range(1, 9)]
+
+    def times(stream, granularity):
+        return _version_times(scenario_profile, stream, spread, granularity, collapse)
+
+    assert times(False, "iteration") == pytest.approx([12.72])
+    assert times(True, "iteration") == pytest.approx([12.2])
+    assert times(False, "optimizer_step") == pytest.approx([3.34 + 1.34 * i for i in range(8)])
+    assert times(True, "optimizer_step") == pytest.approx([2.82] + [4.16 + 1.34 * i for i in range(7)])
+    # aligned deliveries (whole global batches): the two modes publish alike under either reading
+    aligned = [(float(t), 32) for t in (2, 4, 6, 8)]
+    assert (_version_times(scenario_profile, True, aligned, "optimizer_step", collapse)
+            == pytest.approx(_version_times(scenario_profile, False, aligned, "optimizer_step", collapse)))
+
+
+def test_synchronous_modes_are_the_same_under_either_version_granularity(scenario_profile):
+    """Staleness 0 waits for the whole previous iteration's training either way."""
+    for mode in ("colocated", "disaggregated"):
+        a = published_plan(scenario_profile, mode, 2, None if mode == "colocated" else "1:1")
+        b = a.with_(version_granularity="optimizer_step")
+        assert (simulate(a, scenario_profile).throughput_env_steps_per_s
+                == simulate(b, scenario_profile).throughput_env_steps_per_s)
+
+
+def test_version_granularity_is_a_checked_plan_field():
+    from perfmodel.schema.errors import ConfigError
+    from perfmodel.schema.plan import Plan
+
+    d = {"mode": "rollout_async", "cluster": {"gpus": 2}, "workload": {"total_num_envs": 4}}
+    assert Plan.from_dict(d).version_granularity == "iteration"
+    assert "version_granularity" not in Plan.from_dict(d).to_dict()  # plans written before read the same
+    p = Plan.from_dict({**d, "version_granularity": "optimizer_step"})
+    assert Plan.from_dict(p.to_dict()) == p
+    with pytest.raises(ConfigError, match="plan.version_granularity.*iteration, optimizer_step"):
+        Plan.from_dict({**d, "version_granularity": "epoch"})

@@ -109,6 +109,9 @@ def check_plan_fits(plan: Plan, backbone: str, scale: str, env_memory_gb: float,
             raise ConfigError("plan.workload.total_num_envs",
                               f"{need.describe(envs, env_memory_gb, actors)} but this machine has "
                               f"{have:.1f} GB available (at most {RAM_HEADROOM:.0%} of it is used); use fewer envs")
+    if plan.version_granularity != "iteration":  # the driver publishes a version per iteration
+        raise ConfigError("plan.version_granularity", f"the executor runs 'iteration' versions only (RLinf 0.3.0's: "
+                          f"version = global step); got {plan.version_granularity!r}, a perfmodel reading")
     chunk = get_backbone(backbone, scale).action_chunk
     w = plan.workload
     if w.num_action_chunks > chunk:

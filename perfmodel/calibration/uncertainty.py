@@ -553,6 +553,13 @@ def prediction_interval(plan: Plan, profile: Profile, throughput: float, run: Ca
     other_end = gpu_type_other_end(plan, profile, run)
     if other_end is not None:
         iv = with_gpu_type_bracket(iv, throughput, other_end)
+    # the structural alternatives the calibration admits (perfmodel.calibration.structural)
+    from perfmodel.calibration.structural import member_throughputs, with_members
+
+    unc = profile.uncertainty
+    beyond = bool(ext.get("beyond_calibrated_gpus") or ext.get("beyond_calibrated_nodes"))
+    iv = with_members(iv, throughput, member_throughputs(plan, profile, run), beyond,
+                      unc.residual_sd_log if unc is not None else 0.0)
     return iv, None
 
 
@@ -679,8 +686,15 @@ def ratio_intervals(plan_a: Plan, thr_a: float, others: list[tuple[Plan, float]]
     def doublings(p: Plan) -> float:
         return extrapolation(p, unc)["doublings_beyond"] if unc else 0.0
 
+    from perfmodel.calibration.structural import member_throughputs, with_member_ratios
+
+    def beyond(p: Plan) -> bool:
+        e = extrapolation(p, unc)
+        return bool(e["beyond_calibrated_gpus"] or e["beyond_calibrated_nodes"])
+
     out: list[tuple[dict[str, Any] | None, str | None]] = []
     alt_a = gpu_type_other_end(plan_a, profile, run)
+    mem_a = member_throughputs(plan_a, profile, run)
     for plan_b, thr_b in others:
         b = sensitivities(plan_b, profile, thr_b, run)
         if isinstance(b, str):
@@ -691,6 +705,11 @@ def ratio_intervals(plan_a: Plan, thr_a: float, others: list[tuple[Plan, float]]
         alt_b = gpu_type_other_end(plan_b, profile, run)
         if alt_a is not None or alt_b is not None:  # another GPU type: the ratio at the other end too
             r = with_ratio_bracket(r, (alt_a if alt_a is not None else thr_a) / (alt_b if alt_b is not None else thr_b))
+        # the structural members (perfmodel.calibration.structural): the ratio under each
+        mem_b = member_throughputs(plan_b, profile, run) if mem_a else []
+        r = with_member_ratios(r, [(m, ta / tb) for (m, ta), (_, tb) in zip(mem_a, mem_b) if tb > 0],
+                               unc is not None and (beyond(plan_a) or beyond(plan_b)),
+                               math.sqrt(2) * unc.residual_sd_log if unc is not None else 0.0)
         out.append((r, None))
     return out
 

@@ -196,6 +196,10 @@ def _thr(r: dict[str, Any]) -> str:
     if r.get("throughput_low") is not None:
         s += f" (90% interval {r['throughput_low']:.1f}..{r['throughput_high']:.1f}" + "".join(
             f", {b}" for b in beyond) + ")"
+        from perfmodel.calibration.structural import note  # the alternative that drives the width
+
+        n = note({"structural": r["interval_structural"]} if r.get("interval_structural") else None)
+        s += f"; {n}" if n else ""
     elif beyond:
         s += f" ({', '.join(beyond)})"
     if r.get("throughput_ci95"):

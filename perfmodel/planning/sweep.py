@@ -237,6 +237,8 @@ def evaluate(spec: SweepSpec, profile: Profile, c: Combo) -> dict[str, Any]:
     iv = pred.get("throughput_interval")
     row["throughput_low"] = iv["low"] if iv else None
     row["throughput_high"] = iv["high"] if iv else None
+    # which structural alternative drives the width (perfmodel.calibration.structural), when any
+    row["interval_structural"] = (iv or {}).get("structural")
     ext = pred.get("extrapolation") or {}
     row["beyond_calibrated_scale"] = bool(ext.get("beyond_calibrated_gpus") or ext.get("beyond_calibrated_nodes"))
     row["beyond_calibrated_gpu_type"] = bool(ext.get("beyond_calibrated_gpu_type"))
@@ -545,6 +547,26 @@ def write_csv_atomic(path: str, doc: dict[str, Any]) -> None:
     write_atomic(path, buf.getvalue())
 
 
+def structural_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Per GPU count, the structural alternative that parts most from the point prediction
+    (perfmodel.calibration.structural.note), once: what the calibration cannot tell there."""
+    from perfmodel.calibration.structural import note
+
+    widest: dict[int, dict[str, Any]] = {}
+    for r in rows:
+        s = r.get("interval_structural") if r.get("status") == "ok" else None
+        if s and "differs_pct" in s and (r["gpus"] not in widest
+                                         or abs(s["differs_pct"]) > abs(widest[r["gpus"]]["differs_pct"])):
+            widest[r["gpus"]] = {**s, "mode": r["mode"]}
+    out, told = [], set()
+    for g in sorted(widest):
+        n = note({"structural": widest[g]}, settle=widest[g]["drives_width"] not in told)
+        if n:
+            told.add(widest[g]["drives_width"])
+            out.append(f"note: at {g} GPUs ({widest[g]['mode']}) {n}")
+    return out
+
+
 def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
     """The terminal table: one line per feasible row (infeasible ones counted at the end)."""
     price = doc["spec"]["gpu_hour_price"]
@@ -585,6 +607,7 @@ def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
                      "multiple of micro_batch_size x actor GPUs), which RLinf refuses: costed with smaller or padded "
                      "micro-batches (perfmodel predict shows how); a larger cluster needs a larger global batch or a "
                      "smaller micro-batch")
+    lines += structural_lines(doc["rows"])
     lines.append(f"note: {SCALING_NOTE}")
     lines.append(f"note: {GAIN_NOTE}" + ("" if "colocated" in doc["spec"]["modes"] else " (colocated not swept: '-')"))
     if price is None:

@@ -239,6 +239,7 @@ def parse_ratio(text: str, gpus: int, field: str = "allocation_ratio") -> tuple[
 # timeout_time=0.02, hard-coded (rlinf 0.3.0, workers/rollout/hf/async_huggingface_worker.py:179);
 # its batch cap is total_num_envs / rollout workers (scheduler/worker/routing.py), b_max null here.
 DEFAULT_T_MAX_S = 0.02
+VERSION_GRANULARITIES = ("iteration", "optimizer_step")
 MAX_STALENESS = 10_000  # policy versions a rollout may lag; far beyond any useful setting
 
 
@@ -265,6 +266,11 @@ class Plan:
     # RL-VLA3's LIBERO configs: enable_offload False for env, rollout and actor. Colocated
     # without offload keeps every model resident on every GPU (memory is checked).
     enable_offload: bool = False
+    # What a weight version is (rules.required_weight_version): "iteration" (the actor publishes
+    # once per iteration, staleness counted in iterations) or "optimizer_step" (a version per
+    # optimizer step, as RLinf's actor steps and RL-VLA3's "weights are refreshed between
+    # steps"; staleness counted in optimizer steps). Synchronous modes are the same under both.
+    version_granularity: str = "iteration"
 
     @property
     def mechanisms(self) -> Mode:
@@ -357,6 +363,7 @@ class Plan:
             raise ConfigError(f"{path}.t_max_s", f"must be a finite number >= 0, got {self.t_max_s}")
         check_int(f"{path}.max_staleness", self.max_staleness, min=0, max=MAX_STALENESS)
         for name, allowed in (("placement_strategy", PLACEMENT_STRATEGIES),
+                              ("version_granularity", VERSION_GRANULARITIES),
                               ("sharding_strategy", SHARDING_STRATEGIES), ("trained_part", TRAINED_PARTS)):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{path}.{name}", f"must be one of {', '.join(allowed)}; got {getattr(self, name)!r}")
@@ -414,6 +421,7 @@ class Plan:
             sharding_strategy=f.str("sharding_strategy", "full_shard", choices=SHARDING_STRATEGIES),
             trained_part=f.str("trained_part", "action_expert", choices=TRAINED_PARTS),
             enable_offload=f.bool("enable_offload", False),
+            version_granularity=f.str("version_granularity", "iteration", choices=VERSION_GRANULARITIES),
         )
         f.done()
         plan.check(path)
@@ -447,6 +455,8 @@ class Plan:
             "sharding_strategy": d["sharding_strategy"],
             "trained_part": d["trained_part"],
             "enable_offload": d["enable_offload"],
+            # only when not the default, so plans written before the field read back the same
+            **({"version_granularity": d["version_granularity"]} if d["version_granularity"] != "iteration" else {}),
             "profile": d["profile"],
             "workload": d["workload"],
             "cluster": d["cluster"],

@@ -276,6 +276,13 @@ class Costs:
         backward, no activation checkpointing: RLinf's openpi configs do not support it). The
         GPU-memory check counts them (StageCosts.gpu_memory_gb); 0 / absent: not measured, not
         counted.
+    channel_hop_s, sync_per_generator_s, ring_step_s: costs that grow with the cluster's workers
+        or nodes (perfmodel.costs; docs/metrics.md "Between 32 and 256 GPUs"), each 0 (absent)
+        unless a calibration alternative fitted it: seconds per message hop through RLinf's
+        data channels, one process on node 0, for env workers off node 0 (``channel_hop_s``);
+        seconds per generator of the actor's weight sync, served one after another
+        (``sync_per_generator_s``); seconds per ring step of each actor collective
+        (``ring_step_s``).
     """
 
     env_step_core_s: float
@@ -301,6 +308,9 @@ class Costs:
     infer_latency_s: float = 0.0
     gpu_compute_per_sample_s: dict = field(default_factory=dict)
     infer_activation_gb_per_sample: float = 0.0
+    channel_hop_s: float = 0.0
+    sync_per_generator_s: float = 0.0
+    ring_step_s: float = 0.0
 
     @classmethod
     def from_dict(cls, obj: Any, path: str) -> "Costs":
@@ -330,6 +340,9 @@ class Costs:
             gpu_compute_per_sample_s=_gpu_compute(f.any("gpu_compute_per_sample_s", {}),
                                                   f.sub("gpu_compute_per_sample_s")),
             infer_activation_gb_per_sample=f.float("infer_activation_gb_per_sample", 0.0, min=0.0),
+            channel_hop_s=f.float("channel_hop_s", 0.0, min=0.0),
+            sync_per_generator_s=f.float("sync_per_generator_s", 0.0, min=0.0),
+            ring_step_s=f.float("ring_step_s", 0.0, min=0.0),
         )
         f.done()
         for name in ("infer_s", "train_micro_batch_s"):
@@ -351,7 +364,7 @@ class Costs:
         d: dict[str, Any] = {}
         for k, v in self.__dict__.items():
             if k in ("env_density", "driver_chunk_step_s", "obs_cpu_s", "infer_latency_s",
-                     "gpu_compute_per_sample_s", "infer_activation_gb_per_sample") and not v:
+                     "gpu_compute_per_sample_s", "infer_activation_gb_per_sample", *GROWTH_COSTS) and not v:
                 continue  # absent in profiles that do not have them
             if k == "env_density":
                 v = {kind: c.to_dict() for kind, c in v.items()}
@@ -370,6 +383,8 @@ class Costs:
 
 
 DRIVER_KINDS = ("lockstep", "dynamic")
+# Costs that grow with the cluster's workers or nodes (Costs docstring): absent = 0 = not modelled.
+GROWTH_COSTS = ("channel_hop_s", "sync_per_generator_s", "ring_step_s")
 
 
 def _float_table(obj: Any, path: str, keys: tuple[str, ...]) -> dict[str, float]:

@@ -16,10 +16,13 @@ import math
 ASYNC_GROUPS_PER_WORKER = 4
 
 
-def required_weight_version(iteration: int, staleness: int) -> int:
+def required_weight_version(iteration: int, staleness: int, versions_per_iteration: int = 1) -> int:
     """The policy version rollout iteration ``iteration`` must start from: the weights trained
-    on iteration k-1 (version k) when synchronous (staleness 0), up to ``staleness`` older."""
-    return iteration - staleness
+    on iteration k-1 (version k x ``versions_per_iteration``) when synchronous (staleness 0), up
+    to ``staleness`` versions older. ``versions_per_iteration``: 1 when a version is an
+    iteration's training, the optimizer steps of an iteration when it is one optimizer step
+    (``plan.version_granularity``)."""
+    return iteration * versions_per_iteration - staleness
 
 
 def global_batch_runs(samples: int, global_batch_size: int) -> list[tuple[int, int]]:

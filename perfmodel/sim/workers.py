@@ -49,6 +49,15 @@ import simpy
 
 from perfmodel.costs import StageCosts
 from perfmodel.schema.rules import batch_fires, global_batch_runs, required_weight_version
+
+
+def versions_per_iteration(plan) -> int:
+    """Weight versions the actor publishes per iteration: 1, or its optimizer steps when a
+    version is one optimizer step (``plan.version_granularity``)."""
+    if plan.version_granularity != "optimizer_step":
+        return 1
+    w = plan.workload
+    return w.update_epoch * sum(c for _, c in global_batch_runs(w.samples_per_iteration, w.global_batch_size))
 from perfmodel.schema.timeline import Recorder
 from perfmodel.sim.durations import Durations
 
@@ -69,24 +78,59 @@ def timeout_at(env: simpy.Environment, when: float) -> simpy.Event:
 
 
 class WeightStore:
-    """Policy versions published by the trainer (version k+1 after training iteration k)."""
+    """Policy versions published by the trainer: version k+1 after training iteration k, or, with
+    ``plan.version_granularity`` "optimizer_step", one version per optimizer step. A collapsed
+    training block (Trainer._block) announces the versions it will publish and when
+    (``schedule``): a waiting rollout then resumes at the step's end without one event per step."""
 
     def __init__(self, env: simpy.Environment) -> None:
         self.env = env
-        self.version = 0
+        self._version = 0
+        self._scheduled: list[tuple[float, int]] = []  # (time, version) announced, in time order
         self._waiting: list[tuple[int, simpy.Event]] = []
 
+    @property
+    def version(self) -> int:
+        """The newest version published by now (announced ones whose time has come included)."""
+        if self._scheduled and self._scheduled[0][0] <= self.env.now:
+            while self._scheduled and self._scheduled[0][0] <= self.env.now:
+                self._version = max(self._version, self._scheduled.pop(0)[1])
+        return self._version
+
     def publish(self, version: int) -> None:
-        self.version = version
+        self._version = max(self.version, version)
         still = []
         for need, ev in self._waiting:
-            (ev.succeed() if need <= version else still.append((need, ev)))
+            (ev.succeed() if need <= self._version else still.append((need, ev)))
         self._waiting = still
+
+    def schedule(self, times: list[tuple[float, int]]) -> None:
+        """Versions that will be published at the given times (a training block's optimizer
+        steps): waiters for them are woken then."""
+        if not times:
+            return
+        self._scheduled.extend(times)
+        still = []
+        for need, ev in self._waiting:
+            at = next((t for t, v in times if v >= need), None)
+            if at is None:
+                still.append((need, ev))
+            else:
+                self.env.process(self._wake_at(at, ev))
+        self._waiting = still
+
+    def _wake_at(self, at: float, ev: simpy.Event) -> Gen:
+        yield timeout_at(self.env, at)
+        ev.succeed()
 
     def wait_for(self, version: int) -> simpy.Event:
         ev = self.env.event()
         if version <= self.version:
             ev.succeed()
+            return ev
+        at = next((t for t, v in self._scheduled if v >= version), None)
+        if at is not None:
+            self.env.process(self._wake_at(at, ev))
         else:
             self._waiting.append((version, ev))
         return ev
@@ -279,7 +323,8 @@ class EnvWorker:
         env = self.env
         for k in range(iterations):
             # Synchronous modes (staleness 0) wait for the weights trained on iteration k-1.
-            yield self.weights.wait_for(required_weight_version(k, self.staleness))
+            per = versions_per_iteration(self.costs.plan)
+            yield self.weights.wait_for(required_weight_version(k, self.staleness, per))
             if self.weights.version > self.version:
                 start = env.now
                 yield env.timeout(self.costs.weight_sync_s())
@@ -287,8 +332,9 @@ class EnvWorker:
                               version=self.weights.version)
                 self.version = self.weights.version
                 self.rec.counter(f"weight_version/{self.server.name}", env.now, self.version)
-            self.rec.counter(f"staleness/{self.name}", env.now, k - self.version)
-            self.log.behaviour_version.setdefault(k, []).append(self.version)
+            # in iterations whatever a version is (a fraction of one per optimizer step)
+            self.rec.counter(f"staleness/{self.name}", env.now, k - self.version / per)
+            self.log.behaviour_version.setdefault(k, []).append(self.version / per if per > 1 else self.version)
             if self.replay is not None:
                 yield from self._replay()
             elif self.groups == 1:
@@ -475,6 +521,9 @@ class Trainer:
         self.collapse = collapse
         self.name = "actor"  # the trace resource, as the executor names it
         self.ranks = costs.plan.actor_gpus
+        # versions per iteration: 1, or one per optimizer step (plan.version_granularity)
+        self.versions = versions_per_iteration(costs.plan)
+        self.per_step = self.versions > 1 or costs.plan.version_granularity == "optimizer_step"
 
     def run(self, iterations: int) -> Gen:
         env, w = self.env, self.costs.plan.workload
@@ -495,8 +544,8 @@ class Trainer:
             if self.switch_s > 0:
                 yield from self._switch("to_rollout")
             self.log.iteration_done.append(env.now)
-            self.weights.publish(k + 1)
-            self.rec.counter("weight_version/actor", env.now, k + 1)
+            self.weights.publish((k + 1) * self.versions)
+            self.rec.counter("weight_version/actor", env.now, (k + 1) * self.versions)
             self.rec.iteration_done(k + 1, env.now)
 
     def _switch(self, direction: str) -> Gen:
@@ -542,6 +591,8 @@ class Trainer:
                 self.rec.span("optimizer_step", self.name, "train", start, env.now, units=self.ranks,
                               batch=size, version=self.weights.version)
                 self.log.optimizer_steps += 1
+                if self.per_step:  # a version per optimizer step
+                    self.weights.publish(self.weights.version + 1)
             self.log.samples += size
         finally:
             self._release(slots)
@@ -585,7 +636,8 @@ class Trainer:
             v = self.weights.version
             train_span = rec.spans_of("train", self.name, "train", batch=per_rank * ranks, version=v)
             opt_span = rec.spans_of("optimizer_step", self.name, "train", batch=size, version=v)
-            for _ in range(passes):
+            published = []
+            for i in range(passes):
                 for _ in range(steps):
                     end = t + (mean if deterministic else draw())
                     train_span((t, end, ranks))
@@ -593,6 +645,9 @@ class Trainer:
                 end = t + opt
                 opt_span((t, end, ranks))
                 t = end
+                published.append((t, v + i + 1))
+            if self.per_step:  # a version at each optimizer step's end
+                self.weights.schedule(published)
             return t
         # Many identical steps: totals instead of sums (see the module docstring).
         if deterministic or draws <= EXACT_DRAWS:
@@ -605,4 +660,7 @@ class Trainer:
         start = t
         rec.span("train", self.name, "train", start, start + train, units=ranks)
         rec.span("optimizer_step", self.name, "train", start + train, start + train + passes * opt, units=ranks)
+        if self.per_step:  # versions at the passes' ends, the passes taken as equally long
+            v, each = self.weights.version, (train + passes * opt) / passes
+            self.weights.schedule([(start + (i + 1) * each, v + i + 1) for i in range(passes)])
         return start + train + passes * opt

@@ -1,0 +1,344 @@
+"""Structural intervals: what the calibration cannot tell apart, carried into every interval.
+
+The published 8- and 16-GPU points cannot separate mechanisms whose cost differs only on more
+nodes (issue 28; docs/metrics.md "Between 32 and 256 GPUs"). Each such mechanism that the points
+admit, fitted as the bundled model is and cross-validated within ``TOLERANCE_PP`` of the best
+(``benchmarks/growth_mechanisms.py``), is a *member* of an ensemble stored with the profile
+(``provenance.structural``: each member's mechanism, its fitted values, its cross-validated
+errors and what measurement would pin it). The point prediction stays the profile's own (the
+best member's); the interval is the envelope of the members' intervals: each member's plan is
+simulated on a profile rebuilt from its values, and its interval is the profile's own interval's
+log offsets around that member's point (the parameter, model and extrapolation widths of the
+best member: the members' own covariances are not stored; an approximation, stated in the
+method). A bracket, like the GPU-type one: the members are alternatives, not a spread, so the
+envelope joins them instead of adding in quadrature.
+
+At the calibrated GPU counts every member fits the same points, so their predictions there
+differ by about the fits' own scatter; beyond them they part as their mechanisms grow.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.plan import Plan
+from perfmodel.schema.profile import Profile
+
+# A member is admitted when its group_out cross-validated MAPE is within this many percentage
+# points of the best alternative's. Why 0.5: the bundled model's own group_out MAPE moves by
+# about that much with the fit budget and start alone (1.12 % at 120 evaluations per fold; the
+# measured-compute readings, one parameter apart, 1.48 % and 2.52 %), and the residual scatter of
+# the calibrated points is about 1 %: a difference below half a point is not evidence between
+# two mechanisms that agree on every calibrated point.
+TOLERANCE_PP = 0.5
+
+# What would pin each mechanism: a measurement the published points lack.
+SETTLE = {
+    "channel": "time a channel put/get of one observation batch between two nodes (executor profile --comm across "
+               "two nodes), or fit your own multi-node runs (perfmodel calibrate --from-rlinf-run)",
+    "sync_fanout": "time one weight sync to 2, 4 and 8 generators across two nodes with NCCL_P2P_DISABLE=1 "
+                   "(executor profile --comm across two nodes), or your own multi-node runs",
+    "ring": "time an all-gather over 8 and 16 ranks across two nodes with NCCL_P2P_DISABLE=1 "
+            "(executor profile --comm --comm-ranks 8,16 across two nodes), or your own multi-node runs",
+}
+WHAT = {
+    "none": "nothing grows with the workers beyond today's terms",
+    "channel": "the node-0 data channel's hops",
+    "sync_fanout": "the actor's weight syncs, fanned out to each generator,",
+    "ring": "the actor's collective ring steps",
+}
+
+
+@dataclass(frozen=True)
+class Member:
+    """One structural alternative of a profile: its mechanism (a key of calibrate.GROWTH_PARAMS),
+    its fitted values (provenance names, this backbone's and the shared ones) and how it
+    cross-validated (group_out and scale MAPE, percent)."""
+
+    mechanism: str
+    values: dict[str, float]
+    group_out_mape_pct: float
+    scale_mape_pct: float
+    end: str = "fit"  # "fit": the member's own fit; "upper": its parameter's profile-likelihood end
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mechanism": self.mechanism, "end": self.end, "values": dict(self.values),
+                "group_out_mape_pct": self.group_out_mape_pct, "scale_mape_pct": self.scale_mape_pct,
+                "settle": SETTLE.get(self.mechanism, "")}
+
+
+def members_of(profile: Profile) -> list[Member]:
+    """The profile's structural members (``provenance.structural.members``), checked; [] when it
+    stores none."""
+    doc = profile.provenance.get("structural")
+    if not doc:
+        return []
+    path = "provenance.structural"
+    if not isinstance(doc, dict) or not isinstance(doc.get("members"), list):
+        raise ConfigError(path, "must be an object with a list 'members'")
+    from perfmodel.calibration.calibrate import GROWTH_PARAMS
+
+    out = []
+    for i, m in enumerate(doc["members"]):
+        where = f"{path}.members[{i}]"
+        if not isinstance(m, dict) or m.get("mechanism") not in GROWTH_PARAMS:
+            raise ConfigError(f"{where}.mechanism", f"must be one of {', '.join(GROWTH_PARAMS)}; got "
+                              f"{m.get('mechanism') if isinstance(m, dict) else m!r}")
+        vals = m.get("values")
+        if not isinstance(vals, dict) or not vals or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf for v in vals.values()):
+            raise ConfigError(f"{where}.values", "must map parameter names to fitted values > 0")
+        if GROWTH_PARAMS[m["mechanism"]].name not in vals:
+            raise ConfigError(f"{where}.values", f"must hold {GROWTH_PARAMS[m['mechanism']].name}, its mechanism's parameter")
+        if m.get("end", "fit") not in ENDS:
+            raise ConfigError(f"{where}.end", f"must be one of {', '.join(ENDS)}; got {m.get('end')!r}")
+        out.append(Member(m["mechanism"], {k: float(v) for k, v in vals.items()},
+                          float(m.get("group_out_mape_pct", math.nan)), float(m.get("scale_mape_pct", math.nan)),
+                          m.get("end", "fit")))
+    return out
+
+
+ENDS = ("fit", "upper")
+_BUILT: dict[tuple[int, str, str], tuple[Profile, Profile]] = {}
+
+
+def member_profile(profile: Profile, member: Member) -> Profile:
+    """``profile`` rebuilt at the member's fitted values (its own measurements and variability
+    kept), once per profile object and member."""
+    key = (id(profile), member.mechanism, member.end)
+    hit = _BUILT.get(key)
+    if hit is not None and hit[0] is profile:
+        return hit[1]
+    from perfmodel.backbones import get_backbone
+    from perfmodel.calibration.calibrate import build_profile
+    from perfmodel.calibration.measured import measured_of
+
+    prov = {k: v for k, v in profile.provenance.items() if k not in ("uncertainty", "structural")}
+    built = build_profile(get_backbone(profile.backbone), member.values, profile.costs.env_memory_gb, prov,
+                          measured_of(profile.costs))
+    built = replace(built, name=f"{profile.name}+{member.mechanism}:{member.end}", variability=profile.variability)
+    if len(_BUILT) > 16:
+        _BUILT.clear()
+    _BUILT[key] = (profile, built)
+    return built
+
+
+def member_throughputs(plan: Plan, profile: Profile, run: Callable[[Plan, Profile], float]
+                       ) -> list[tuple[Member, float]]:
+    """Each member's throughput of ``plan`` (one simulation each)."""
+    from perfmodel.calibration.uncertainty import _plan_for
+
+    out = []
+    for m in members_of(profile):
+        mp = member_profile(profile, m)
+        out.append((m, run(_plan_for(plan, profile, mp), mp)))
+    return out
+
+
+def with_members(iv: dict[str, Any], throughput: float, members: list[tuple[Member, float]],
+                 beyond: bool = True, model_sd_log: float = 0.0) -> dict[str, Any]:
+    """``iv`` (the profile's own interval around ``throughput``) joined with the same interval
+    around each member's throughput: the envelope. Adds ``structural`` (each member's
+    throughput and difference, the one that drives the width, what would settle it) and
+    ``components_pct.structural_pct`` (the widest member's |log difference|).
+    Within the calibrated GPU and node counts (``beyond`` false) the envelope is taken only
+    where some member differs by more than the residual model error (``model_sd_log``, one sd):
+    there every member fits the same points, and their differences at the published setups
+    (1.6 % at most for the bundled ensemble) are the fits' own scatter, which the interval's
+    model-error term already holds; the interval stays as narrow as without members."""
+    if not members or throughput <= 0:
+        return iv
+    if not beyond and all(abs(math.log(thr / throughput)) <= model_sd_log for _, thr in members if thr > 0):
+        return {**iv, "structural": {"members_agree_within_model_error": True,
+                                     "max_differs_pct": max(100.0 * abs(thr / throughput - 1) for _, thr in members)}}
+    from perfmodel.calibration.uncertainty import _joined, _with_ends
+
+    low, high = iv["low"], iv["high"]
+    for _, thr in members:
+        lo_m, hi_m = _joined(iv, throughput, thr)
+        low, high = min(low, lo_m), max(high, hi_m)
+    rows = [{"mechanism": m.mechanism, "end": m.end, "throughput": thr, "differs_pct": 100.0 * (thr / throughput - 1.0),
+             "group_out_mape_pct": m.group_out_mape_pct, "settle": SETTLE.get(m.mechanism, "")}
+            for m, thr in members]
+    widest = max(rows, key=lambda r: abs(math.log(r["throughput"] / throughput)) if r["throughput"] > 0 else 0.0)
+    out = _with_ends(iv, throughput, low, high)
+    out["structural"] = {"best": "none", "members": rows, "drives_width": widest["mechanism"],
+                         "drives_width_end": widest["end"],
+                         "differs_pct": widest["differs_pct"], "settle": widest["settle"],
+                         "tolerance_pp": TOLERANCE_PP}
+    out["components_pct"] = {**iv["components_pct"],
+                             "structural_pct": round(100.0 * abs(math.log(widest["throughput"] / throughput)), 3)
+                             if widest["throughput"] > 0 else 0.0}
+    out["method"] = iv["method"] + ("; structural: joined with the same interval around each member the calibration "
+                                    "admits (" + ", ".join(r["mechanism"] for r in rows) + ")")
+    return out
+
+
+def with_member_ratios(r: dict[str, Any], ratios: list[tuple[Member, float]], beyond: bool = True,
+                       model_sd_log: float = 0.0) -> dict[str, Any]:
+    """A ratio interval (uncertainty.ratio_of) joined with the same interval around each member's
+    ratio of the two plans: the model orders the plans (``resolved``) only if every member's
+    interval agrees. Within the calibrated counts, as ``with_members``: only members whose ratio
+    parts by more than ``model_sd_log`` (the two plans' residual errors, sqrt(2) s)."""
+    if not ratios or r["ratio"] <= 0:
+        return r
+    centre = r["ratio"]
+    if not beyond and all(abs(math.log(q / centre)) <= model_sd_log for _, q in ratios if q > 0):
+        return r
+    from perfmodel.calibration.uncertainty import _joined, _with_ends
+
+    low, high = r["low"], r["high"]
+    for _, q in ratios:
+        lo_m, hi_m = _joined(r, centre, q)
+        low, high = min(low, lo_m), max(high, hi_m)
+    widest = max(ratios, key=lambda mq: abs(math.log(mq[1] / centre)) if mq[1] > 0 else 0.0)
+    return {**_with_ends(r, centre, low, high),
+            "structural": {"drives_width": widest[0].mechanism, "drives_width_end": widest[0].end,
+                           "ratio": widest[1], "members": [{"mechanism": m.mechanism, "end": m.end, "ratio": q}
+                                                           for m, q in ratios]},
+            "method": r["method"] + "; structural: joined with the ratio under each member the calibration admits"}
+
+
+def note(iv: dict[str, Any] | None, threshold_pct: float = 1.0, settle: bool = True) -> str | None:
+    """The line predict, plan and sweep print for a structural envelope, or None when the
+    members agree within ``threshold_pct`` (at the calibrated points they do)."""
+    s = (iv or {}).get("structural")
+    if not s or "differs_pct" not in s or abs(s["differs_pct"]) < threshold_pct:
+        return None
+    return (f"the calibration cannot tell today's fit from one in which {WHAT.get(s['drives_width'], s['drives_width'])} "
+            f"grow with the workers (its other parameters refitted with it); they differ by {abs(s['differs_pct']):.0f} % "
+            f"at this plan (the interval holds both)" + (f". To settle it: {s['settle']}" if settle else ""))
+
+
+# --------------------------------------------------------------------------------------------
+# Calibration side: each admitted member's fit and the largest growth its points allow
+# --------------------------------------------------------------------------------------------
+
+
+def _rss(predicted: list[float], points: list) -> float:
+    return float(sum(math.log(p / pt.throughput_env_steps_per_s) ** 2 for p, pt in zip(predicted, points)))
+
+
+def growth_upper_end(mechanism: str, points: list, values: dict[str, float], residual_sd_log: float, *,
+                     max_evals: int = 60, steps: int = 5, z: float = 1.645) -> tuple[dict[str, float], float]:
+    """(values, RSS) at the largest value of the mechanism's parameter that the points admit: the
+    profile likelihood's 90 % end, where the refitted misfit (every other parameter refitted with
+    it held) has grown by z^2 residual variances over the member's own fit; bisected in log space
+    between the fitted value and the parameter's upper bound (``steps`` refits of ``max_evals``
+    each, from the member's values). What a point at 8 or 16 GPUs cannot exclude is how large a
+    cost that grows with the workers may be; the fitted value is only the most likely."""
+    import perfmodel.calibration.calibrate as calibrate
+
+    p = calibrate.GROWTH_PARAMS[mechanism]
+    bundled = calibrate.PARAMS
+    calibrate.PARAMS = tuple(q for q in bundled if q.name != p.name)
+    try:
+        def refit(v: float) -> tuple[dict[str, float], float]:
+            res = calibrate.fit(points, max_evals=max_evals, start=values, fixed={p.name: v})
+            return res.values, _rss(res.predicted, points)
+
+        profiles = calibrate.profiles_from_values(values, sorted({pt.backbone for pt in points}))
+        base_rss = _rss(calibrate.predict_points(profiles, points), points)
+        limit = base_rss + (z * residual_sd_log) ** 2
+        lo, hi = math.log(values[p.name]), math.log(p.hi)
+        best = (dict(values), base_rss)
+        top = refit(p.hi)
+        if top[1] <= limit:
+            return top
+        for _ in range(steps):
+            mid = 0.5 * (lo + hi)
+            got = refit(math.exp(mid))
+            if got[1] <= limit:
+                lo, best = mid, got
+            else:
+                hi = mid
+        return best
+    finally:
+        calibrate.PARAMS = bundled
+
+
+def member_entries(results: dict[str, dict[str, Any]], backbone: str, upper: dict[str, dict[str, float]]
+                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(members, rejected) for ``backbone`` from the alternatives' results
+    (benchmarks/growth_mechanisms.py JSON by mechanism, ``none`` the bundled model's): admitted
+    when the group_out MAPE is within TOLERANCE_PP of the best alternative's. Each admitted
+    mechanism gives two members, its fit and its parameter's upper end (``upper``)."""
+    best = min(r["group_out"]["model_mape_pct"] for r in results.values())
+
+    def own(vals: dict[str, float]) -> dict[str, float]:
+        return {k.split(".")[-1]: v for k, v in vals.items() if "." not in k or k.startswith(f"{backbone}.")}
+
+    from perfmodel.calibration.calibrate import GROWTH_PARAMS
+
+    members, rejected = [], []
+    for name, r in sorted(results.items()):
+        if name not in GROWTH_PARAMS:  # the bundled model, or a reading of the setup (reported, not a member)
+            continue
+        g, s = r["group_out"]["model_mape_pct"], r["scale"]["model_mape_pct"]
+        entry = {"mechanism": name, "group_out_mape_pct": round(g, 3), "scale_mape_pct": round(s, 3)}
+        if g > best + TOLERANCE_PP:
+            rejected.append({**entry, "why": f"group_out {g:.2f} % is more than {TOLERANCE_PP} points above the best "
+                                             f"({best:.2f} %)"})
+            continue
+        members.append({**entry, "end": "fit", "values": own(r["values"]), "settle": SETTLE.get(name, "")})
+        if name in upper:
+            members.append({**entry, "end": "upper", "values": own(upper[name]), "settle": SETTLE.get(name, "")})
+    return members, rejected
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Store the structural ensemble in fitted profiles (provenance.structural), from the
+    alternatives' cross-validation results, with each admitted mechanism's upper end."""
+    import argparse
+    import json
+    from pathlib import Path
+
+    from perfmodel.calibration.reference import load_reference
+    from perfmodel.calibration.uncertainty import values_of
+    from perfmodel.schema.jsonio import write_json_atomic
+    from perfmodel.schema.profile import BUNDLED_REFERENCE, load_profile
+
+    ap = argparse.ArgumentParser(prog="python -m perfmodel.calibration.structural",
+                                 description="store the structural ensemble in fitted profiles")
+    ap.add_argument("profiles", nargs="+", help="fitted profile JSON files (one joint fit)")
+    ap.add_argument("--results", required=True, help="directory of benchmarks/growth_mechanisms.py JSON files")
+    ap.add_argument("--reference", default=BUNDLED_REFERENCE)
+    ap.add_argument("--max-evals", type=int, default=60, help="evaluations per refit of the upper-end search")
+    args = ap.parse_args(argv)
+    profs = {load_profile(p).backbone: (p, load_profile(p)) for p in args.profiles}
+    results = {f.stem: json.loads(f.read_text()) for f in sorted(Path(args.results).glob("*.json"))}
+    if "none" not in results:
+        raise SystemExit(f"{args.results}: needs none.json (the bundled model's cross-validation at the same budget)")
+    points = load_reference(args.reference)
+    values_of({b: p for b, (_, p) in profs.items()})  # one joint fit, or refused
+    s = next(iter(profs.values()))[1].uncertainty.residual_sd_log
+    from perfmodel.calibration.calibrate import GROWTH_PARAMS
+
+    best = min(r["group_out"]["model_mape_pct"] for r in results.values())
+    upper = {}
+    for name, r in sorted(results.items()):
+        if name in GROWTH_PARAMS and r["group_out"]["model_mape_pct"] <= best + TOLERANCE_PP:
+            upper[name], rss = growth_upper_end(name, points, r["values"], s, max_evals=args.max_evals)
+            p = GROWTH_PARAMS[name].name
+            print(f"{name}: {p} fitted {r['values'][p]:.4g}, upper end {upper[name][p]:.4g} (RSS {rss:.3g})", flush=True)
+    for b, (path, prof) in profs.items():
+        members, rejected = member_entries(results, b, upper)
+        doc = json.loads(Path(path).read_text())
+        doc["provenance"]["structural"] = {
+            "tolerance_pp": TOLERANCE_PP,
+            "criterion": f"group_out cross-validated MAPE within {TOLERANCE_PP} points of the best alternative "
+                         "(benchmarks/growth_mechanisms.py); the point prediction is the bundled model's (none)",
+            "cross_validation": {n: {"group_out_mape_pct": round(r["group_out"]["model_mape_pct"], 3),
+                                     "scale_mape_pct": round(r["scale"]["model_mape_pct"], 3)}
+                                 for n, r in sorted(results.items())},
+            "members": members, "rejected": rejected}
+        write_json_atomic(path, doc)
+        print(f"{path}: {len(members)} members, {len(rejected)} rejected")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,210 @@
+"""Structural intervals (perfmodel.calibration.structural) and the growth mechanisms they carry
+(perfmodel.costs: channel_s, sync_per_generator_s, ring_step_s)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from perfmodel.calibration.reference import published_plan
+from perfmodel.calibration.structural import (Member, member_entries, members_of, note, with_members)
+from perfmodel.calibration.uncertainty import values_of
+from perfmodel.costs import StageCosts
+from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.profile import Costs, load_profile
+from perfmodel.simulate import predict
+
+
+def _with_costs(prof, **kw):
+    return replace(prof, costs=replace(prof.costs, **kw))
+
+
+def test_channel_cost_counts_workers_off_node_zero():
+    """Two round trips to node 0 per request, serial: 2 x hop x (1 + (W_off - 1) / 2)."""
+    prof = _with_costs(load_profile("pi05"), channel_hop_s=0.01)
+    cases = {(8, "colocated"): 0, (16, "colocated"): 8, (32, "colocated"): 24,
+             (16, "rollout_async"): 0,  # packed 1:1: the 8 rollout GPUs are node 0's
+             (32, "rollout_async"): 8, (256, "rollout_async"): 120}
+    for (gpus, mode), off in cases.items():
+        plan = published_plan(prof, mode, gpus, None if mode == "colocated" else "1:1")
+        c = StageCosts(plan, prof)
+        assert c.env_workers_off_node0 == off
+        want = 0.0 if off == 0 else 2 * 0.01 * (1 + (off - 1) / 2)
+        assert c.channel_s == pytest.approx(want)
+        # host path only: the GPU part of a call is unchanged
+        base = StageCosts(plan, load_profile("pi05"))
+        assert c.infer_gpu_s(48) == pytest.approx(base.infer_gpu_s(48))
+        assert c.infer_latency_s == pytest.approx(base.infer_latency_s + want)
+
+
+def test_sync_and_ring_costs_grow_with_generators_and_ranks():
+    base = load_profile("pi05")
+    for gpus in (8, 32, 128):
+        plan = published_plan(base, "disaggregated", gpus, "1:1")
+        b = StageCosts(plan, base)
+        s = StageCosts(plan, _with_costs(base, sync_per_generator_s=0.5))
+        r = StageCosts(plan, _with_costs(base, ring_step_s=0.01))
+        assert s.weight_sync_s() - b.weight_sync_s() == pytest.approx(0.5 * plan.rollout_gpus)
+        # one pass (full_shard all-gather) of R - 1 steps per micro-batch
+        assert r.fsdp_gather_s() - b.fsdp_gather_s() == pytest.approx(0.01 * (plan.actor_gpus - 1))
+
+
+def test_growth_costs_default_to_zero_and_round_trip():
+    prof = load_profile("pi05")
+    assert (prof.costs.channel_hop_s, prof.costs.sync_per_generator_s, prof.costs.ring_step_s) == (0, 0, 0)
+    d = prof.costs.to_dict()
+    assert "channel_hop_s" not in d  # absent = not modelled: profiles written before read the same
+    c2 = Costs.from_dict({**d, "ring_step_s": 0.003}, "costs")
+    assert c2.ring_step_s == 0.003 and Costs.from_dict(c2.to_dict(), "costs") == c2
+    with pytest.raises(ConfigError, match="costs.channel_hop_s"):
+        Costs.from_dict({**d, "channel_hop_s": -1}, "costs")
+
+
+def test_members_within_the_model_error_leave_a_calibrated_interval_alone():
+    iv = {"low": 90.0, "high": 110.0, "coverage": 0.9, "method": "m", "width_pct": 20.0, "half_width_log": 0.1,
+          "components_pct": {"model_pct": 5.0}}
+    m = Member("ring", {"ring_step_s": 0.01}, 1.2, 5.7, "upper")
+    inside = with_members(iv, 100.0, [(m, 100.3)], beyond=False, model_sd_log=0.017)
+    assert (inside["low"], inside["high"]) == (90.0, 110.0)
+    assert inside["structural"]["max_differs_pct"] == pytest.approx(0.3)
+    # beyond the calibrated counts the same member widens it
+    out = with_members(iv, 100.0, [(m, 100.3)], beyond=True, model_sd_log=0.017)
+    assert out["high"] == pytest.approx(110.33)
+    # within them, a member further than the model error widens it too
+    far = with_members(iv, 100.0, [(m, 95.0)], beyond=False, model_sd_log=0.017)
+    assert far["low"] == pytest.approx(85.5)
+
+
+def test_envelope_joins_member_intervals():
+    iv = {"low": 90.0, "high": 110.0, "coverage": 0.9, "method": "m", "width_pct": 20.0, "half_width_log": 0.1,
+          "components_pct": {"model_pct": 5.0}}
+    m_low = Member("channel", {"channel_hop_s": 0.01}, 1.1, 4.3, "upper")
+    m_same = Member("ring", {"ring_step_s": 0.01}, 1.2, 5.7, "fit")
+    out = with_members(iv, 100.0, [(m_low, 80.0), (m_same, 100.0)])
+    # the member's interval is the same log offsets around its point: 80 x 0.9 .. 80 x 1.1
+    assert out["low"] == pytest.approx(72.0) and out["high"] == pytest.approx(110.0)
+    assert out["width_pct"] == pytest.approx(38.0)
+    s = out["structural"]
+    assert s["drives_width"] == "channel" and s["drives_width_end"] == "upper"
+    assert s["differs_pct"] == pytest.approx(-20.0)
+    assert out["components_pct"]["structural_pct"] == pytest.approx(100 * abs(math.log(0.8)), abs=1e-3)
+    text = note(out)
+    assert "node-0 data channel" in text and "20 %" in text and "executor profile --comm" in text
+    # members that agree: the interval is unchanged and no note
+    same = with_members(iv, 100.0, [(m_same, 100.0)])
+    assert (same["low"], same["high"]) == (90.0, 110.0) and note(same) is None
+    assert with_members(iv, 100.0, []) is iv
+
+
+def _without_members(prof):
+    return replace(prof, provenance={k: v for k, v in prof.provenance.items() if k != "structural"})
+
+
+def _with_member(prof, mechanism="channel", end="fit", **extra):
+    own = {k.split(".")[-1]: v for k, v in values_of({prof.backbone: prof}).items()}
+    member = {"mechanism": mechanism, "end": end, "values": {**own, **extra}, "group_out_mape_pct": 1.1,
+              "scale_mape_pct": 4.3}
+    return replace(prof, provenance={**prof.provenance, "structural": {"members": [member]}})
+
+
+def test_members_are_checked_at_use():
+    prof = load_profile("pi05")
+    assert {(m.mechanism, m.end) for m in members_of(prof)} == {  # the bundled ensemble
+        (k, e) for k in ("channel", "ring", "sync_fanout") for e in ("fit", "upper")}
+    assert members_of(replace(prof, provenance={k: v for k, v in prof.provenance.items() if k != "structural"})) == []
+    bad = _with_member(prof, "wormholes", channel_hop_s=0.01)
+    with pytest.raises(ConfigError, match=r"provenance.structural.members\[0\].mechanism"):
+        members_of(bad)
+    missing = _with_member(prof, "ring")  # no ring_step_s among its values
+    with pytest.raises(ConfigError, match="ring_step_s"):
+        members_of(missing)
+    with pytest.raises(ConfigError, match=r"members\[0\].end"):
+        members_of(_with_member(prof, end="middle", channel_hop_s=0.01))
+
+
+def test_prediction_interval_is_the_envelope_beyond_one_node_only():
+    """A member with a large channel cost: on one node (every worker on node 0) it predicts what
+    the profile predicts, and the interval is today's; on 4 nodes colocated it predicts less and
+    the interval's low end holds it, while the point stays the profile's."""
+    prof = _without_members(load_profile("pi05"))
+    member = _with_member(prof, channel_hop_s=0.15)
+    # 16 GPUs colocated is a calibrated count, but half its workers are off node 0: the member
+    # parts from the profile by more than the model error there, so the envelope is taken
+    for gpus, parts in ((8, False), (16, True), (32, True)):
+        plan = published_plan(prof, "colocated", gpus, None)
+        a = predict(plan, prof)
+        b = predict(plan, member)
+        assert b["throughput_env_steps_per_s"] == a["throughput_env_steps_per_s"]
+        ia, ib = a["throughput_interval"], b["throughput_interval"]
+        s = ib["structural"]
+        if not parts:
+            assert s["members_agree_within_model_error"] and s["max_differs_pct"] == pytest.approx(0.0, abs=1e-9)
+            assert (ib["low"], ib["high"]) == (ia["low"], ia["high"]) and note(ib) is None
+        else:
+            assert s["differs_pct"] < -5
+            assert ib["low"] == pytest.approx(ia["low"] * (1 + s["differs_pct"] / 100))
+            assert ib["high"] == pytest.approx(ia["high"])
+            assert "node-0 data channel" in note(ib)
+
+
+def test_member_entries_admit_within_tolerance():
+    def r(g, s, **v):
+        return {"group_out": {"model_mape_pct": g}, "scale": {"model_mape_pct": s},
+                "values": {"env_step_core_s": 0.15, "pi05.obs_cpu_s": 0.27, "gr00t_n15.obs_cpu_s": 0.02, **v}}
+
+    results = {"none": r(1.12, 4.24), "channel": r(1.12, 4.29, channel_hop_s=0.002),
+               "ring": r(1.70, 5.7, ring_step_s=0.005)}
+    members, rejected = member_entries(results, "pi05", {"channel": {"env_step_core_s": 0.15, "pi05.obs_cpu_s": 0.3,
+                                                                     "channel_hop_s": 0.02}})
+    assert [(m["mechanism"], m["end"]) for m in members] == [("channel", "fit"), ("channel", "upper")]
+    assert members[0]["values"] == {"env_step_core_s": 0.15, "obs_cpu_s": 0.27, "channel_hop_s": 0.002}
+    assert [x["mechanism"] for x in rejected] == ["ring"] and "0.5 points" in rejected[0]["why"]
+
+
+def test_predict_rows_and_sweep_lines_name_the_alternative():
+    """predict's text rows and sweep's notes say which member drives the width, by how much, and
+    what would settle it (once per mechanism in a sweep)."""
+    from perfmodel.cli import _interval_rows
+    from perfmodel.planning.sweep import structural_lines
+
+    prof = _with_member(_without_members(load_profile("pi05")), channel_hop_s=0.15)
+    plan = published_plan(prof, "colocated", 32, None)
+    p = predict(plan, prof)
+    notes = [v for k, v in _interval_rows(p) if k == "note" and "cannot tell" in v]
+    assert len(notes) == 1 and "node-0 data channel" in notes[0] and "To settle it" in notes[0]
+    s = p["throughput_interval"]["structural"]
+    rows = [{"status": "ok", "gpus": g, "mode": "colocated", "interval_structural": s} for g in (32, 64)]
+    rows.append({"status": "ok", "gpus": 16, "mode": "colocated",
+                 "interval_structural": {"members_agree_within_model_error": True, "max_differs_pct": 0.2}})
+    lines = structural_lines(rows)
+    assert [ln.split(" GPUs")[0] for ln in lines] == ["note: at 32", "note: at 64"]
+    assert "To settle it" in lines[0] and "To settle it" not in lines[1]
+
+
+def test_ratio_interval_joins_the_members_ratios():
+    """plan's comparison: beyond the calibrated scale the ratio of two plans is joined with its
+    value under each member, and resolved only if all agree; on one node it is today's."""
+    from perfmodel.calibration.uncertainty import ratio_intervals
+    from perfmodel.simulate import simulate
+
+    base = _without_members(load_profile("pi05"))
+    member = _with_member(base, channel_hop_s=0.15)
+
+    def run(pl, pr):
+        return simulate(pl, pr).throughput_env_steps_per_s
+
+    for gpus, joined in ((8, False), (32, True)):
+        a = published_plan(base, "rollout_async", gpus, "1:1", max_staleness=1)
+        b = published_plan(base, "colocated", gpus, None)
+        ta, tb = run(a, base), run(b, base)
+        (r0, _), = ratio_intervals(a, ta, [(b, tb)], base, run)
+        (r1, _), = ratio_intervals(a, ta, [(b, tb)], member, run)
+        if not joined:
+            assert (r1["low"], r1["high"]) == (r0["low"], r0["high"]) and "structural" not in r1
+        else:
+            s = r1["structural"]
+            assert s["drives_width"] == "channel" and s["ratio"] > r0["ratio"]  # channel slows lock-step colocated more
+            assert r1["high"] == pytest.approx(r0["high"] * s["ratio"] / r0["ratio"])
+            assert r1["low"] == r0["low"]
