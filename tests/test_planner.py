@@ -11,7 +11,7 @@ from conftest import ROOT, run_cli, write_json
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.plan import Plan
 from perfmodel.planning.choice import choose, chosen_plan, plan_best
-from perfmodel.simulate import predict
+from perfmodel.prediction import predict
 from perfmodel.planning.sweep import SweepSpec, run_sweep
 
 
@@ -358,7 +358,7 @@ def test_scale_global_batch_makes_every_split_whole():
     from perfmodel.costs import StageCosts
     from perfmodel.schema.profile import load_profile
     from perfmodel.schema.rules import batch_split_is_whole, whole_global_batch
-    from perfmodel.simulate import predict
+    from perfmodel.prediction import predict
 
     assert [whole_global_batch(1024, r, 128) for r in (1, 3, 8, 16)] == [1024, 1152, 1024, 2048]
     pi05 = load_profile("pi05")

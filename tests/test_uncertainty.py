@@ -15,7 +15,7 @@ import pytest
 from perfmodel.calibration.reference import ReferencePoint, published_plan
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.profile import Profile, Uncertainty, load_profile
-from perfmodel.simulate import predict
+from perfmodel.prediction import predict
 from tests.conftest import run_cli
 
 
