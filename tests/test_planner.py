@@ -77,10 +77,12 @@ def test_cli_plan_writes_runnable_plan(tmp_path, scenario_dict):
     assert r.returncode == 0, r.stderr
     r = run_cli("plan", *common, "--gpus", "16", "-o", str(plan_path), "--details", str(details))
     assert r.returncode == 0, r.stderr
-    assert "bottleneck" in r.stdout and "runner-up" in r.stdout
     doc = json.loads(sweep.read_text())
     best = max((x for x in doc["rows"] if x["status"] == "ok" and x["gpus"] == 16),
                key=lambda x: x["throughput_env_steps_per_s"])
+    table = _table(r.stdout)  # the answer is a table: the best first, with its bottleneck
+    assert table[1][1] == best["mode"] and table[1][8] == f"{best['throughput_env_steps_per_s']:.1f}"
+    assert table[1][11] == best["bottleneck"] and r.stdout.splitlines()[0] == "Best plans for exactly 16 GPUs by throughput:"
     written = json.loads(plan_path.read_text())
     # the profile file is named relative to the plan file (Plan.load resolves it from there)
     assert written == {**best["plan"], "profile": "p.json"}
@@ -97,6 +99,44 @@ def test_cli_plan_writes_runnable_plan(tmp_path, scenario_dict):
     d = json.loads(details.read_text())
     assert {**d["plan"], "profile": "p.json"} == written and d["best"]["throughput_env_steps_per_s"] == best["throughput_env_steps_per_s"]
     assert "runner-up" in d["explanation"] and d["runner_up"]["mode"] != d["best"]["mode"]
+
+
+def _table(stdout: str) -> dict[int, list[str]]:
+    """The plan table's rows by rank, split on whitespace (no cell holds a space)."""
+    return {int(t[0]): t for t in (line.split() for line in stdout.splitlines()) if t and t[0].isdigit()}
+
+
+def test_plan_table_rows_are_the_choice(tmp_path, scenario_dict):
+    """``perfmodel plan`` prints the leading candidates as a table whose cells are the choice's
+    numbers (--details): mode, split, throughput, interval, env steps per GPU-hour, dollars per
+    million env steps at the given price, bottleneck, and the tie mark where one ties the best."""
+    prof = write_json(tmp_path / "p.json", scenario_dict)
+    details = tmp_path / "d.json"
+    r = run_cli("plan", "--profile", str(prof), "--modes", "colocated,rollout_async,streamer", "--gpus", "8",
+                "--gpu-hour-price", "2", "--details", str(details), "--quiet")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(details.read_text())
+    table = _table(r.stdout)
+    header = r.stdout.splitlines()[1].split("  ")
+    assert [h.strip() for h in header if h.strip()][-4:] == ["env steps/GPU-h", "$/M env steps", "bottleneck", "marks"]
+    assert d["top_candidates"] and sorted(table) == [c["rank"] for c in d["top_candidates"]]
+    assert table[1][1] == d["best"]["mode"]
+    for c in d["top_candidates"]:
+        row = table[c["rank"]]
+        assert row[1] == c["mode"] and row[2] == str(c["gpus"])
+        assert row[3] == ("shared" if c["allocation_ratio"] is None else f"{c['rollout_gpus']}:{c['actor_gpus']}")
+        assert row[8] == f"{c['throughput_env_steps_per_s']:.1f}"
+        assert row[9] == ("-" if c["throughput_low"] is None else f"{c['throughput_low']:.1f}..{c['throughput_high']:.1f}")
+        assert row[10] == f"{c['env_steps_per_gpu_hour']:.0f}"
+        assert row[11] == f"{2 * 1e6 / c['env_steps_per_gpu_hour']:.2f}"
+        assert row[12] == c["bottleneck"]
+        assert ("=" in row[13:]) == c["tie_with_best"]
+    # rollout_async and streamer tie on this profile (no trainer idle time to fill): marked, and said
+    ties = [c["mode"] for c in d["top_candidates"] if c["tie_with_best"]]
+    if ties:
+        assert "= marks a tie:" in r.stdout
+    infeasible = sum(d["infeasible_reasons"].values())
+    assert infeasible == d["infeasible"] and (f"Not feasible: {infeasible} more" in r.stdout) == (infeasible > 0)
 
 
 @pytest.mark.parametrize("args,field", [
