@@ -135,7 +135,14 @@ def main() -> None:
     base = min(help_s, help2_s)
     print(f"perfmodel predict rollout_async 32 GPUs {ra_s:7.3f} s ({ra_w:.3f} s)  {ra_s / base:5.2f}x help "
           f"(interval included; issue 27 target <= 3x): {verdict(ra_s <= 3 * base)}  [{load()}]")
+    # Without cached bytecode (perfmodel/__pycache__, not written under PYTHONDONTWRITEBYTECODE)
+    # every process compiles the modules it imports: that adds to both, to help proportionally
+    # more, so the ratio is lower without a cache than with one. Say which this run had.
+    import importlib.util
 
+    cached = Path(importlib.util.cache_from_source(str(ROOT / "perfmodel" / "cli.py"))).exists()
+    print("  (bytecode " + ("cached, as an installed package has it" if cached else
+                            "not cached: every process compiles the modules it imports") + ")")
     print(f"\n== in process: one simulation (best of {args.repeats}, each without earlier recordings), "
           "CPU seconds / SimPy events ==")
     prof = load_profile(args.backbone)

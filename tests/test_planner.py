@@ -335,14 +335,19 @@ def test_a_three_way_tie_names_every_tied_mode():
     assert "the actor is the bottleneck" in choice["explanation"] and "The two tie" not in choice["explanation"]
 
 
-def test_a_plan_far_below_its_bound_says_waiting_limits_it():
+def test_a_plan_far_below_its_bound_says_waiting_limits_it(tmp_path):
     """The RLinf example (128 envs on 16 GPUs) predicts half its analytic bound with no resource
-    saturated: the explanation says that waiting, not a resource, limits it; a plan on its bound
-    (the published setup) does not."""
+    saturated: the answer says how far below and that waiting, not a resource, limits it; a plan
+    on its bound (the published setup) does not."""
+    details = tmp_path / "d.json"
     r = run_cli("plan", "--rlinf-config", str(ROOT / "examples/rlinf/libero_10_ppo_openpi_pi05.yaml"), "--gpus", "16",
-                "--quiet")
+                "--quiet", "--details", str(details))
     assert r.returncode == 0, r.stderr
-    assert "below that bound with no resource saturated: waiting" in r.stdout
+    best = json.loads(details.read_text())["best"]
+    below = 100 * (1 - best["throughput_env_steps_per_s"] / best["bound_env_steps_per_s"])
+    assert below > 30
+    assert f"#1 is {below:.0f}% below that bound with no resource saturated: waiting" in r.stdout
+    assert "below that bound with no resource saturated: waiting" in json.loads(details.read_text())["explanation"]
     r = run_cli("plan", "--gpus", "16", "--modes", "rollout_async", "--quiet")
     assert r.returncode == 0 and "below that bound" not in r.stdout, r.stderr
 

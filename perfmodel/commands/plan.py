@@ -198,8 +198,9 @@ def plan_lines(summary: dict[str, Any]) -> list[str]:
              f"{best['bound_env_steps_per_s']:.1f} env steps/s), busiest {busiest} "
              f"{100 * res[busiest]:.0f}% ({', '.join(f'{k} {100 * v:.0f}%' for k, v in res.items() if k != busiest)})."]
     if waiting_limited(best):
-        lines.append("#1 is limited by waiting, not capacity (no resource saturated): more envs per GPU would fill "
-                     "the gaps.")
+        below = 1 - best["throughput_env_steps_per_s"] / best["bound_env_steps_per_s"]
+        lines.append(f"#1 is {100 * below:.0f}% below that bound with no resource saturated: waiting, not capacity, "
+                     "limits it; more envs per GPU (if they fit) would fill the gaps.")
     margin, ratio = summary.get("runner_up_margin"), summary.get("runner_up_ratio")
     if runner is None:
         lines.append("No runner-up: no other combination was feasible.")
