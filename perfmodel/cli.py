@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Callable
+from typing import Any
 
 import click
 
@@ -39,19 +39,19 @@ class _Progress:
     that a refusal before any work draws none."""
 
     def __init__(self, quiet: bool, desc: str) -> None:
-        self.quiet, self.desc, self.bar = quiet, desc, None
+        self.quiet, self.desc, self.bar = quiet, desc, None  # bar: None not yet opened, False none to draw
 
     def __call__(self, done: int, total: int) -> None:
         if self.bar is None:
-            self.bar = progress_bar(0, self.desc, "plan", self.quiet)
-            if self.bar is None:
-                return
+            self.bar = progress_bar(0, self.desc, "plan", self.quiet) or False
+        if not self.bar:
+            return
         self.bar.total = total
         self.bar.n = done
         self.bar.refresh()
 
     def close(self) -> None:
-        if self.bar is not None:
+        if self.bar:
             self.bar.close()
 
 

@@ -56,3 +56,17 @@ def test_api_example_runs(tmp_path):
     assert m.groups() == (f"{p['throughput_env_steps_per_s']:.1f}", f"{p['throughput_interval']['low']:.1f}",
                           f"{p['throughput_interval']['high']:.1f}")
     assert "Best plans for exactly 32 GPUs by throughput:" in r.stdout and "#1 wins" in r.stdout
+
+
+def test_docs_api_snippet_runs():
+    """The snippet of docs/api.md runs as shown and prints the prediction's numbers."""
+    text = (ROOT / "docs" / "api.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr
+    thr, low, high = map(float, r.stdout.splitlines()[0].split())
+    p = json.loads(run_cli("predict", "--mode", "rollout_async", "--gpus", "32", "--gpu-hour-price", "2.5",
+                           "--json").stdout)
+    assert (thr, low, high) == (p["throughput_env_steps_per_s"], p["throughput_interval"]["low"],
+                                p["throughput_interval"]["high"])
+    assert r.stdout.splitlines()[1].split() == [p["bottleneck"], str(p["dollars_per_million_env_steps"])]
