@@ -102,7 +102,7 @@ def test_cli_plan_writes_runnable_plan(tmp_path, scenario_dict):
 
 
 def _table(stdout: str) -> dict[int, list[str]]:
-    """The plan table's rows by rank, split on whitespace (no cell holds a space)."""
+    """The plan table's rows by rank, split on whitespace (only the last cell, the marks, holds spaces)."""
     return {int(t[0]): t for t in (line.split() for line in stdout.splitlines()) if t and t[0].isdigit()}
 
 

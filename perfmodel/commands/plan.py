@@ -197,6 +197,12 @@ def plan_lines(summary: dict[str, Any]) -> list[str]:
     lines = [f"#1 wins with {by}; its bottleneck is {best['bottleneck']} (analytic bound "
              f"{best['bound_env_steps_per_s']:.1f} env steps/s), busiest {busiest} "
              f"{100 * res[busiest]:.0f}% ({', '.join(f'{k} {100 * v:.0f}%' for k, v in res.items() if k != busiest)})."]
+    goal = summary.get("goal")
+    if goal is not None:
+        t = goal["best"]
+        lines.append(f"To reach {goal['target_env_steps']:g} env steps: #1 takes {t['hours']:.2f} h, "
+                     f"{t['gpu_hours']:.1f} GPU-hours" + (f", ${t['dollars']:,.2f}" if t["dollars"] is not None else "")
+                     + f" (within {goal['within_hours']:g} h).")
     if waiting_limited(best):
         below = 1 - best["throughput_env_steps_per_s"] / best["bound_env_steps_per_s"]
         lines.append(f"#1 is {100 * below:.0f}% below that bound with no resource saturated: waiting, not capacity, "
