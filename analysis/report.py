@@ -53,7 +53,7 @@ def simulated_trace(plan_dict: dict[str, Any]) -> tuple[str, dict[str, Any]] | N
     None when its profile cannot be loaded here."""
     from perfmodel.schema.plan import Plan
     from perfmodel.schema.profile import load_profile
-    from perfmodel.simulate import predict
+    from perfmodel.prediction import predict
 
     try:
         plan = Plan.from_dict(plan_dict, "plan")

@@ -15,7 +15,7 @@ import time
 
 from perfmodel.calibration.reference import published_plan
 from perfmodel.schema.profile import load_profile
-from perfmodel.simulate import predict
+from perfmodel.prediction import predict
 
 GPUS = (8, 16, 24, 32, 64, 128, 256)
 

@@ -225,7 +225,7 @@ def predict_before_run(plan, profile, opts, backbone: str, iterations: int, warm
     from the profile as it is stays beside it. Returns the scaled profile, both predictions, the
     probe, warnings (a profile from another host) and the line to print."""
     from executor.runtime.probe import other_host, probe_host, scaled_profile
-    from perfmodel.simulate import predict
+    from perfmodel.prediction import predict
 
     probe = probe_host(plan, profile, opts)
     scaled = scaled_profile(profile, probe)

@@ -232,12 +232,12 @@ def test_permission_denied_one_line(tmp_path):
 
 
 def test_trace_path_checked_before_simulating(tmp_path, monkeypatch):
-    import perfmodel.simulate
+    import perfmodel.prediction
 
     def must_not_run(*a, **k):
         raise AssertionError("simulated before checking --trace")
 
-    monkeypatch.setattr(perfmodel.simulate, "predict", must_not_run)
+    monkeypatch.setattr(perfmodel.prediction, "predict", must_not_run)
     assert_one_line_error(run_main("predict", "--mode", "streamer", "--gpus", "8", "--trace", str(tmp_path)),
                           "--trace")
     assert_one_line_error(run_main("predict", "--mode", "streamer", "--gpus", "8", "--trace",
@@ -283,12 +283,12 @@ def test_negative_seed_with_replications(tmp_path, scenario_dict):
 
 
 def test_unexpected_failure_is_one_line_and_verbose_shows_traceback(monkeypatch):
-    import perfmodel.simulate
+    import perfmodel.prediction
 
     def broken(*a, **k):
         raise RuntimeError("simulated internal failure")
 
-    monkeypatch.setattr(perfmodel.simulate, "predict", broken)
+    monkeypatch.setattr(perfmodel.prediction, "predict", broken)
     r = run_main("predict", "--mode", "streamer", "--gpus", "8")
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 1 and len(lines) == 1 and "RuntimeError" in lines[0] and "--verbose" in lines[0], r.stderr

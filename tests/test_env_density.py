@@ -15,7 +15,8 @@ from perfmodel.costs import StageCosts
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import EnvDensityCurve, Profile, load_profile
-from perfmodel.simulate import predict, simulate
+from perfmodel.simulate import simulate
+from perfmodel.prediction import predict
 from tests.conftest import run_cli, write_json
 
 DATA = Path(__file__).parent / "data" / "executor_tiny_disaggregated"

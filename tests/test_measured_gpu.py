@@ -17,7 +17,7 @@ from perfmodel.gpu import cluster_on, profile_on
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.hardware import accelerator_of_device
 from perfmodel.schema.profile import Costs, Curve, load_profile
-from perfmodel.simulate import predict
+from perfmodel.prediction import predict
 
 
 def test_marginal_seconds_per_sample_reads_the_two_largest_sizes() -> None:

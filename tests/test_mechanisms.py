@@ -209,7 +209,7 @@ def test_intervals_stay_usable_at_the_calibrated_points(backbone):
     """The linearised interval must not blow up where a simulated dynamic-batching rollout jumps
     for a tiny parameter step (perfmodel.calibration.uncertainty._direction_sensitivities): the
     refit with a loosely pinned GR00T obs_cpu_s once gave a 526 % wide interval at 8 GPUs."""
-    from perfmodel.simulate import predict
+    from perfmodel.prediction import predict
 
     prof = load_profile(backbone)
     for gpus in (8, 16):

@@ -50,7 +50,7 @@ def test_an_actor_keeping_more_than_its_share_is_named():
     import json
 
     from perfmodel.schema.plan import Plan
-    from perfmodel.simulate import predict
+    from perfmodel.prediction import predict
 
     prof = load_profile("pi05")
     plan = published_plan(prof, "rollout_async", 8, "1:1")
@@ -152,7 +152,8 @@ def test_a_plan_smaller_than_a_node_gets_its_part_of_the_node():
     it predicts half the 8-GPU throughput instead of 81 % of it."""
     from perfmodel.costs import StageCosts
     from perfmodel.schema.errors import ConfigError
-    from perfmodel.simulate import check_fits, predict
+    from perfmodel.simulate import check_fits
+    from perfmodel.prediction import predict
 
     pi05 = load_profile("pi05")
     at8, at4 = (published_plan(pi05, "rollout_async", g, "1:1") for g in (8, 4))

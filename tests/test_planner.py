@@ -11,7 +11,7 @@ from conftest import ROOT, run_cli, write_json
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.plan import Plan
 from perfmodel.planning.choice import choose, chosen_plan, plan_best
-from perfmodel.simulate import predict
+from perfmodel.prediction import predict
 from perfmodel.planning.sweep import SweepSpec, run_sweep
 
 
@@ -77,10 +77,12 @@ def test_cli_plan_writes_runnable_plan(tmp_path, scenario_dict):
     assert r.returncode == 0, r.stderr
     r = run_cli("plan", *common, "--gpus", "16", "-o", str(plan_path), "--details", str(details))
     assert r.returncode == 0, r.stderr
-    assert "bottleneck" in r.stdout and "runner-up" in r.stdout
     doc = json.loads(sweep.read_text())
     best = max((x for x in doc["rows"] if x["status"] == "ok" and x["gpus"] == 16),
                key=lambda x: x["throughput_env_steps_per_s"])
+    table = _table(r.stdout)  # the answer is a table: the best first, with its bottleneck
+    assert table[1][1] == best["mode"] and table[1][8] == f"{best['throughput_env_steps_per_s']:.1f}"
+    assert table[1][11] == best["bottleneck"] and r.stdout.splitlines()[0] == "Best plans for exactly 16 GPUs by throughput:"
     written = json.loads(plan_path.read_text())
     # the profile file is named relative to the plan file (Plan.load resolves it from there)
     assert written == {**best["plan"], "profile": "p.json"}
@@ -97,6 +99,44 @@ def test_cli_plan_writes_runnable_plan(tmp_path, scenario_dict):
     d = json.loads(details.read_text())
     assert {**d["plan"], "profile": "p.json"} == written and d["best"]["throughput_env_steps_per_s"] == best["throughput_env_steps_per_s"]
     assert "runner-up" in d["explanation"] and d["runner_up"]["mode"] != d["best"]["mode"]
+
+
+def _table(stdout: str) -> dict[int, list[str]]:
+    """The plan table's rows by rank, split on whitespace (only the last cell, the marks, holds spaces)."""
+    return {int(t[0]): t for t in (line.split() for line in stdout.splitlines()) if t and t[0].isdigit()}
+
+
+def test_plan_table_rows_are_the_choice(tmp_path, scenario_dict):
+    """``perfmodel plan`` prints the leading candidates as a table whose cells are the choice's
+    numbers (--details): mode, split, throughput, interval, env steps per GPU-hour, dollars per
+    million env steps at the given price, bottleneck, and the tie mark where one ties the best."""
+    prof = write_json(tmp_path / "p.json", scenario_dict)
+    details = tmp_path / "d.json"
+    r = run_cli("plan", "--profile", str(prof), "--modes", "colocated,rollout_async,streamer", "--gpus", "8",
+                "--gpu-hour-price", "2", "--details", str(details), "--quiet")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(details.read_text())
+    table = _table(r.stdout)
+    header = r.stdout.splitlines()[1].split("  ")
+    assert [h.strip() for h in header if h.strip()][-4:] == ["env steps/GPU-h", "$/M env steps", "bottleneck", "marks"]
+    assert d["top_candidates"] and sorted(table) == [c["rank"] for c in d["top_candidates"]]
+    assert table[1][1] == d["best"]["mode"]
+    for c in d["top_candidates"]:
+        row = table[c["rank"]]
+        assert row[1] == c["mode"] and row[2] == str(c["gpus"])
+        assert row[3] == ("shared" if c["allocation_ratio"] is None else f"{c['rollout_gpus']}:{c['actor_gpus']}")
+        assert row[8] == f"{c['throughput_env_steps_per_s']:.1f}"
+        assert row[9] == ("-" if c["throughput_low"] is None else f"{c['throughput_low']:.1f}..{c['throughput_high']:.1f}")
+        assert row[10] == f"{c['env_steps_per_gpu_hour']:.0f}"
+        assert row[11] == f"{2 * 1e6 / c['env_steps_per_gpu_hour']:.2f}"
+        assert row[12] == c["bottleneck"]
+        assert ("=" in row[13:]) == c["tie_with_best"]
+    # rollout_async and streamer tie on this profile (no trainer idle time to fill): marked, and said
+    ties = [c["mode"] for c in d["top_candidates"] if c["tie_with_best"]]
+    if ties:
+        assert "= marks a tie:" in r.stdout
+    infeasible = sum(d["infeasible_reasons"].values())
+    assert infeasible == d["infeasible"] and (f"Not feasible: {infeasible} more" in r.stdout) == (infeasible > 0)
 
 
 @pytest.mark.parametrize("args,field", [
@@ -295,14 +335,19 @@ def test_a_three_way_tie_names_every_tied_mode():
     assert "the actor is the bottleneck" in choice["explanation"] and "The two tie" not in choice["explanation"]
 
 
-def test_a_plan_far_below_its_bound_says_waiting_limits_it():
+def test_a_plan_far_below_its_bound_says_waiting_limits_it(tmp_path):
     """The RLinf example (128 envs on 16 GPUs) predicts half its analytic bound with no resource
-    saturated: the explanation says that waiting, not a resource, limits it; a plan on its bound
-    (the published setup) does not."""
+    saturated: the answer says how far below and that waiting, not a resource, limits it; a plan
+    on its bound (the published setup) does not."""
+    details = tmp_path / "d.json"
     r = run_cli("plan", "--rlinf-config", str(ROOT / "examples/rlinf/libero_10_ppo_openpi_pi05.yaml"), "--gpus", "16",
-                "--quiet")
+                "--quiet", "--details", str(details))
     assert r.returncode == 0, r.stderr
-    assert "below that bound with no resource saturated: waiting" in r.stdout
+    best = json.loads(details.read_text())["best"]
+    below = 100 * (1 - best["throughput_env_steps_per_s"] / best["bound_env_steps_per_s"])
+    assert below > 30
+    assert f"#1 is {below:.0f}% below that bound with no resource saturated: waiting" in r.stdout
+    assert "below that bound with no resource saturated: waiting" in json.loads(details.read_text())["explanation"]
     r = run_cli("plan", "--gpus", "16", "--modes", "rollout_async", "--quiet")
     assert r.returncode == 0 and "below that bound" not in r.stdout, r.stderr
 
@@ -358,7 +403,7 @@ def test_scale_global_batch_makes_every_split_whole():
     from perfmodel.costs import StageCosts
     from perfmodel.schema.profile import load_profile
     from perfmodel.schema.rules import batch_split_is_whole, whole_global_batch
-    from perfmodel.simulate import predict
+    from perfmodel.prediction import predict
 
     assert [whole_global_batch(1024, r, 128) for r in (1, 3, 8, 16)] == [1024, 1152, 1024, 2048]
     pi05 = load_profile("pi05")

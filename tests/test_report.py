@@ -33,7 +33,7 @@ from perfmodel.calibration.reference import published_plan
 from perfmodel.planning.choice import choice_summary, choose
 from perfmodel.planning.sweep import SweepSpec, run_sweep
 from perfmodel.schema.modes import MODES
-from perfmodel.simulate import predict
+from perfmodel.prediction import predict
 
 DATA = Path(__file__).parent / "data" / "executor_tiny_disaggregated"
 N_FIGURES = len(FIGURES)

@@ -11,7 +11,8 @@ from perfmodel.costs import StageCosts
 from perfmodel.schema.modes import MODES
 from perfmodel.schema.profile import Profile
 from perfmodel.calibration.reference import published_plan
-from perfmodel.simulate import predict, simulate
+from perfmodel.simulate import simulate
+from perfmodel.prediction import predict
 
 
 def test_lockstep_timeline_is_exact(scenario_dict):

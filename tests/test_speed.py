@@ -31,7 +31,7 @@ def test_plain_predict_imports_nothing_heavy():
 def test_interval_loads_scipy_only_when_asked(scenario_dict):
     mods = _modules_after(
         "import json\nfrom perfmodel.schema.profile import Profile\n"
-        "from perfmodel.calibration.reference import published_plan\nfrom perfmodel.simulate import predict\n"
+        "from perfmodel.calibration.reference import published_plan\nfrom perfmodel.prediction import predict\n"
         f"d = json.loads({json.dumps(json.dumps({**scenario_dict, 'variability': {'infer_cv': 0.1}}))})\n"
         "p = Profile.from_dict(d)\npredict(published_plan(p, 'rollout_async', 8, '1:1'), p, replications=3)")
     assert "scipy.special" in mods and "scipy.stats" not in mods
@@ -45,7 +45,7 @@ def test_replication_interval_is_students_t(scenario_dict):
 
     from perfmodel.calibration.reference import published_plan
     from perfmodel.schema.profile import Profile
-    from perfmodel.simulate import predict
+    from perfmodel.prediction import predict
 
     assert all(float(special.stdtrit(n - 1, 0.975)) == float(stats.t.ppf(0.975, n - 1)) for n in range(2, 1001))
     scenario_dict["variability"] = {"env_step_cv": 0.2, "infer_cv": 0.1, "train_cv": 0.2}

@@ -14,7 +14,7 @@ from perfmodel.calibration.uncertainty import values_of
 from perfmodel.costs import StageCosts
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.profile import Costs, load_profile
-from perfmodel.simulate import predict
+from perfmodel.prediction import predict
 
 
 def _with_costs(prof, **kw):

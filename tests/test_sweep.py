@@ -11,7 +11,7 @@ import pytest
 from conftest import run_cli, write_json
 from perfmodel.schema.profile import Profile
 from perfmodel.calibration.reference import published_plan
-from perfmodel.simulate import predict
+from perfmodel.prediction import predict
 from perfmodel.planning.sweep import DEFAULT_RATIOS, SweepSpec, combinations, run_sweep
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.plan import parse_ratio

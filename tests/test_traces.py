@@ -20,7 +20,7 @@ from perfmodel.calibration.reference import published_plan
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import load_profile
 from perfmodel.schema.timeline import COUNTERS, Recorder, trace_layout
-from perfmodel.simulate import predict
+from perfmodel.prediction import predict
 
 DATA = Path(__file__).parent / "data" / "executor_tiny_disaggregated"
 TINY_PLAN = Path(__file__).parent.parent / "examples" / "plans" / "tiny_disaggregated.json"

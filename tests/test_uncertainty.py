@@ -15,7 +15,7 @@ import pytest
 from perfmodel.calibration.reference import ReferencePoint, published_plan
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.profile import Profile, Uncertainty, load_profile
-from perfmodel.simulate import predict
+from perfmodel.prediction import predict
 from tests.conftest import run_cli
 
 
@@ -41,7 +41,7 @@ def test_bundled_interval_contains_point_and_widens_beyond_calibrated_scale(mode
 
 def test_published_points_mostly_inside_intervals():
     from perfmodel.calibration.reference import load_reference
-    from perfmodel.cli import BUNDLED_REFERENCE
+    from perfmodel.schema.profile import BUNDLED_REFERENCE
 
     pts = [p for p in load_reference(BUNDLED_REFERENCE) if p.backbone == "pi05"]
     prof = load_profile("pi05")
@@ -480,7 +480,7 @@ def test_profile_likelihood_end_along_a_direction():
 def test_text_output_names_a_bracketed_parameter_that_dominates_the_width():
     """Where the bracket of a parameter the points do not pin is most of the width, the text
     output names it (what the user would measure to narrow the interval)."""
-    from perfmodel.cli import _interval_rows
+    from perfmodel.commands.predict import interval_rows as _interval_rows
 
     iv = {"low": 80.0, "high": 130.0, "coverage": 0.9, "width_pct": 50.0, "method": "m",
           "components_pct": {"parameters_pct": 1.0, "model_pct": 2.8, "extrapolation_pct": 0.0, "unidentified_pct": 48.0},

@@ -61,7 +61,7 @@ class ProfileConfig:
 
         object.__setattr__(self, "device", str(resolve_device(self.device)))  # auto -> cpu / cuda
         if self.env_profile is not None:
-            from executor.profiling.envs import load_env_costs
+            from executor.profiling.envcosts import load_env_costs
 
             load_env_costs(self.env_profile)
 

@@ -22,7 +22,8 @@ from perfmodel.schema.profile import Costs, Curve, EnvDensityCurve, Profile, Var
 
 from executor.profiling.config import ProfileConfig
 from executor.profiling.host import busy_warnings, hardware, ram_gb
-from executor.profiling.envs import load_env_costs, measure_envs
+from executor.profiling.envcosts import load_env_costs
+from executor.profiling.envs import measure_envs
 from executor.profiling.driver import measure_driver
 from executor.profiling.model import measure_model
 from executor.profiling.sync import measure_comm

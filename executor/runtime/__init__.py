@@ -9,6 +9,6 @@ The walk from ``executor run`` (``executor/cli.py``: parse, check, call, print) 
 - ``modes``: each mode as one declarative wiring of the driver mechanisms and Ray actors.
 - ``driver``: the driver-side mechanisms shared by every mode, mirroring ``perfmodel.sim.workers``.
 - ``actors``: the Ray actors, one class per worker kind (env worker, generator, trainer rank).
-- ``record``: the run record (``perfmodel.simulate.predict``'s fields, measured, and the
+- ``record``: the run record (``perfmodel.prediction.predict``'s fields, measured, and the
   executor's own: counts, faults and where they fell, host facts).
 """

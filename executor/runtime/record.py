@@ -1,4 +1,4 @@
-"""The run record: ``perfmodel.simulate.predict``'s fields, measured (docs/metrics.md), and the
+"""The run record: ``perfmodel.prediction.predict``'s fields, measured (docs/metrics.md), and the
 executor's own (counts against the plan, faults, host facts): ``build_record``.
 
 Throughput, stage times, utilization and staleness come from ``perfmodel.schema.metrics``, the
@@ -180,7 +180,7 @@ def build_record(result: Any, *, iterations: int, warmup: int, opts: Any, profil
     if warnings:
         record["warnings"] = warnings
     if profile is not None and result.status == "ok" and m["throughput_env_steps_per_s"] is not None:
-        from perfmodel.simulate import predict
+        from perfmodel.prediction import predict
 
         pred = predict(plan, profile, iterations=iterations, warmup=warmup)
         record["prediction"] = {k: pred[k] for k in ("throughput_env_steps_per_s", "iteration_time_s",
@@ -268,7 +268,7 @@ def _diagnosis(record: dict[str, Any], plan: Plan, profile: Any, iterations: int
                scale: dict[str, float], facts: dict[str, Any], note: str) -> dict[str, Any]:
     from dataclasses import replace
 
-    from perfmodel.simulate import predict
+    from perfmodel.prediction import predict
 
     scaled = replace(profile, costs=profile.costs.env_scaled(scale["env_step"], scale["env_reset"]))
     pred = predict(plan, scaled, iterations=iterations, warmup=warmup, interval=False)

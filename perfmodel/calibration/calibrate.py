@@ -22,9 +22,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import date
-from typing import Any, Callable
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Callable
 
 from perfmodel.backbones import Backbone, get_backbone, with_trained_part
 from perfmodel.schema.metrics import error_pct
@@ -36,6 +34,9 @@ from perfmodel.calibration.reference import ReferencePoint, published_plan
 from perfmodel.bound import closed_form_iteration_s
 from perfmodel.costs import StageCosts
 from perfmodel.simulate import check_fits, simulate
+
+if TYPE_CHECKING:  # the fit imports numpy itself: building a profile (every prediction's interval) needs none
+    import numpy as np
 
 # Hardware assumptions (published setup: "H100-class is likely", 8 GPUs per node).
 GPU_PEAK_BF16_FLOPS = 989e12  # H100 SXM dense bf16
@@ -389,6 +390,8 @@ def fit(points: list[ReferencePoint], *, max_evals: int = 400,
     """Least squares of the log errors over ``points`` (module docstring). ``fixed``: values of
     parameters outside PARAMS held as given (a growth mechanism's parameter at a value the
     structural profile likelihood tries, perfmodel.calibration.structural)."""
+    import numpy as np
+
     from scipy.optimize import least_squares
 
     backbones = sorted({p.backbone for p in points})
@@ -492,6 +495,8 @@ def profiles_from_values(values: dict[str, float], backbones: list[str]) -> dict
 
 
 def fitted_profiles(result: FitResult, reference_path: str, command: str) -> dict[str, Profile]:
+    import numpy as np
+
     mem, mem_src = measured_env_memory_gb()
     out = {}
     errors = result.errors_pct

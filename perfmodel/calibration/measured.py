@@ -7,7 +7,6 @@ by the datasheets' bf16 ratio (perfmodel.schema.hardware)."""
 from __future__ import annotations
 
 import functools
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +35,8 @@ def marginal_per_sample_s(curve: Curve, where: str = "samples") -> float:
     samples); ``where`` names the curve in errors."""
     if len(curve.samples) < 2:
         raise ConfigError(where, "a measured curve needs raw samples at two sizes or more")
+    import statistics  # here, not at the top: a prediction imports this module but seldom needs it
+
     return _growth([(x, statistics.median(ys)) for x, ys in curve.samples], where, "time")
 
 

@@ -46,13 +46,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from perfmodel.extrapolation import calibrated_gpu_type, extrapolation
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Curve, Profile, Uncertainty
+
+if TYPE_CHECKING:  # numpy is imported where the calibration side needs it: a prediction runs without it
+    import numpy as np
 
 COVERAGE = 0.9
 Z = 1.6448536269514722  # two-sided 90 % of a normal
@@ -92,6 +93,8 @@ def _extrapolated_log_errors(doc: dict[str, Any]) -> dict[tuple[int, str, int], 
 def per_doubling_from_crossval(doc: dict[str, Any]) -> tuple[float, str] | None:
     """RMS over cross-validated points of log(1 + error) / doublings between fit and prediction
     scale."""
+    import numpy as np
+
     rates = [e / d for d, errs in _extrapolated_log_errors(doc).values() for e in errs]
     if not rates:
         return None
@@ -102,6 +105,8 @@ def pair_per_doubling_from_crossval(doc: dict[str, Any]) -> float | None:
     """RMS over pairs of cross-validated points of one fold, backbone and GPU count of the
     difference of their log(1 + error), per doubling: the extrapolation error of a ratio of two
     predictions, where what both share (a scale-wide miss) cancels."""
+    import numpy as np
+
     rates = [(a - b) / d for d, errs in _extrapolated_log_errors(doc).values()
              for i, a in enumerate(errs) for b in errs[i + 1:]]
     return float(math.sqrt(np.mean(np.square(rates)))) if rates else None
@@ -115,6 +120,8 @@ def analyse(values: dict[str, float], points: list, *, crossval: dict[str, Any] 
     ``residual_sd_floor``: the least residual scatter assumed (a fit with about as many
     parameters as points leaves almost none, which says nothing of the model error at a new
     point); ``node_facts``: the node of a user's cluster (calibrate.build_profile)."""
+    import numpy as np
+
     from perfmodel.backbones import get_backbone
     from perfmodel.calibration.calibrate import (IDENT_TOL, PARAMS, build_profile, identification_probe,
                                                  measured_env_memory_gb, predict_points)
@@ -277,6 +284,8 @@ def _plan_for(plan: Plan, old: Profile, new: Profile) -> Plan:
 
 def _directions(cov: np.ndarray) -> list[np.ndarray]:
     """Principal directions of ``cov`` scaled to one standard deviation, largest first."""
+    import numpy as np
+
     lam, vec = np.linalg.eigh(cov)
     order = np.argsort(lam)[::-1]
     top = lam[order[0]] if len(lam) else 0.0
@@ -345,20 +354,23 @@ def _compute_fitted_perturbations(profile: Profile, unc: Uncertainty) -> Perturb
         base = profile
     ends = [(name, build({**values, name: low}), build({**values, name: high})) for name, low, high in unc.unidentified]
     bounds = _log_bounds(unc.parameters)
-    x0 = np.log([values[n] for n in unc.parameters])
+    x0 = [math.log(values[n]) for n in unc.parameters]
 
-    def at(offsets: np.ndarray) -> Profile:
+    def at(offsets: Sequence[float]) -> Profile:
         # within the bounds, whatever a hand-edited file says (a fitted value outside today's
-        # bounds is not pulled onto them)
-        x = np.clip(x0 + offsets, np.minimum([b[0] for b in bounds], x0), np.maximum([b[1] for b in bounds], x0))
+        # bounds is not pulled onto them); in plain floats: a prediction needs no numpy
+        x = [min(max(x + o, min(lo, x)), max(hi, x)) for x, o, (lo, hi) in zip(x0, offsets, bounds)]
         return build({**values, **{n: float(math.exp(v)) for n, v in zip(unc.parameters, x)}})
 
     if unc.direction_ends:  # the profile-likelihood ends found at calibration
-        return Perturbed(base, [(at(np.array(p)), at(np.array(m))) for p, m in unc.direction_ends], ends, True)
+        return Perturbed(base, [(at([float(v) for v in p]), at([float(v) for v in m])) for p, m in unc.direction_ends],
+                         ends, True)
     # Without them (a profile analysed before they existed), z standard deviations of the
     # covariance's Gaussian approximation, shortened at the bounds.
+    import numpy as np
+
     def side(step: np.ndarray) -> Profile:
-        step = _inward(x0, step, bounds)
+        step = _inward(np.array(x0), step, bounds)
         return at(_within(x0, step, bounds) * step)
 
     out = [(side(Z * d), side(-Z * d)) for d in _directions(np.array(unc.log_covariance, dtype=float))]
@@ -378,6 +390,8 @@ def _inward(x0: np.ndarray, step: np.ndarray, bounds: list[tuple[float, float]])
     """``step`` without its components that push a parameter already on (or past) a bound
     further out: that parameter stays, and the rest of the direction still moves (otherwise
     one on-bound coordinate, however small its share, would stop the whole side)."""
+    import numpy as np
+
     out = np.array(step, dtype=float)
     for i, (x, (lo, hi)) in enumerate(zip(x0, bounds)):
         if (x >= hi and out[i] > 0) or (x <= lo and out[i] < 0):
@@ -484,6 +498,8 @@ def _scale_curve(c: Curve, f: float) -> Curve:
 
 def _relative_se(c: Curve) -> float | None:
     """Standard error of a measured curve's level, relative: RMS over its sizes of sd / mean / sqrt(n)."""
+    import numpy as np
+
     ses = [float(np.std(ys, ddof=1) / np.mean(ys) / math.sqrt(len(ys))) for _, ys in c.samples if len(ys) >= 2 and np.mean(ys) > 0]
     return float(math.sqrt(np.mean(np.square(ses)))) if ses else None
 
@@ -808,6 +824,8 @@ def values_of(profiles: dict[str, Profile]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import numpy as np
+
     import argparse
     import json
     import sys

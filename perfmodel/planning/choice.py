@@ -23,6 +23,7 @@ from perfmodel.schema.profile import Profile
 from perfmodel.planning.sweep import SweepSpec, leader, run_sweep, ties, waiting_limited
 
 OBJECTIVES = ("throughput", "cost", "time")
+TOP_CANDIDATES = 5  # rows of the plan table (the runner-up and colocated are added when below them)
 
 
 def _budget_ok(r: dict[str, Any], gpus: int, objective: str) -> bool:
@@ -146,6 +147,8 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
     return {
         "goal": goal,
         "objective": objective,
+        "top_candidates": top_candidates(cands, runner, colocated[0] if colocated else None, objective),
+        "infeasible_reasons": dict(sorted(not_run.items(), key=lambda kv: -kv[1])),
         "gpus_budget": gpus,
         "best": best,
         "runner_up": runner,
@@ -160,6 +163,23 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
                           if (r["gpus"] == gpus if objective == "throughput" else r["gpus"] <= gpus)),
         "explanation": explanation,
     }
+
+
+def top_candidates(cands: list[dict[str, Any]], runner: dict[str, Any] | None, colocated: dict[str, Any] | None,
+                   objective: str) -> list[dict[str, Any]]:
+    """The leading candidates for the plan table: the first TOP_CANDIDATES, then the runner-up
+    and colocated if they rank below, each with its ``rank`` among the candidates, its
+    ``max_staleness`` and ``tie_with_best`` (the same predicted measure as the best,
+    ``runner_up_margin``); without the full prediction and plan."""
+    rank = {id(r): i + 1 for i, r in enumerate(cands)}
+    shown = cands[:TOP_CANDIDATES] + [r for r in (runner, colocated)
+                                      if r is not None and rank[id(r)] > TOP_CANDIDATES]
+    out = []
+    for r in list({id(r): r for r in shown}.values()):
+        tie = r is not cands[0] and runner_up_margin(cands[0], r, objective)["tie"]
+        out.append({"rank": rank[id(r)], **{k: v for k, v in r.items() if k not in ("prediction", "plan")},
+                    "max_staleness": (r.get("plan") or {}).get("max_staleness"), "tie_with_best": tie})
+    return out
 
 
 def _money(t: dict[str, Any]) -> str:
@@ -400,4 +420,6 @@ def choice_summary(choice: dict[str, Any]) -> dict[str, Any]:
             "runner_up_ratio": choice.get("runner_up_ratio"), "colocated_ratio": choice.get("colocated_ratio"),
             "ratio_unavailable": choice.get("ratio_unavailable"),
             "colocated": slim(choice["colocated"]), "candidates": choice["candidates"], "goal": choice.get("goal"),
-            "infeasible": choice["infeasible"], "explanation": choice["explanation"]}
+            "infeasible": choice["infeasible"], "explanation": choice["explanation"],
+            "top_candidates": [{k: v for k, v in r.items() if k not in drop} for r in choice.get("top_candidates") or []],
+            "infeasible_reasons": choice.get("infeasible_reasons") or {}}

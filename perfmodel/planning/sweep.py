@@ -202,7 +202,8 @@ def build_plan(spec: SweepSpec, profile: Profile, c: Combo) -> Plan:
 def evaluate(spec: SweepSpec, profile: Profile, c: Combo) -> dict[str, Any]:
     """One sweep row: the combination, and its prediction or why it cannot run."""
     from perfmodel.costs import StageCosts
-    from perfmodel.simulate import check_fits, predict
+    from perfmodel.simulate import check_fits
+    from perfmodel.prediction import predict
 
     row: dict[str, Any] = {"index": c.index, "mode": c.mode, "gpus": c.gpus, "allocation_ratio": c.allocation_ratio,
                            "pipeline_stage_num": c.pipeline_stage_num, "b_max": c.b_max, "t_max_s": c.t_max_s}

@@ -1,6 +1,6 @@
 from perfmodel.calibration.reference import published_plan
 from perfmodel.schema.profile import load_profile
-from perfmodel.simulate import predict
+from perfmodel.prediction import predict
 for b in ("pi05","gr00t_n15"):
     prof=load_profile(b)
     for m in ("colocated","disaggregated","train_async","rollout_async","streamer"):

@@ -1,0 +1,270 @@
+"""``perfmodel plan``: choose the best plan for a GPU budget (perfmodel.planning.choice), from a
+sweep run now or a saved one; ``plan`` is what the command line and a Python caller
+(perfmodel.api) run, ``format_plan`` the text answer (the leading candidates as a table, then a
+few lines on why the first wins and what it needs), ``emit_rlinf`` the RLinf fragment."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Collection
+
+from perfmodel.commands.common import Say, fail, to_stderr
+from perfmodel.commands.planning import (check_common, load_profile_of, portable_plan, profile_ref, rlinf_base,
+                                         sweep_profile, sweep_rows, sweep_spec)
+from perfmodel.schema.plan import MAX_GPUS, Plan
+
+
+@dataclass
+class PlanAnswer:
+    """``choice``: planning.choice.choose's result (with the sweep rows it compared);
+    ``summary``: what ``perfmodel plan --json`` prints and ``--details`` writes; ``plan``: the
+    chosen plan (what ``--out`` writes, runnable by ``executor run``)."""
+
+    choice: dict[str, Any]
+    summary: dict[str, Any]
+    plan: Plan
+
+
+def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: str | None = None,
+         modes: str | None = None, ratios: str | None = None, pipeline_stages: str | None = None,
+         b_max: str | None = None, t_max: str | None = None, staleness: int | None = None,
+         price: float | None = None, replications: int = 1, seed: int = 0, jobs: int | None = None,
+         rlinf_config: str | None = None, gpu: str | None = None, scale_global_batch: bool = False,
+         objective: str = "throughput", env_steps: float | None = None, within_hours: float | None = None,
+         emit: str | None = None, sweep_path: str | None = None, out: str | None = None,
+         details: str | None = None, given_options: Collection[str] = (),
+         progress: Callable[[int, int], None] | None = None, say: Say | None = None) -> PlanAnswer:
+    """Choose the best plan (``perfmodel plan``'s options, by name; the list options are
+    comma-separated text as on the command line). ``given_options``: the parameters the caller
+    set, for ``--sweep`` (an option left at its default never contradicts the sweep's).
+    ``say`` receives the stderr lines (default: stderr)."""
+    from perfmodel.cliutil import check_writable
+    from perfmodel.planning.choice import OBJECTIVES, check_target, choice_summary, choose, chosen_plan, plan_best
+    from perfmodel.schema.jsonio import write_json_atomic
+
+    say = say or to_stderr
+    if emit is not None and emit != "rlinf":
+        fail("--emit", f"must be rlinf, got {emit!r}")
+    target = None
+    if env_steps is not None or within_hours is not None:
+        if env_steps is None or within_hours is None:
+            fail("--env-steps", "and --within-hours go together (the time objective)")
+        for option, v in (("--env-steps", env_steps), ("--within-hours", within_hours)):
+            if not (v > 0 and math.isfinite(v)):
+                fail(option, f"must be a finite number > 0, got {v}")
+        target = (env_steps, within_hours)
+    if objective in OBJECTIVES:
+        check_target(objective, target)
+    if sweep_path and rlinf_config:  # the sweep fixed the workload and cluster; the config would not apply
+        fail("--rlinf-config", f"contradicts --sweep {sweep_path}: a saved sweep's plans are chosen from as they are; "
+                               "leave it out, or sweep the config (perfmodel sweep --rlinf-config)")
+    if sweep_path and gpu:
+        fail("--gpu", f"contradicts --sweep {sweep_path}: its plans were predicted on their own accelerator; "
+                      "leave it out, or sweep again with --gpu")
+    ref, base, pipeline_stages, imported = rlinf_base(rlinf_config, backbone, profile_path, gpu, pipeline_stages,
+                                                      modes, say)
+    if gpus is None:
+        if imported is None:
+            fail("--gpus", "is required (an integer >= 1) unless --rlinf-config gives it")
+        gpus = imported.plan.cluster.gpus
+    if not 1 <= gpus <= MAX_GPUS:
+        fail("--gpus", f"must be an integer in 1..{MAX_GPUS}, got {gpus}")
+    check_common(jobs, price, replications, seed)
+    check_writable("--out", out)
+    check_writable("--details", details)
+    if sweep_path:
+        doc = sweep_rows(sweep_path, backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max,
+                         staleness, replications, seed, scale_global_batch, given_options)
+        from perfmodel.planning.sweep import MODEL_REVISION
+
+        revision = doc.get("model_revision", 1)
+        if not isinstance(revision, int) or revision < MODEL_REVISION:
+            say(f"note: --sweep {sweep_path} was written by an older model (revision {revision}, now "
+                f"{MODEL_REVISION}): its numbers, and the choice made from them, may differ from a sweep made "
+                "today (sweep again)")
+        if price is not None:
+            for r in doc["rows"]:
+                if r["status"] == "ok":
+                    r["env_steps_per_dollar"] = r["env_steps_per_gpu_hour"] / price
+            doc["spec"]["gpu_hour_price"] = price
+        profile, why = sweep_profile(doc, sweep_path)
+        choice = choose(doc, gpus, objective, target, profile=profile)
+        choice["ratio_unavailable"] = choice.get("ratio_unavailable") or why
+    else:
+        spec = sweep_spec(ref or profile_ref(backbone, profile_path), modes, None, ratios, pipeline_stages, b_max,
+                          t_max, price, replications, seed, staleness, base, gpu, scale_global_batch)
+        _, profile = load_profile_of(None, ref) if ref else load_profile_of(backbone, profile_path)
+        choice, _ = plan_best(spec, profile, gpus, objective, jobs=jobs, progress=progress, target=target)
+    chosen = chosen_plan(choice)
+    summary = choice_summary(choice)
+    try:
+        if out:
+            write_json_atomic(out, portable_plan(chosen.to_dict(), out))
+        if details:
+            write_json_atomic(details, summary)
+    except OSError as e:
+        fail("--out", f"must be a writable path; {e.strerror}: {e.filename}")
+    if choice.get("ratio_unavailable"):  # on stderr whatever stdout carries (text, JSON, YAML)
+        say(f"note: {choice['ratio_unavailable']}")
+    from perfmodel.costs import batch_split_warning
+
+    split = batch_split_warning(chosen)  # from the plan itself: a sweep file may predate the warning
+    for w in [w for w in (choice["best"].get("prediction") or {}).get("warnings") or []
+              if not w.startswith("workload.global_batch_size:")] + ([split] if split and emit != "rlinf" else []):
+        say(f"warning: chosen plan: {w}")  # (--emit rlinf writes the split's into the fragment)
+    return PlanAnswer(choice, summary, chosen)
+
+
+def emit_rlinf(answer: PlanAnswer) -> str:
+    """The chosen plan as an RLinf config fragment (YAML to paste), the choice in its header."""
+    import textwrap
+
+    from perfmodel.rlinf.emit import emit_yaml
+    from perfmodel.schema.profile import load_profile
+
+    header = "\n".join(textwrap.wrap(answer.choice["explanation"], 100))
+    return emit_yaml(answer.plan, load_profile(answer.plan.profile).backbone, header)
+
+
+# -- the text answer --------------------------------------------------------------------------
+
+def _split(r: dict[str, Any]) -> str:
+    return "shared" if r["allocation_ratio"] is None else f"{r['rollout_gpus']}:{r['actor_gpus']}"
+
+
+def _knob(value: Any, used: bool, fmt: Callable[[Any], str] = str) -> str:
+    return fmt(value) if used else "-"
+
+
+def _interval(r: dict[str, Any]) -> str:
+    if r.get("throughput_low") is None:
+        return "-"
+    return f"{r['throughput_low']:.1f}..{r['throughput_high']:.1f}"
+
+
+def _marks(r: dict[str, Any]) -> str:
+    marks = []
+    if r.get("tie_with_best"):
+        marks.append("= #1")
+    if r.get("beyond_calibrated_scale", r.get("extrapolation")):
+        marks.append("^")
+    if r.get("beyond_calibrated_gpu_type"):
+        marks.append("~")
+    return " ".join(marks)
+
+
+def plan_table(summary: dict[str, Any]) -> list[list[str]]:
+    """The table's rows (the header first): one a leading candidate, by rank."""
+    from perfmodel.schema.modes import MODE_TABLE
+
+    price = any(r.get("env_steps_per_dollar") for r in summary.get("top_candidates") or [])
+    time = summary.get("goal") is not None
+    head = ["#", "mode", "gpus", "rollout:actor", "stages", "b_max", "t_max s", "staleness", "env steps/s",
+            "90% interval", "env steps/GPU-h"] + (["$/M env steps"] if price else []) + (
+        ["h to target"] if time else []) + ["bottleneck", "marks"]
+    rows = [head]
+    for r in summary.get("top_candidates") or []:
+        m = MODE_TABLE[r["mode"]]
+        row = [str(r["rank"]), r["mode"], str(r["gpus"]), _split(r), str(r["pipeline_stage_num"]),
+               _knob(r["b_max"], m.dynamic_batching, lambda v: "worker" if v is None else str(v)),
+               _knob(r["t_max_s"], m.dynamic_batching, lambda v: f"{v:g}"),
+               _knob(r.get("max_staleness"), m.async_training, lambda v: "-" if v is None else str(v)),
+               f"{r['throughput_env_steps_per_s']:.1f}", _interval(r), f"{r['env_steps_per_gpu_hour']:.0f}"]
+        if price:
+            row.append(f"{1e6 / r['env_steps_per_dollar']:.2f}" if r.get("env_steps_per_dollar") else "-")
+        if time:
+            row.append(f"{summary['goal']['target_env_steps'] / r['throughput_env_steps_per_s'] / 3600:.2f}")
+        rows.append(row + [r["bottleneck"], _marks(r)])
+    return rows
+
+
+def _percent_interval(iv: dict[str, Any]) -> str:
+    return f"{100 * iv['coverage']:.0f}% interval {100 * (iv['low'] - 1):+.1f}%..{100 * (iv['high'] - 1):+.1f}%"
+
+
+def plan_lines(summary: dict[str, Any]) -> list[str]:
+    """The short lines under the table: why #1 wins, what it needs, what was not feasible."""
+    from perfmodel.costs import batch_split_warning
+    from perfmodel.planning.sweep import waiting_limited
+
+    best, runner = summary["best"], summary.get("runner_up")
+    pred = best["prediction"]
+    res = pred["utilization"]["resources"]
+    busiest = max(res, key=res.get)
+    by = {"throughput": "the most env steps/s", "cost": "the most env steps per GPU-hour",
+          "time": "the fewest GPU-hours to the target in time"}[summary["objective"]]
+    lines = [f"#1 wins with {by}; its bottleneck is {best['bottleneck']} (analytic bound "
+             f"{best['bound_env_steps_per_s']:.1f} env steps/s), busiest {busiest} "
+             f"{100 * res[busiest]:.0f}% ({', '.join(f'{k} {100 * v:.0f}%' for k, v in res.items() if k != busiest)})."]
+    goal = summary.get("goal")
+    if goal is not None:
+        t = goal["best"]
+        lines.append(f"To reach {goal['target_env_steps']:g} env steps: #1 takes {t['hours']:.2f} h, "
+                     f"{t['gpu_hours']:.1f} GPU-hours" + (f", ${t['dollars']:,.2f}" if t["dollars"] is not None else "")
+                     + f" (within {goal['within_hours']:g} h).")
+    if waiting_limited(best):
+        below = 1 - best["throughput_env_steps_per_s"] / best["bound_env_steps_per_s"]
+        lines.append(f"#1 is {100 * below:.0f}% below that bound with no resource saturated: waiting, not capacity, "
+                     "limits it; more envs per GPU (if they fit) would fill the gaps.")
+    margin, ratio = summary.get("runner_up_margin"), summary.get("runner_up_ratio")
+    if runner is None:
+        lines.append("No runner-up: no other combination was feasible.")
+    elif margin and margin["tie"]:
+        tied = margin.get("tied_modes") or [best["mode"], runner["mode"]]
+        names = f"{', '.join(tied[:-1])} and {tied[-1]}"
+        lines.append(f"= marks a tie: {names} predict the same {margin['measure']}, so their order is not a prediction"
+                     + ("; streaming gains nothing here (docs/metrics.md), and streamer would need the RL-VLA3 fork"
+                        if set(tied) == {"rollout_async", "streamer"} else "") + ".")
+    elif ratio is not None:
+        verdict = ("measurement spread only" if ratio["resolved"] is None else
+                   "the model orders the two" if ratio["resolved"] else "the model cannot order the two")
+        lines.append(f"Over the runner-up ({runner['mode']}): {100 * (ratio['ratio'] - 1):+.1f}% {ratio['measure']} "
+                     f"({_percent_interval(ratio)}): {verdict}.")
+    elif margin and not margin["resolvable"]:
+        lines.append(f"The runner-up ({runner['mode']}) is within the model's residual error "
+                     f"({margin['model_error_pct']:.1f}%): the model cannot tell the two apart.")
+    colocated, over = summary.get("colocated"), summary.get("colocated_ratio")
+    if colocated is not None and best["mode"] != "colocated":
+        lines.append(f"Over colocated on the same {best['gpus']} GPUs: {best['gain_over_colocated_pct']:+.1f}%"
+                     + (f" ({_percent_interval(over)})" if over else "") + ".")
+    plan = Plan.from_dict(summary["plan"], "plan")
+    needs = []
+    if plan.mechanisms.streaming:
+        needs.append("the RL-VLA3 fork (stock RLinf 0.3.0 streams training only in its synchronous runner)")
+    if plan.mechanisms.async_training:
+        needs.append("RLinf's asynchronous runner (AsyncPPOEmbodiedRunner)")
+    w = plan.workload
+    if batch_split_warning(plan):
+        needs.append(f"a batch split RLinf accepts: global_batch_size {w.global_batch_size} is not a multiple of "
+                     f"micro_batch_size x actor GPUs ({w.micro_batch_size} x {plan.actor_gpus}); --scale-global-batch "
+                     "or other batch sizes")
+    if needs:
+        lines.append("#1 needs: " + "; ".join(needs) + ".")
+    reasons = summary.get("infeasible_reasons") or {}
+    if reasons:
+        lines.append(f"Not feasible: {sum(reasons.values())} more combination(s) ("
+                     + "; ".join(f"{n} {k}" for k, n in reasons.items()) + "); perfmodel sweep --show-infeasible.")
+    shown = summary.get("top_candidates") or []
+    legend = ["#: rank of " + str(summary["candidates"]) + " feasible"]
+    if any(r.get("beyond_calibrated_scale", r.get("extrapolation")) for r in shown):
+        legend.append("^ beyond the calibrated scale")
+    if any(r.get("beyond_calibrated_gpu_type") for r in shown):
+        legend.append("~ GPU type not calibrated")
+    lines.append("(" + "; ".join(legend) + ")")
+    return lines
+
+
+def format_plan(summary: dict[str, Any]) -> str:
+    """The text answer of ``perfmodel plan``: a title, the table, the short lines."""
+    goal = summary.get("goal")
+    title = (f"Best plans for {'exactly' if summary['objective'] == 'throughput' else 'at most'} "
+             f"{summary['gpus_budget']} GPUs by {summary['objective']}"
+             + (f" (to reach {goal['target_env_steps']:g} env steps within {goal['within_hours']:g} h)" if goal else "")
+             + ":")
+    rows = plan_table(summary)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    numeric = {"#", "gpus", "stages", "env steps/s", "env steps/GPU-h", "$/M env steps", "h to target"}
+    table = ["  ".join(c.rjust(w) if h in numeric else c.ljust(w) for c, w, h in zip(r, widths, rows[0])).rstrip()
+             for r in rows]
+    return "\n".join([title, *table, "", *plan_lines(summary)])
