@@ -187,6 +187,7 @@ def plan_lines(summary: dict[str, Any]) -> list[str]:
     """The short lines under the table: why #1 wins, what it needs, what was not feasible."""
     from perfmodel.costs import batch_split_warning
     from perfmodel.planning.sweep import waiting_limited
+    from perfmodel.planning.choice import structural_note
 
     best, runner = summary["best"], summary.get("runner_up")
     pred = best["prediction"]
@@ -228,6 +229,9 @@ def plan_lines(summary: dict[str, Any]) -> list[str]:
     if colocated is not None and best["mode"] != "colocated":
         lines.append(f"Over colocated on the same {best['gpus']} GPUs: {best['gain_over_colocated_pct']:+.1f}%"
                      + (f" ({_percent_interval(over)})" if over else "") + ".")
+    n = structural_note(best)
+    if n:
+        lines.append(f"#1's interval: {n}.")
     plan = Plan.from_dict(summary["plan"], "plan")
     needs = []
     if plan.mechanisms.streaming:

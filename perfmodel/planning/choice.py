@@ -216,10 +216,6 @@ def _thr(r: dict[str, Any]) -> str:
     if r.get("throughput_low") is not None:
         s += f" (90% interval {r['throughput_low']:.1f}..{r['throughput_high']:.1f}" + "".join(
             f", {b}" for b in beyond) + ")"
-        from perfmodel.calibration.structural import note  # the alternative that drives the width
-
-        n = note({"structural": r["interval_structural"]} if r.get("interval_structural") else None)
-        s += f"; {n}" if n else ""
     elif beyond:
         s += f" ({', '.join(beyond)})"
     if r.get("throughput_ci95"):
@@ -373,7 +369,20 @@ def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict
                         if over_colocated else "") + "."
                      + (" That interval includes 0: the model cannot order this plan and colocated."
                         if over_colocated and over_colocated["resolved"] is False else ""))
+    n = structural_note(best)
+    if n:
+        parts.append(f"Its interval: {n}.")
     return " ".join(parts)
+
+
+def structural_note(r: dict[str, Any]) -> str | None:
+    """What the calibration cannot tell at a row's plan (perfmodel.calibration.structural: the
+    alternative that drives the width of its interval), once per explanation, not per number."""
+    if not r.get("interval_structural"):
+        return None
+    from perfmodel.calibration.structural import note
+
+    return note({"structural": r["interval_structural"]})
 
 
 def planning_spec(base: SweepSpec, gpus: int, objective: str) -> SweepSpec:
