@@ -13,7 +13,8 @@ import pytest
 
 from perfmodel.calibration.reference import load_reference, published_plan
 from perfmodel.rlinf.emit import emit_yaml
-from perfmodel.rlinf.logs import STEP_KEY, WARMUP_FACTOR, drop_warmup, read_run, write_run
+from executor.runtime.rlinf_log import write_run
+from perfmodel.rlinf.logs import STEP_KEY, WARMUP_FACTOR, drop_warmup, read_run
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.profile import BUNDLED_REFERENCE, load_profile
 from tests.conftest import run_cli

@@ -10,7 +10,7 @@ import pytest
 
 from perfmodel.calibration.reference import published_plan
 from perfmodel.calibration.structural import (Member, member_entries, members_of, note, with_members)
-from perfmodel.calibration.uncertainty import values_of
+from perfmodel.calibration.calibrate import values_of
 from perfmodel.costs import StageCosts
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.profile import Costs, load_profile
@@ -166,7 +166,7 @@ def test_member_entries_admit_within_tolerance():
 def test_predict_rows_and_sweep_lines_name_the_alternative():
     """predict's text rows and sweep's notes say which member drives the width, by how much, and
     what would settle it (once per mechanism in a sweep)."""
-    from perfmodel.cli import _interval_rows
+    from perfmodel.commands.predict import interval_rows as _interval_rows
     from perfmodel.planning.sweep import structural_lines
 
     prof = _with_member(_without_members(load_profile("pi05")), channel_hop_s=0.15)

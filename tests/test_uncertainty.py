@@ -191,7 +191,8 @@ def test_analyse_keeps_prior_range_for_unidentified_parameters():
     covariance with its whole bound range (a prediction brackets it there), while the env step
     time, which every point depends on, is pinned."""
     from perfmodel.calibration.calibrate import PARAMS
-    from perfmodel.calibration.uncertainty import analyse, values_of
+    from perfmodel.calibration.calibrate import values_of
+    from perfmodel.calibration.uncertainty import analyse
 
     prof = load_profile("pi05")
     values = values_of({"pi05": prof})
@@ -225,7 +226,7 @@ def test_profiles_from_separate_fits_are_refused_not_merged(tmp_path):
     """A shared parameter (one value for both backbones in the joint fit) that differs between
     the profiles given, as in profiles from before it became shared, is a clear error (exit 2,
     one line naming it), never one backbone's value silently used for both."""
-    from perfmodel.calibration.uncertainty import values_of
+    from perfmodel.calibration.calibrate import values_of
 
     pi05, gr00t = load_profile("pi05"), load_profile("gr00t_n15")
     assert values_of({"pi05": pi05, "gr00t_n15": gr00t})["infer_overhead_s"] == pytest.approx(

@@ -51,7 +51,6 @@ def write(run_dir: Path, plan: Any, backbone: str | None, spans: list[tuple], it
     """``run_dir/tensorboard/`` (config.yaml + event file); None, writing nothing, where
     tensorboard is not installed (the run record is what matters)."""
     from perfmodel.rlinf.emit import emit_yaml
-    from perfmodel.rlinf.logs import write_run
 
     try:
         import tensorboard  # noqa: F401
@@ -60,3 +59,27 @@ def write(run_dir: Path, plan: Any, backbone: str | None, spans: list[tuple], it
     header = "written by executor run: the run's plan as an RLinf config (RLinf saves its resolved config here)"
     return write_run(run_dir / "tensorboard", emit_yaml(plan, backbone, header=header),
                      iteration_timers(plan, spans, iteration_done))
+
+
+def write_run(folder: str | Path, config_yaml: str, timers: list[dict[str, float]], first_step: int = 0) -> Path:
+    """Write a run in RLinf's layout: ``folder/config.yaml`` and one event file with each
+    iteration's timers (``timers[i]``: key -> seconds, at step ``first_step + i``), with torch's
+    ``SummaryWriter`` as RLinf does. Used by ``executor run`` and the tests."""
+    from perfmodel.rlinf.logs import CONFIG_NAME, RUNS_EXTRA
+    from perfmodel.schema.errors import ConfigError
+
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        raise ConfigError("tensorboard", f"writing RLinf-style logs needs torch and {RUNS_EXTRA}") from None
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / CONFIG_NAME).write_text(config_yaml)
+    w = SummaryWriter(log_dir=str(out))
+    try:
+        for i, row in enumerate(timers):
+            for key, value in row.items():
+                w.add_scalar(key, value, first_step + i)
+    finally:
+        w.close()
+    return out

@@ -544,3 +544,23 @@ def fitted_profiles(result: FitResult, reference_path: str, command: str) -> dic
         }
         out[b] = build_profile(spec, result.values, mem, provenance)
     return out
+
+
+def values_of(profiles: dict[str, Profile]) -> dict[str, float]:
+    """The joint fitted values (calibrate's naming) from the profiles' provenance. A parameter
+    the model shares between backbones must have one value in all of them: profiles from
+    separate fits (or from before a parameter became shared) are refused, never merged."""
+    from perfmodel.schema.errors import ConfigError
+
+    shared = {p.name for p in PARAMS if p.shared}
+    out: dict[str, float] = {}
+    seen: dict[str, str] = {}
+    for b, prof in profiles.items():
+        for name, p in prof.provenance.get("parameters", {}).items():
+            key = name if name in shared else f"{b}.{name}"
+            value = float(p["value"])
+            if key in out and not math.isclose(out[key], value, rel_tol=1e-9):
+                raise ConfigError("profiles", f"shared parameter {name} is {out[key]:g} in {seen[key]} but {value:g} in "
+                                  f"{b}: not one joint fit; refit them together with perfmodel calibrate")
+            out[key], seen[key] = value, b
+    return out

@@ -129,7 +129,7 @@ def member_profile(profile: Profile, member: Member) -> Profile:
 def member_throughputs(plan: Plan, profile: Profile, run: Callable[[Plan, Profile], float]
                        ) -> list[tuple[Member, float]]:
     """Each member's throughput of ``plan`` (one simulation each)."""
-    from perfmodel.calibration.uncertainty import _plan_for
+    from perfmodel.calibration.interval_ends import plan_for as _plan_for
 
     out = []
     for m in members_of(profile):
@@ -154,7 +154,7 @@ def with_members(iv: dict[str, Any], throughput: float, members: list[tuple[Memb
     if not beyond and all(abs(math.log(thr / throughput)) <= model_sd_log for _, thr in members if thr > 0):
         return {**iv, "structural": {"members_agree_within_model_error": True,
                                      "max_differs_pct": max(100.0 * abs(thr / throughput - 1) for _, thr in members)}}
-    from perfmodel.calibration.uncertainty import _joined, _with_ends
+    from perfmodel.calibration.interval_ends import joined as _joined, with_ends as _with_ends
 
     low, high = iv["low"], iv["high"]
     for _, thr in members:
@@ -188,7 +188,7 @@ def with_member_ratios(r: dict[str, Any], ratios: list[tuple[Member, float]], be
     centre = r["ratio"]
     if not beyond and all(abs(math.log(q / centre)) <= model_sd_log for _, q in ratios if q > 0):
         return r
-    from perfmodel.calibration.uncertainty import _joined, _with_ends
+    from perfmodel.calibration.interval_ends import joined as _joined, with_ends as _with_ends
 
     low, high = r["low"], r["high"]
     for _, q in ratios:
@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     from pathlib import Path
 
     from perfmodel.calibration.reference import load_reference
-    from perfmodel.calibration.uncertainty import values_of
+    from perfmodel.calibration.calibrate import values_of
     from perfmodel.schema.jsonio import write_json_atomic
     from perfmodel.schema.profile import BUNDLED_REFERENCE, load_profile
 

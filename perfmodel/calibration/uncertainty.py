@@ -50,6 +50,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from perfmodel.extrapolation import calibrated_gpu_type, extrapolation
 from perfmodel.schema.plan import Plan
+from perfmodel.calibration.interval_ends import (half_log as _half_log, joined as _joined,
+                                                  plan_for as _plan_for, with_ends as _with_ends)
 from perfmodel.schema.profile import Curve, Profile, Uncertainty
 
 if TYPE_CHECKING:  # numpy is imported where the calibration side needs it: a prediction runs without it
@@ -268,18 +270,6 @@ def attach(profile: Profile, unc: Uncertainty) -> Profile:
 # --------------------------------------------------------------------------------------------
 # Prediction side
 # --------------------------------------------------------------------------------------------
-
-
-def _plan_for(plan: Plan, old: Profile, new: Profile) -> Plan:
-    """The plan on the perturbed profile: cluster fields that came from the profile's node (equal
-    to it) follow the perturbation; fields the user set stay fixed."""
-    changes = {}
-    for k, v in new.node.items():
-        if hasattr(plan.cluster, k) and k in old.node and old.node[k] != v and getattr(plan.cluster, k) == old.node[k]:
-            changes[k] = v
-    if not changes:
-        return plan
-    return plan.with_(cluster=replace(plan.cluster, **changes))
 
 
 def _directions(cov: np.ndarray) -> list[np.ndarray]:
@@ -591,18 +581,6 @@ def gpu_type_other_end(plan: Plan, profile: Profile, run: Callable[[Plan, Profil
     return run(plan, profile_on(profile, plan.cluster.gpu, measured_compute_only=True))
 
 
-def _with_ends(iv: dict[str, Any], centre: float, low: float, high: float) -> dict[str, Any]:
-    """``iv`` (around ``centre``: a throughput or a ratio) with new ends, and what they imply
-    recomputed: ``half_width_log``, ``width_pct`` where it has one, ``resolved`` where it has
-    one (a ratio of a fitted profile: the interval excludes 1)."""
-    out = {**iv, "low": low, "high": high, "half_width_log": _half_log(low, high)}
-    if "width_pct" in iv:
-        out["width_pct"] = 100.0 * (high - low) / centre if centre > 0 else 0.0
-    if iv.get("resolved") is not None:
-        out["resolved"] = bool(low > 1.0 or high < 1.0)
-    return out
-
-
 def with_gpu_type_bracket(iv: dict[str, Any], throughput: float, other_end: float) -> dict[str, Any]:
     """``iv`` (the point's interval) joined with the same interval around ``other_end``
     (``gpu_type_other_end``): a bracket, not a spread, so the two ends are not added in
@@ -730,19 +708,6 @@ def ratio_intervals(plan_a: Plan, thr_a: float, others: list[tuple[Plan, float]]
     return out
 
 
-def _joined(iv: dict[str, Any], centre: float, other: float) -> tuple[float, float]:
-    """(low, high) of ``iv`` (around ``centre``) joined with the same interval, its log offsets
-    kept, around ``other``."""
-    if centre <= 0:
-        return min(iv["low"], other), max(iv["high"], other)
-    return min(iv["low"], other * iv["low"] / centre), max(iv["high"], other * iv["high"] / centre)
-
-
-def _half_log(low: float, high: float) -> float:
-    """An interval's mean log half-width (``half_width_log``)."""
-    return 0.5 * math.log(high / low) if low > 0 and high > 0 else 0.0
-
-
 def with_ratio_bracket(r: dict[str, Any], other_ratio: float) -> dict[str, Any]:
     """A ratio interval joined with the same interval around the ratio at the GPU type's other
     end (``gpu_type_other_end`` of both plans): the order is resolved only if both ends agree."""
@@ -802,27 +767,6 @@ def _interval(thr: float, down_log: float, up_log: float, coverage: float, metho
 # --------------------------------------------------------------------------------------------
 
 
-def values_of(profiles: dict[str, Profile]) -> dict[str, float]:
-    """The joint fitted values (calibrate's naming) from the profiles' provenance. A parameter
-    the model shares between backbones must have one value in all of them: profiles from
-    separate fits (or from before a parameter became shared) are refused, never merged."""
-    from perfmodel.calibration.calibrate import PARAMS
-    from perfmodel.schema.errors import ConfigError
-
-    shared = {p.name for p in PARAMS if p.shared}
-    out: dict[str, float] = {}
-    seen: dict[str, str] = {}
-    for b, prof in profiles.items():
-        for name, p in prof.provenance.get("parameters", {}).items():
-            key = name if name in shared else f"{b}.{name}"
-            value = float(p["value"])
-            if key in out and not math.isclose(out[key], value, rel_tol=1e-9):
-                raise ConfigError("profiles", f"shared parameter {name} is {out[key]:g} in {seen[key]} but {value:g} in "
-                                  f"{b}: not one joint fit; refit them together with perfmodel calibrate")
-            out[key], seen[key] = value, b
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
@@ -830,6 +774,7 @@ def main(argv: list[str] | None = None) -> int:
     import json
     import sys
 
+    from perfmodel.calibration.calibrate import values_of
     from perfmodel.calibration.reference import load_reference
     from perfmodel.schema.errors import ConfigError
     from perfmodel.schema.profile import load_profile

@@ -187,24 +187,3 @@ def read_run(path: str | Path, profile_ref: str | None = None, gpu: str | None =
             _check_time(where, key, s, vals[s])
         stage_s[name] = tuple(vals[s] for s in used)
     return RunLog(folder, imported, tuple(steps), tuple(used), tuple(steps_map[s] for s in used), stage_s)
-
-
-def write_run(folder: str | Path, config_yaml: str, timers: list[dict[str, float]], first_step: int = 0) -> Path:
-    """Write a run in RLinf's layout: ``folder/config.yaml`` and one event file with each
-    iteration's timers (``timers[i]``: key -> seconds, at step ``first_step + i``), with torch's
-    ``SummaryWriter`` as RLinf does. Used by ``executor run`` and the tests."""
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:
-        raise ConfigError("tensorboard", f"writing RLinf-style logs needs torch and {RUNS_EXTRA}") from None
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / CONFIG_NAME).write_text(config_yaml)
-    w = SummaryWriter(log_dir=str(out))
-    try:
-        for i, row in enumerate(timers):
-            for key, value in row.items():
-                w.add_scalar(key, value, first_step + i)
-    finally:
-        w.close()
-    return out
