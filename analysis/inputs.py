@@ -14,7 +14,7 @@ from perfmodel.planning.sweepfile import check_sweep
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.jsonio import check_float, check_int, check_object, load_json
 from perfmodel.schema.modes import MODES
-from perfmodel.schema.plan import Plan
+from perfmodel.schema.plan import Plan, check_gpu_hour_price
 from perfmodel.schema.profile import load_profile
 
 REFERENCE_BACKBONES = tuple(BACKBONES)
@@ -94,6 +94,10 @@ def check_predicted(r: Any, where: str) -> None:
 
 
 def _check_choice(doc: dict[str, Any], option: str) -> None:
+    from perfmodel.planning.choice import OBJECTIVES
+
+    if doc.get("objective") is not None and doc["objective"] not in OBJECTIVES:
+        raise ConfigError(f"{option}: objective", f"must be one of {', '.join(OBJECTIVES)}; got {doc['objective']!r}")
     Plan.from_dict(check_object(f"{option}: plan", doc.get("plan")), f"{option}: plan")
     check_predicted(doc.get("best"), f"{option}: best")
     for key in ("runner_up", "colocated"):
@@ -170,14 +174,17 @@ def load_inputs(*, sweeps=(), choice=None, predictions=(), runs=(), trace_sim=No
                 target_env_steps=None, gpu_hour_price=None, title=None, allow_empty: bool = False) -> Inputs:
     """Read and check every input file; bad input is a ConfigError naming the option."""
     inp = Inputs(gpus=gpus, iteration=iteration, gpu_hour_price=gpu_hour_price)
+    if iteration is not None and not (trace_sim or trace_run or choice):
+        raise ConfigError("--iteration", "only with --trace-sim, --trace-run or --choice (it picks the timeline's "
+                                         "iteration, and there is no timeline without them)")
     if title:
         inp.title = title
     if target_env_steps is not None:
         if not 1 <= target_env_steps <= 1e18:  # also NaN and inf
             raise ConfigError("--target-env-steps", f"must be a number of env steps in 1..1e18, got {target_env_steps:g}")
         inp.target_env_steps = int(target_env_steps)
-    if gpu_hour_price is not None and not gpu_hour_price > 0:
-        raise ConfigError("--gpu-hour-price", f"must be a number > 0, got {gpu_hour_price}")
+    if gpu_hour_price is not None:
+        check_gpu_hour_price("--gpu-hour-price", gpu_hour_price)
     inp.sweeps = [(s, load_kind("--sweep", s)) for s in sweeps]
     if choice:
         inp.choice = (choice, load_kind("--choice", choice))

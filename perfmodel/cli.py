@@ -5,7 +5,6 @@ Bad input never shows a traceback: one line ``error: <field>: <what is allowed>`
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 from pathlib import Path
@@ -13,12 +12,14 @@ from typing import Any, Iterable
 
 import click
 
-from perfmodel.cliutil import (Choice, check_writable, no_progress_option, progress_bar, shows_progress,
-                               version_option)
+from perfmodel.cliutil import (Choice, check_outputs_apart, check_writable, no_progress_option, progress_bar,
+                               shows_progress, version_option)
 from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.jsonio import dumps as strict_json
 from perfmodel.schema.modes import MODE_TABLE, MODES
 from perfmodel.planning.choice import OBJECTIVES
-from perfmodel.schema.plan import DEFAULT_T_MAX_S, MAX_GPUS, Plan, is_profile_path, parse_ratio
+from perfmodel.schema.plan import (DEFAULT_T_MAX_S, MAX_GPUS, Plan, check_gpu_hour_price, is_profile_path,
+                                   parse_ratio, profile_file_of)
 
 from perfmodel.schema.profile import BUNDLED_REFERENCE, user_profile_dir
 
@@ -34,10 +35,8 @@ def _check_seed(seed: int) -> None:
 
 
 def _check_price(price: float | None) -> None:
-    import math
-
-    if price is not None and not (price > 0 and math.isfinite(price)):
-        _fail("--gpu-hour-price", f"must be a finite number > 0 (dollars per GPU-hour), got {price}")
+    if price is not None:
+        check_gpu_hour_price("--gpu-hour-price", price)
 
 
 def _fail(field: str, message: str) -> None:
@@ -325,6 +324,8 @@ def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage
         _fail("--replications", f"must be an integer in 1..{MAX_REPLICATIONS}, got {replications}")
     _check_seed(seed)
     _check_price(price)
+    check_outputs_apart({"--plan": plan_path, "--profile": profile_path, "--rlinf-config": rlinf_config,
+                         "plan.profile": profile_file_of(plan_path)}, {"--trace": trace})
     check_writable("--trace", trace)  # before simulating, not after
     given = (("--staleness", "max_staleness", max_staleness), ("--b-max", "b_max", b_max), ("--t-max", "t_max_s", t_max_s))
     unused = [f"{opt}: no effect in mode {plan.mode} ({plan.mechanisms.ignores(knob)})"
@@ -348,7 +349,7 @@ def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage
         if as_json:  # one list of caveats in the JSON (the text output has them on stderr already)
             out["warnings"] = list(out.get("warnings") or []) + [f"{rlinf_config}: {w}" for w in imported[0].warnings]
     if as_json:
-        click.echo(json.dumps(out, indent=2))
+        click.echo(strict_json(out, indent=2))
     else:
         _print_prediction(out)
 
@@ -385,10 +386,16 @@ def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | No
         _fail("--max-evals", f"must be an integer >= 1, got {max_evals}")
     if record and not cross:
         _fail("--record", "only with --cross-validate (it stores the cross-validation in the profiles)")
-    if cross:
-        from perfmodel.calibration.crossval import DEFAULT_FOLD_EVALS, DESIGNS, cross_validate, format_report
+    from perfmodel.calibration.crossval import DESIGNS, check_design
 
-        _one_of("--design", design, (*DESIGNS, "both"))
+    check_design(design, cross, given=click.get_current_context().get_parameter_source("design").name != "DEFAULT")
+    if record:
+        from perfmodel.schema.profile import BUNDLED_DIR
+
+        check_outputs_apart({"--reference": reference}, {"--record": [str(BUNDLED_DIR / f"{b}.json") for b in
+                                                                      {p.backbone for p in points}]})
+    if cross:
+        from perfmodel.calibration.crossval import DEFAULT_FOLD_EVALS, cross_validate, format_report
 
         def progress(label: str, n: int, rms: float) -> None:
             if not shows_progress(quiet):
@@ -400,7 +407,7 @@ def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | No
 
         doc = cross_validate(points, max_evals=max_evals or DEFAULT_FOLD_EVALS, progress=progress,
                              designs=DESIGNS if design == "both" else (design,))
-        click.echo(json.dumps(doc, indent=2) if as_json else format_report(doc))
+        click.echo(strict_json(doc, indent=2) if as_json else format_report(doc))
         if record:
             from perfmodel.calibration.crossval import provenance_record
             from perfmodel.schema.profile import BUNDLED_DIR, Profile
@@ -414,7 +421,7 @@ def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | No
         return
     res = validate(points, profiles)
     if as_json:
-        click.echo(json.dumps(res, indent=2))
+        click.echo(strict_json(res, indent=2))
         return
     click.echo(f"{'backbone':<10} {'mode':<14} {'gpus':>4} {'ratio':>5} {'published':>10} {'predicted':>10} {'error':>7}")
     for r in res["points"]:
@@ -453,6 +460,7 @@ def calibrate(reference: str, out_dir: str | None, max_evals: int, as_json: bool
     out = Path(out_dir) if out_dir else user_profile_dir()
     if out.exists() and not out.is_dir():
         _fail("--out-dir", f"must be a directory, {out} is a file")
+    check_outputs_apart({"--reference": reference}, {"--out-dir": [str(out / f"{n}.json") for n in {p.backbone for p in points}]})
     for name in sorted({p.backbone for p in points}):
         check_writable("--out-dir", str(out / f"{name}.json"))
     bar = progress_bar(max_evals, "calibrating", "eval", quiet)
@@ -489,7 +497,7 @@ def calibrate(reference: str, out_dir: str | None, max_evals: int, as_json: bool
 
     abs_err = np.abs(errs)
     if as_json:
-        click.echo(json.dumps({
+        click.echo(strict_json({
             "kind": "perfmodel.calibration", "wrote": written, "evaluations": result.evaluations,
             "seconds": result.seconds, "values": {k: float(v) for k, v in result.values.items()},
             "median_abs_error_pct": float(np.median(abs_err)), "max_abs_error_pct": float(abs_err.max()),
@@ -750,6 +758,7 @@ def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_m
 
     gpus = _cp_list("--gpus", gpus_text, int, "integers >= 1")
     _cp_check_common(jobs, price, replications, seed)
+    check_outputs_apart({"--profile": profile_path, "--rlinf-config": rlinf_config}, {"--out": out, "--csv": csv_out})
     check_writable("--out", out)
     check_writable("--csv", csv_out)
     ref, base, pipeline_stages, _ = _cp_rlinf(rlinf_config, backbone, profile_path, gpu, pipeline_stages, modes)
@@ -770,7 +779,7 @@ def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_m
     except OSError as e:
         _fail("--out" if out else "--csv", f"must be a writable path; {e.strerror}: {e.filename}")
     if as_json:
-        click.echo(json.dumps(doc, indent=2))
+        click.echo(strict_json(doc, indent=2))
     else:
         click.echo(format_table(doc, show_infeasible))
         for label, path in (("sweep", out), ("csv", csv_out)):
@@ -835,6 +844,8 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
     if not 1 <= gpus <= MAX_GPUS:
         _fail("--gpus", f"must be an integer in 1..{MAX_GPUS}, got {gpus}")
     _cp_check_common(jobs, price, replications, seed)
+    check_outputs_apart({"--sweep": sweep_path, "--profile": profile_path, "--rlinf-config": rlinf_config},
+                        {"--out": out, "--details": details})
     check_writable("--out", out)
     check_writable("--details", details)
     if sweep_path:
@@ -881,7 +892,7 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
               if not w.startswith("workload.global_batch_size:")] + ([split] if split and emit != "rlinf" else []):
         click.echo(f"warning: chosen plan: {w}", err=True)  # (--emit rlinf writes the split's into the fragment)
     if as_json:
-        click.echo(json.dumps(summary, indent=2))
+        click.echo(strict_json(summary, indent=2))
         return
     if emit == "rlinf":
         import textwrap
@@ -911,7 +922,7 @@ def gpus_cmd(as_json: bool) -> None:
     from perfmodel.schema.hardware import ACCELERATORS, table_markdown
 
     if as_json:
-        click.echo(json.dumps({k: a.__dict__ for k, a in ACCELERATORS.items()}, indent=2))
+        click.echo(strict_json({k: a.__dict__ for k, a in ACCELERATORS.items()}, indent=2))
         return
     click.echo(table_markdown())
     for a in ACCELERATORS.values():

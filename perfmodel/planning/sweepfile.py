@@ -14,7 +14,7 @@ from typing import Any
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.jsonio import check_float, check_int, check_object, json_kind, load_json
 from perfmodel.schema.modes import MODE_TABLE, MODES
-from perfmodel.schema.plan import MAX_GPUS, Plan
+from perfmodel.schema.plan import MAX_GPUS, MAX_PIPELINE_STAGES, Plan, check_gpu_hour_price, ratio_parts
 
 SWEEP_KIND = "perfmodel.planning.sweep"
 SWEEP_SCHEMA_VERSION = 1  # what perfmodel.planning.sweep writes
@@ -30,7 +30,8 @@ def _number(field: str, v: Any, *, positive: bool = False, allow_none: bool = Fa
 def check_row(row: Any, where: str) -> None:
     """One sweep row: the fields ``perfmodel plan --sweep`` reads."""
     r = check_object(where, row)
-    for key in ("index", "status", "mode", "gpus"):
+    # every row has its combination's fields (null where they do not apply): the selection reads them
+    for key in ("index", "status", "mode", "gpus", "allocation_ratio", "pipeline_stage_num", "b_max", "t_max_s"):
         if key not in r:
             raise ConfigError(f"{where}.{key}", "missing required field")
     check_int(f"{where}.index", r["index"], min=0)
@@ -42,7 +43,11 @@ def check_row(row: Any, where: str) -> None:
     ratio = r.get("allocation_ratio")
     if ratio is not None and not isinstance(ratio, str):
         raise ConfigError(f"{where}.allocation_ratio", f"must be a string R:A or null, got {ratio!r}")
-    check_int(f"{where}.pipeline_stage_num", r.get("pipeline_stage_num"), min=1)
+    if MODE_TABLE[r["mode"]].disaggregated:
+        if ratio is None:
+            raise ConfigError(f"{where}.allocation_ratio", f"must be a string R:A for {r['mode']}, got null")
+        ratio_parts(ratio, f"{where}.allocation_ratio")
+    check_int(f"{where}.pipeline_stage_num", r.get("pipeline_stage_num"), min=1, max=MAX_PIPELINE_STAGES)
     if r.get("b_max") is not None:
         check_int(f"{where}.b_max", r["b_max"], min=1)
     _number(f"{where}.t_max_s", r.get("t_max_s"))
@@ -96,13 +101,19 @@ def check_sweep(doc: Any, what: str = "--sweep", where: str = "") -> dict[str, A
         raise ConfigError("sweep.schema_version", f"must be {SWEEP_SCHEMA_VERSION} (this vlaperf's sweep files), "
                                                   f"got {version if json_kind(version) == 'a number' else json_kind(version)}: "
                                                   "rerun the sweep with this version")
+    from perfmodel.planning.sweep import MODEL_REVISION
+
+    revision = doc.get("model_revision", 1)  # absent in files older than the field: revision 1
+    if isinstance(revision, bool) or not isinstance(revision, int) or not 1 <= revision <= MODEL_REVISION:
+        raise ConfigError("sweep.model_revision", f"must be an integer in 1..{MODEL_REVISION} (the model revisions "
+                                                  f"this vlaperf knows), got {revision!r}")
     rows = doc.get("rows")
     if not isinstance(rows, list):
         raise ConfigError("sweep.rows", f"must be a list of rows, got {json_kind(rows)}")
     spec = check_object("sweep.spec", doc.get("spec", {}))
     price = spec.get("gpu_hour_price")
     if price is not None:
-        check_float("sweep.spec.gpu_hour_price", price, min=0.0, strict_min=True)
+        check_gpu_hour_price("sweep.spec.gpu_hour_price", price)
     seen: set[int] = set()
     for i, row in enumerate(rows):
         check_row(row, f"sweep.rows[{i}]")
