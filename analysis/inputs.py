@@ -12,9 +12,9 @@ from typing import Any
 from perfmodel.backbones import BACKBONES
 from perfmodel.planning.sweepfile import check_sweep
 from perfmodel.schema.errors import ConfigError
-from perfmodel.schema.jsonio import check_float, check_int, check_object, load_json
+from perfmodel.schema.jsonio import check_float, check_int, check_object, json_kind, load_json
 from perfmodel.schema.modes import MODES
-from perfmodel.schema.plan import Plan, check_gpu_hour_price
+from perfmodel.schema.plan import MAX_GPUS, Plan, check_gpu_hour_price
 from perfmodel.schema.profile import load_profile
 
 REFERENCE_BACKBONES = tuple(BACKBONES)
@@ -96,8 +96,19 @@ def check_predicted(r: Any, where: str) -> None:
 def _check_choice(doc: dict[str, Any], option: str) -> None:
     from perfmodel.planning.choice import OBJECTIVES
 
-    if doc.get("objective") is not None and doc["objective"] not in OBJECTIVES:
-        raise ConfigError(f"{option}: objective", f"must be one of {', '.join(OBJECTIVES)}; got {doc['objective']!r}")
+    if doc.get("objective") not in OBJECTIVES:
+        raise ConfigError(f"{option}: objective", f"must be one of {', '.join(OBJECTIVES)}; got {doc.get('objective')!r}")
+    check_int(f"{option}: gpus_budget", doc.get("gpus_budget"), min=1, max=MAX_GPUS)
+    if not isinstance(doc.get("explanation"), str):
+        raise ConfigError(f"{option}: explanation", f"must be a string, got {json_kind(doc.get('explanation'))}")
+    best = check_object(f"{option}: best", doc.get("best"))
+    # what the report's chosen-plan table reads of the best row
+    for key in ("rollout_gpus", "actor_gpus", "total_num_envs"):
+        check_int(f"{option}: best.{key}", best.get(key), min=1)
+    for key in ("iteration_time_s", "bound_env_steps_per_s"):
+        check_float(f"{option}: best.{key}", best.get(key), min=0.0, strict_min=True)
+    if not isinstance(best.get("bottleneck"), str):
+        raise ConfigError(f"{option}: best.bottleneck", f"must be a string, got {json_kind(best.get('bottleneck'))}")
     Plan.from_dict(check_object(f"{option}: plan", doc.get("plan")), f"{option}: plan")
     check_predicted(doc.get("best"), f"{option}: best")
     for key in ("runner_up", "colocated"):

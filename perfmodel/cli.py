@@ -460,7 +460,8 @@ def calibrate(reference: str, out_dir: str | None, max_evals: int, as_json: bool
     out = Path(out_dir) if out_dir else user_profile_dir()
     if out.exists() and not out.is_dir():
         _fail("--out-dir", f"must be a directory, {out} is a file")
-    check_outputs_apart({"--reference": reference}, {"--out-dir": [str(out / f"{n}.json") for n in {p.backbone for p in points}]})
+    check_outputs_apart({"--reference": reference},
+                        {"--out-dir": [str(out / f"{n}.json") for n in {p.backbone for p in points}]})
     for name in sorted({p.backbone for p in points}):
         check_writable("--out-dir", str(out / f"{name}.json"))
     bar = progress_bar(max_evals, "calibrating", "eval", quiet)

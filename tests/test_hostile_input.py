@@ -416,3 +416,33 @@ def test_a_sweep_model_revision_that_is_no_revision_is_refused(sweep_file, tmp_p
     doc["model_revision"] = revision
     r = run_main("plan", "--gpus", "8", "--sweep", str(write_json(tmp_path / "s.json", doc)))
     assert "must be an integer in 1..2" in assert_one_line_error(r, "sweep.model_revision")
+
+
+# -- found by the campaign that stays (benchmarks/fuzz.py) -------------------------------------
+
+def test_a_nan_in_a_field_no_reader_checks_is_refused_not_copied_out(sweep_file, tmp_path):
+    doc = json.loads(sweep_file.read_text())
+    doc["rows"][0]["y"] = [1, 2, float("nan")]
+    r = run_main("plan", "--gpus", "8", "--sweep", str(write_json(tmp_path / "s.json", doc)), "--json")
+    assert "must be a finite number, got nan" in assert_one_line_error(r, "sweep.rows[0].y[2]")
+
+
+def test_an_algorithm_that_is_a_mapping_is_refused(tmp_path):
+    cfg = write_config(tmp_path, adv="{a: 1}")
+    assert_one_line_error(run_main("predict", "--rlinf-config", str(cfg)), "algorithm.loss_type")
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda d: d.pop("objective"), "objective"),
+    (lambda d: d["best"].pop("bottleneck"), "best.bottleneck"),
+    (lambda d: d["best"].update(iteration_time_s=-1), "best.iteration_time_s"),
+    (lambda d: d.update(explanation=3), "explanation"),
+])
+def test_a_choice_missing_what_the_report_reads_is_refused(tmp_path, sweep_file, edit, field):
+    details = tmp_path / "c.json"
+    assert run_main("plan", "--gpus", "8", "--sweep", str(sweep_file), "--details", str(details)).returncode == 0
+    doc = json.loads(details.read_text())
+    edit(doc)
+    r = run_main("report", "--choice", str(write_json(tmp_path / "bad.json", doc)), "-o", str(tmp_path / "r.html"),
+                 module="analysis.cli")
+    assert_one_line_error(r, field)

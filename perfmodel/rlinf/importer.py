@@ -238,7 +238,7 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
 
     # Algorithm.
     adv, loss = c.get("algorithm.adv_type", "gae"), c.get("algorithm.loss_type", "actor_critic")
-    algo = ALGORITHMS.get((adv, loss))
+    algo = ALGORITHMS.get((adv, loss)) if isinstance(adv, str) and isinstance(loss, str) else None
     if algo is None:
         raise ConfigError("algorithm.loss_type", f"adv_type {adv} with loss_type {loss} is not modelled (vlaperf models "
                                                  "PPO: gae + actor_critic / decoupled_actor_critic, and GRPO: grpo + actor)")

@@ -96,8 +96,19 @@ def parse_json(text: str, what: str, where: str) -> Any:
 
 def load_json(path: str | Path, what: str) -> Any:
     """Read a JSON file; every problem (missing, unreadable, a directory, not UTF-8, not JSON,
-    too deep, huge integers) is a ConfigError naming ``what`` and the file."""
-    return parse_json(read_text(path, what), what, str(path))
+    too deep, huge integers, a NaN or Infinity anywhere) is a ConfigError naming ``what`` and
+    the file (or the field)."""
+    doc = parse_json(read_text(path, what), what, str(path))
+    check_finite(doc, what)
+    return doc
+
+
+def check_finite(doc: Any, what: str) -> None:
+    """Refuse a NaN or Infinity anywhere in an input, naming its field: also in a field no reader
+    checks (an extra key of a sweep row), which a command would otherwise copy into its output."""
+    found = _non_finite_at(doc)
+    if found is not None:
+        raise ConfigError(f"{what}.{found[0]}", f"must be a finite number, got {found[1]}")
 
 
 def json_kind(v: Any) -> str:
