@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.backbones import BACKBONES
-from perfmodel.planning.sweepfile import check_sweep
+from perfmodel.planning.sweepfile import check_interval_fields, check_sweep, check_warnings
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.jsonio import check_float, check_int, check_object, json_kind, load_json
 from perfmodel.schema.modes import MODES
@@ -86,11 +86,17 @@ def check_predicted(r: Any, where: str) -> None:
     util = check_object(f"{where}.utilization", check_object(where, pred).get("utilization"))
     for k, v in check_object(f"{where}.utilization.resources", util.get("resources")).items():
         check_float(f"{where}.utilization.resources.{k}", v, min=0.0)
+    for k, v in check_object(f"{where}.utilization.stages", util.get("stages", {})).items():
+        check_float(f"{where}.utilization.stages.{k}", v, min=0.0)
     for k, v in check_object(f"{where}.stage_time_s", pred.get("stage_time_s")).items():
         check_float(f"{where}.stage_time_s.{k}", v, min=0.0)
     for key in ("throughput_low", "throughput_high"):
         if r.get(key) is not None:
             check_float(f"{where}.{key}", r[key], min=0.0)
+    check_interval_fields(r, where)
+    check_warnings(r.get("warnings"), f"{where}.warnings")
+    if isinstance(r.get("prediction"), dict):
+        check_warnings(r["prediction"].get("warnings"), f"{where}.prediction.warnings")
 
 
 def _check_choice(doc: dict[str, Any], option: str) -> None:
@@ -109,6 +115,23 @@ def _check_choice(doc: dict[str, Any], option: str) -> None:
         check_float(f"{option}: best.{key}", best.get(key), min=0.0, strict_min=True)
     if not isinstance(best.get("bottleneck"), str):
         raise ConfigError(f"{option}: best.bottleneck", f"must be a string, got {json_kind(best.get('bottleneck'))}")
+    margin = doc.get("runner_up_margin")
+    if margin is not None:
+        margin = check_object(f"{option}: runner_up_margin", margin)
+        tied = margin.get("tied_modes")
+        if tied is not None and (not isinstance(tied, list) or not all(m in MODES for m in tied)):
+            raise ConfigError(f"{option}: runner_up_margin.tied_modes", f"must be a list of modes, got {tied!r}")
+        if not isinstance(margin.get("measure", ""), str):
+            raise ConfigError(f"{option}: runner_up_margin.measure", "must be a string")
+    for key in ("runner_up_ratio", "colocated_ratio"):  # the intervals of the best over another plan
+        if doc.get(key) is None:
+            continue
+        r = check_object(f"{option}: {key}", doc[key])
+        for k in ("ratio", "low", "high"):
+            check_float(f"{option}: {key}.{k}", r.get(k), min=0.0, strict_min=True)
+        check_float(f"{option}: {key}.coverage", r.get("coverage"), min=0.0, max=1.0, strict_min=True)
+        if r.get("resolved") not in (True, False, None) or "resolved" not in r:
+            raise ConfigError(f"{option}: {key}.resolved", f"must be true, false or null, got {r.get('resolved')!r}")
     Plan.from_dict(check_object(f"{option}: plan", doc.get("plan")), f"{option}: plan")
     check_predicted(doc.get("best"), f"{option}: best")
     for key in ("runner_up", "colocated"):
@@ -127,8 +150,16 @@ def _check_trace(doc: dict[str, Any], option: str) -> None:
             check_float(f"{where}.dur", ev.get("dur"), min=0.0)
 
 
+def _check_run(doc: dict[str, Any], option: str) -> None:
+    """A run record that measured a throughput is read as a prediction is (a failed run's is
+    refused by load_inputs, saying so)."""
+    if isinstance(doc.get("throughput_env_steps_per_s"), (int, float)):
+        check_predicted(doc, f"{option}: run")
+
+
 CHECKS = {
     "sweep": lambda d, option: check_sweep(d, option),
+    "run": _check_run,
     "choice": _check_choice,
     "prediction": lambda d, option: check_predicted(d, f"{option}: prediction"),
     "trace": _check_trace,

@@ -18,7 +18,7 @@ import pytest
 
 from fuzzing import HANDLED, SURFACES, Bases, campaign
 
-# Examples per surface in CI: the whole file in well under a minute on 2 cores (the report
+# Examples per surface in CI: the whole file in about 10 s on 2 idle cores (the report
 # surfaces draw figures for an input that passes, about a second each).
 EXAMPLES = {"options: report": 3, "choice file": 4, "record file": 4, "options: executor run": 8, "paths": 14}
 DEFAULT_EXAMPLES = 12

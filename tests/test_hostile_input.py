@@ -446,3 +446,51 @@ def test_a_choice_missing_what_the_report_reads_is_refused(tmp_path, sweep_file,
     r = run_main("report", "--choice", str(write_json(tmp_path / "bad.json", doc)), "-o", str(tmp_path / "r.html"),
                  module="analysis.cli")
     assert_one_line_error(r, field)
+
+
+def test_a_record_with_a_stage_utilization_that_is_no_number_is_refused(tmp_path):
+    rec = json.loads((ROOT / "tests" / "data" / "executor_tiny_disaggregated" / "record.json").read_text())
+    rec["utilization"]["stages"]["train"] = [1]
+    r = run_main("report", "--run", str(write_json(tmp_path / "r.json", rec)), "-o", str(tmp_path / "r.html"),
+                 module="analysis.cli")
+    assert_one_line_error(r, "utilization.stages.train")
+
+
+def test_a_choice_ratio_interval_without_its_verdict_is_refused(tmp_path, sweep_file):
+    details = tmp_path / "c.json"
+    assert run_main("plan", "--gpus", "8", "--sweep", str(sweep_file), "--details", str(details)).returncode == 0
+    doc = json.loads(details.read_text())
+    doc["colocated_ratio"] = {"ratio": 1.2, "low": 1.1, "high": 1.3, "coverage": 0.9}
+    r = run_main("report", "--choice", str(write_json(tmp_path / "bad.json", doc)), "-o", str(tmp_path / "r.html"),
+                 module="analysis.cli")
+    assert_one_line_error(r, "colocated_ratio.resolved")
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda b: b.update(extrapolation={"calibrated_gpus": 8}), "best.extrapolation.calibrated_gpus"),
+    (lambda b: b["prediction"].update(throughput_interval={"low": "x", "high": 2}),
+     "best.prediction.throughput_interval.low"),
+    (lambda b: b.update(throughput_ci95=[1]), "best.throughput_ci95"),
+])
+def test_a_choice_interval_or_extrapolation_of_the_wrong_shape_is_refused(tmp_path, sweep_file, edit, field):
+    details = tmp_path / "c.json"
+    assert run_main("plan", "--gpus", "8", "--sweep", str(sweep_file), "--details", str(details)).returncode == 0
+    doc = json.loads(details.read_text())
+    edit(doc["best"])
+    r = run_main("report", "--choice", str(write_json(tmp_path / "bad.json", doc)), "-o", str(tmp_path / "r.html"),
+                 module="analysis.cli")
+    assert_one_line_error(r, field)
+
+
+def test_warnings_and_a_margin_of_the_wrong_shape_are_refused(tmp_path, sweep_file):
+    doc = json.loads(sweep_file.read_text())
+    doc["rows"][0]["prediction"]["warnings"] = [0.5]
+    r = run_main("plan", "--gpus", "8", "--sweep", str(write_json(tmp_path / "s.json", doc)))
+    assert_one_line_error(r, "sweep.rows[0].prediction.warnings")
+    details = tmp_path / "c.json"
+    assert run_main("plan", "--gpus", "8", "--sweep", str(sweep_file), "--details", str(details)).returncode == 0
+    choice = json.loads(details.read_text())
+    choice["runner_up_margin"] = 0.5
+    r = run_main("report", "--choice", str(write_json(tmp_path / "bad.json", choice)), "-o", str(tmp_path / "r.html"),
+                 module="analysis.cli")
+    assert_one_line_error(r, "runner_up_margin")

@@ -27,6 +27,47 @@ def _number(field: str, v: Any, *, positive: bool = False, allow_none: bool = Fa
     check_float(field, v, min=0.0 if positive else None, strict_min=positive)
 
 
+def check_warnings(v: Any, where: str) -> None:
+    """A list of warning lines (strings), or absent."""
+    if v is None:
+        return
+    if not isinstance(v, list) or not all(isinstance(w, str) for w in v):
+        raise ConfigError(where, f"must be a list of strings, got {json_kind(v)}")
+
+
+def check_interval_fields(r: Any, where: str) -> None:
+    """The optional interval fields of a prediction or row that reports read: the model's
+    ``throughput_interval`` (low, high, coverage), the replications' ``throughput_ci95`` and the
+    ``extrapolation`` block's calibrated GPU counts."""
+    r = check_object(where, r)
+    for src, at in ((r, where), (r.get("prediction"), f"{where}.prediction")):
+        if not isinstance(src, dict):
+            continue
+        ti = src.get("throughput_interval")
+        if ti is not None:
+            ti = check_object(f"{at}.throughput_interval", ti)
+            for k in ("low", "high"):
+                if ti.get(k) is not None:
+                    check_float(f"{at}.throughput_interval.{k}", ti[k], min=0.0)
+            if ti.get("coverage") is not None:
+                check_float(f"{at}.throughput_interval.coverage", ti["coverage"], min=0.0, max=1.0, strict_min=True)
+        ci = src.get("throughput_ci95")
+        if ci is not None:
+            if not isinstance(ci, list) or len(ci) != 2:
+                raise ConfigError(f"{at}.throughput_ci95", "must be a pair [low, high] or absent")
+            for j, v in enumerate(ci):
+                _number(f"{at}.throughput_ci95[{j}]", v)
+        ex = src.get("extrapolation")
+        if ex is not None and not isinstance(ex, bool):  # a sweep row's is a flag, a prediction's a block
+            ex = check_object(f"{at}.extrapolation", ex)
+            gpus = ex.get("calibrated_gpus")
+            if gpus is not None:
+                if not isinstance(gpus, list):
+                    raise ConfigError(f"{at}.extrapolation.calibrated_gpus", f"must be a list, got {json_kind(gpus)}")
+                for j, g in enumerate(gpus):
+                    check_int(f"{at}.extrapolation.calibrated_gpus[{j}]", g, min=1, max=MAX_GPUS)
+
+
 def check_row(row: Any, where: str) -> None:
     """One sweep row: the fields ``perfmodel plan --sweep`` reads."""
     r = check_object(where, row)
@@ -65,6 +106,7 @@ def check_row(row: Any, where: str) -> None:
             check_float(f"{where}.{key}", r[key], min=None)
     for key in ("rollout_gpus", "actor_gpus"):
         check_int(f"{where}.{key}", r.get(key), min=1, max=MAX_GPUS)
+    check_interval_fields(r, where)
     if not isinstance(r.get("bottleneck"), str):
         raise ConfigError(f"{where}.bottleneck", f"must be a string, got {r.get('bottleneck')!r}")
     ci = r.get("throughput_ci95")
@@ -86,6 +128,7 @@ def check_row(row: Any, where: str) -> None:
         raise ConfigError(f"{where}.prediction.utilization.resources", "must name at least one resource")
     for k, v in res.items():
         _number(f"{where}.prediction.utilization.resources.{k}", v)
+    check_warnings(pred.get("warnings"), f"{where}.prediction.warnings")
     stages = check_object(f"{where}.prediction.stage_time_s", pred.get("stage_time_s"))
     for k, v in stages.items():
         _number(f"{where}.prediction.stage_time_s.{k}", v)
