@@ -349,7 +349,7 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
             record["run_dir"] = str(run_dir.out)
             run_dir.write(plan, record, e.rec, profile)
             if as_json:
-                click.echo(strict_json(record, indent=None))
+                click.echo(strict_json(record, indent=None, measured=True))
             click.echo(f"error: run: {e} (partial record in {run_dir.out / 'record.json'})", err=True)
             sys.exit(130 if record["status"] == "interrupted" else 1)
         record["run_dir"] = str(run_dir.out)
@@ -357,7 +357,7 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
     finally:
         run_dir.discard()
     if as_json:
-        click.echo(strict_json(record, indent=None))
+        click.echo(strict_json(record, indent=None, measured=True))
         return
     click.echo(summary(record))
     if "error_pct" in record:

@@ -494,3 +494,12 @@ def test_warnings_and_a_margin_of_the_wrong_shape_are_refused(tmp_path, sweep_fi
     r = run_main("report", "--choice", str(write_json(tmp_path / "bad.json", choice)), "-o", str(tmp_path / "r.html"),
                  module="analysis.cli")
     assert_one_line_error(r, "runner_up_margin")
+
+
+def test_a_measured_nan_is_written_as_null_not_refused():
+    """A run record is written after minutes of work: a diverged loss (NaN) becomes null there,
+    while a prediction's non-finite number is refused (the inputs' bounds keep it from happening)."""
+    from perfmodel.schema.jsonio import dumps
+
+    assert _strict(dumps({"loss": float("nan"), "x": [float("inf"), 1.0]}, measured=True)) == \
+        {"loss": None, "x": [None, 1.0]}

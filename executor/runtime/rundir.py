@@ -97,7 +97,7 @@ class RunDir:
         (t / "plan.json").write_text(strict_json(plan.to_dict()) + "\n")
         if profile is not None:
             (t / "profile.json").write_text(strict_json(profile.to_dict()) + "\n")
-        (t / "record.json").write_text(strict_json(record) + "\n")
+        (t / "record.json").write_text(strict_json(record, measured=True) + "\n")  # a NaN loss: null, not lost
         rec.write_trace(t / "trace.json", {"source": "executor", "plan": plan.to_dict(),
                                            "profile": record["profile"], "status": record["status"],
                                            "mode": plan.mode})

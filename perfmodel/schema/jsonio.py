@@ -263,11 +263,25 @@ def _non_finite_at(obj: Any, where: str = "") -> tuple[str, float] | None:
     return None
 
 
-def dumps(obj: Any, indent: int | None = 2) -> str:
+def _nulled(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, Mapping):
+        return {k: _nulled(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_nulled(v) for v in obj]
+    return obj
+
+
+def dumps(obj: Any, indent: int | None = 2, measured: bool = False) -> str:
     """Strict JSON text (the one way vlaperf prints or writes JSON): NaN and Infinity are not JSON,
     so a number that is not finite is refused in one line naming its field, never written as a
     literal another JSON reader rejects. Inputs are bounded so that no prediction gets there; a
-    refusal here is a range check missing upstream (the fuzz campaign counts it as unhandled)."""
+    refusal here is a range check missing upstream (the fuzz campaign counts it as unhandled).
+    ``measured``: a record of a real run, where a NaN is a measurement (a diverged loss) and the
+    record must not be lost after minutes of work: such a number is written as null."""
+    if measured:
+        obj = _nulled(obj)
     try:
         return json.dumps(obj, indent=indent, allow_nan=False)
     except ValueError:
