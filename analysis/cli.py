@@ -5,10 +5,13 @@ Bad input never shows a traceback: one line ``error: <option>: <what is allowed>
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from perfmodel.cliutil import check_writable, no_progress_option, version_option
+from perfmodel.cliutil import check_outputs_apart, check_writable, no_progress_option, version_option
 from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.jsonio import dumps as strict_json
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -50,6 +53,11 @@ def report_cmd(sweeps, choice, predictions, runs, trace_sim, trace_run, referenc
         raise ConfigError("--gpus", f"must be an integer >= 1, got {gpus}")
     if iteration is not None and iteration < 1:
         raise ConfigError("--iteration", f"must be an integer >= 1, got {iteration}")
+    check_outputs_apart({"--sweep": sweeps, "--choice": choice, "--prediction": predictions, "--run": runs,
+                         "--trace-sim": trace_sim, "--trace-run": trace_run, "--reference": references,
+                         "--reference-profile": [r.split("=", 1)[-1].strip() for r in reference_profiles],
+                         "--cross-validation": cross_validation},
+                        {"--out": out, "--md": md or str(Path(out).with_suffix(".md"))})
     check_writable("--out", out)
     if md:
         check_writable("--md", md)
@@ -62,9 +70,7 @@ def report_cmd(sweeps, choice, predictions, runs, trace_sim, trace_run, referenc
     except OSError as e:
         raise ConfigError("--out", f"must be a writable path; {e.strerror}: {e.filename}") from None
     if as_json:
-        import json
-
-        click.echo(json.dumps({"html": str(res["html"]), "markdown": str(res["markdown"]),
+        click.echo(strict_json({"html": str(res["html"]), "markdown": str(res["markdown"]),
                                "figures_dir": str(res["figures_dir"]), "figures": [str(f) for f in res["figures"]],
                                "not_drawn": list(res["missing"])}, indent=2))
         return

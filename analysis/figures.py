@@ -267,6 +267,15 @@ def _markers(trace: dict[str, Any]) -> list[float]:
     return [found[k] for k in range(1, len(found) + 1)] if set(found) == set(range(1, len(found) + 1)) else []
 
 
+def _check_iteration(iteration: int | None, n_iter: int) -> None:
+    """``--iteration`` beyond the trace's iterations: refused (clamping it drew another one)."""
+    if iteration is not None and not 1 <= iteration <= n_iter:
+        from perfmodel.schema.errors import ConfigError
+
+        raise ConfigError("--iteration", f"must be an integer in 1..{n_iter} (the iterations the trace has), "
+                                         f"got {iteration}")
+
+
 def iteration_window(trace: dict[str, Any], iteration: int | None = None,
                      record: dict[str, Any] | None = None) -> tuple[float, float, str]:
     """(start_us, end_us, label) of one iteration (default: the second, the first after warm-up,
@@ -281,6 +290,7 @@ def iteration_window(trace: dict[str, Any], iteration: int | None = None,
     ends = _markers(trace)
     if ends:
         n_iter = len(ends)
+        _check_iteration(iteration, n_iter)
         i = max(1, min(iteration if iteration is not None else min(2, n_iter), n_iter))
         return (t_lo if i == 1 else ends[i - 2]), ends[i - 1], f"iteration {i} of {n_iter}"
     k = _opt_steps_per_iteration(trace, record)
@@ -288,6 +298,7 @@ def iteration_window(trace: dict[str, Any], iteration: int | None = None,
     if not k or len(ends) < k:
         return t_lo, t_hi, "whole trace (iterations not identifiable)"
     n_iter = len(ends) // k
+    _check_iteration(iteration, n_iter)
     i = iteration if iteration is not None else (2 if n_iter >= 2 else n_iter)
     i = max(1, min(i, n_iter))
     switches = [e for e in ev if e["name"] == "phase_switch"]

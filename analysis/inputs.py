@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.backbones import BACKBONES
-from perfmodel.planning.sweepfile import check_sweep
+from perfmodel.planning.sweepfile import check_interval_fields, check_sweep, check_warnings
 from perfmodel.schema.errors import ConfigError
-from perfmodel.schema.jsonio import check_float, check_int, check_object, load_json
+from perfmodel.schema.jsonio import check_float, check_int, check_object, json_kind, load_json
 from perfmodel.schema.modes import MODES
-from perfmodel.schema.plan import Plan
+from perfmodel.schema.plan import MAX_GPUS, Plan, check_gpu_hour_price
 from perfmodel.schema.profile import load_profile
 
 REFERENCE_BACKBONES = tuple(BACKBONES)
@@ -86,14 +86,52 @@ def check_predicted(r: Any, where: str) -> None:
     util = check_object(f"{where}.utilization", check_object(where, pred).get("utilization"))
     for k, v in check_object(f"{where}.utilization.resources", util.get("resources")).items():
         check_float(f"{where}.utilization.resources.{k}", v, min=0.0)
+    for k, v in check_object(f"{where}.utilization.stages", util.get("stages", {})).items():
+        check_float(f"{where}.utilization.stages.{k}", v, min=0.0)
     for k, v in check_object(f"{where}.stage_time_s", pred.get("stage_time_s")).items():
         check_float(f"{where}.stage_time_s.{k}", v, min=0.0)
     for key in ("throughput_low", "throughput_high"):
         if r.get(key) is not None:
             check_float(f"{where}.{key}", r[key], min=0.0)
+    check_interval_fields(r, where)
+    check_warnings(r.get("warnings"), f"{where}.warnings")
+    if isinstance(r.get("prediction"), dict):
+        check_warnings(r["prediction"].get("warnings"), f"{where}.prediction.warnings")
 
 
 def _check_choice(doc: dict[str, Any], option: str) -> None:
+    from perfmodel.planning.choice import OBJECTIVES
+
+    if doc.get("objective") not in OBJECTIVES:
+        raise ConfigError(f"{option}: objective", f"must be one of {', '.join(OBJECTIVES)}; got {doc.get('objective')!r}")
+    check_int(f"{option}: gpus_budget", doc.get("gpus_budget"), min=1, max=MAX_GPUS)
+    if not isinstance(doc.get("explanation"), str):
+        raise ConfigError(f"{option}: explanation", f"must be a string, got {json_kind(doc.get('explanation'))}")
+    best = check_object(f"{option}: best", doc.get("best"))
+    # what the report's chosen-plan table reads of the best row
+    for key in ("rollout_gpus", "actor_gpus", "total_num_envs"):
+        check_int(f"{option}: best.{key}", best.get(key), min=1)
+    for key in ("iteration_time_s", "bound_env_steps_per_s"):
+        check_float(f"{option}: best.{key}", best.get(key), min=0.0, strict_min=True)
+    if not isinstance(best.get("bottleneck"), str):
+        raise ConfigError(f"{option}: best.bottleneck", f"must be a string, got {json_kind(best.get('bottleneck'))}")
+    margin = doc.get("runner_up_margin")
+    if margin is not None:
+        margin = check_object(f"{option}: runner_up_margin", margin)
+        tied = margin.get("tied_modes")
+        if tied is not None and (not isinstance(tied, list) or not all(m in MODES for m in tied)):
+            raise ConfigError(f"{option}: runner_up_margin.tied_modes", f"must be a list of modes, got {tied!r}")
+        if not isinstance(margin.get("measure", ""), str):
+            raise ConfigError(f"{option}: runner_up_margin.measure", "must be a string")
+    for key in ("runner_up_ratio", "colocated_ratio"):  # the intervals of the best over another plan
+        if doc.get(key) is None:
+            continue
+        r = check_object(f"{option}: {key}", doc[key])
+        for k in ("ratio", "low", "high"):
+            check_float(f"{option}: {key}.{k}", r.get(k), min=0.0, strict_min=True)
+        check_float(f"{option}: {key}.coverage", r.get("coverage"), min=0.0, max=1.0, strict_min=True)
+        if r.get("resolved") not in (True, False, None) or "resolved" not in r:
+            raise ConfigError(f"{option}: {key}.resolved", f"must be true, false or null, got {r.get('resolved')!r}")
     Plan.from_dict(check_object(f"{option}: plan", doc.get("plan")), f"{option}: plan")
     check_predicted(doc.get("best"), f"{option}: best")
     for key in ("runner_up", "colocated"):
@@ -112,8 +150,16 @@ def _check_trace(doc: dict[str, Any], option: str) -> None:
             check_float(f"{where}.dur", ev.get("dur"), min=0.0)
 
 
+def _check_run(doc: dict[str, Any], option: str) -> None:
+    """A run record that measured a throughput is read as a prediction is (a failed run's is
+    refused by load_inputs, saying so)."""
+    if isinstance(doc.get("throughput_env_steps_per_s"), (int, float)):
+        check_predicted(doc, f"{option}: run")
+
+
 CHECKS = {
     "sweep": lambda d, option: check_sweep(d, option),
+    "run": _check_run,
     "choice": _check_choice,
     "prediction": lambda d, option: check_predicted(d, f"{option}: prediction"),
     "trace": _check_trace,
@@ -170,14 +216,17 @@ def load_inputs(*, sweeps=(), choice=None, predictions=(), runs=(), trace_sim=No
                 target_env_steps=None, gpu_hour_price=None, title=None, allow_empty: bool = False) -> Inputs:
     """Read and check every input file; bad input is a ConfigError naming the option."""
     inp = Inputs(gpus=gpus, iteration=iteration, gpu_hour_price=gpu_hour_price)
+    if iteration is not None and not (trace_sim or trace_run or choice):
+        raise ConfigError("--iteration", "only with --trace-sim, --trace-run or --choice (it picks the timeline's "
+                                         "iteration, and there is no timeline without them)")
     if title:
         inp.title = title
     if target_env_steps is not None:
         if not 1 <= target_env_steps <= 1e18:  # also NaN and inf
             raise ConfigError("--target-env-steps", f"must be a number of env steps in 1..1e18, got {target_env_steps:g}")
         inp.target_env_steps = int(target_env_steps)
-    if gpu_hour_price is not None and not gpu_hour_price > 0:
-        raise ConfigError("--gpu-hour-price", f"must be a number > 0, got {gpu_hour_price}")
+    if gpu_hour_price is not None:
+        check_gpu_hour_price("--gpu-hour-price", gpu_hour_price)
     inp.sweeps = [(s, load_kind("--sweep", s)) for s in sweeps]
     if choice:
         inp.choice = (choice, load_kind("--choice", choice))

@@ -12,8 +12,9 @@ import sys
 
 import click
 
-from perfmodel.cliutil import check_writable, fmt_number, run_click, version_option
+from perfmodel.cliutil import check_outputs_apart, check_writable, fmt_number, run_click, version_option
 from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.jsonio import dumps as strict_json
 from perfmodel.schema.metrics import error_pct
 
 
@@ -25,6 +26,27 @@ def _sizes(field: str, text: str, kind=int) -> tuple:
     if not vals or any(v <= 0 for v in vals):
         raise ConfigError(field, f"must be comma-separated positive numbers, got {text!r}")
     return vals
+
+
+# executor profile's options that one kind of measurement uses: given to the other kind, an
+# option would be silently unused (--comm --backbone pi05 measures no backbone).
+COMM_ONLY = ("comm_ranks", "comm_mb", "base_profile", "address")
+COMM_USES = COMM_ONLY + ("comm", "out", "device", "repeats", "verbose", "no_progress")
+
+
+def _check_profile_kind(comm: bool) -> None:
+    """Refuse an option given for the other kind of ``executor profile`` (see COMM_ONLY)."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    for param in ctx.command.params:
+        if ctx.get_parameter_source(param.name) in (None, ParameterSource.DEFAULT):
+            continue
+        option = max(param.opts, key=len)
+        if comm and param.name not in COMM_USES:
+            raise ConfigError(option, "is not for --comm (it measures collectives, no backbone or env); leave it out")
+        if not comm and param.name in COMM_ONLY:
+            raise ConfigError(option, "only with --comm (collectives)")
 
 
 def _positive(field: str, v: int) -> int:
@@ -80,6 +102,8 @@ def profile(backbone, scale, device, suite, task_id, out, image_size, env_counts
     from executor.profiling.config import ProfileConfig
     from executor.profiling.run import command_line, run_profile
 
+    _check_profile_kind(comm)
+    check_outputs_apart({"--env-profile": env_profile, "--base-profile": base_profile}, {"--out": out})
     check_writable("--out", out)  # before measuring for minutes, not after
     if comm:
         _profile_comm(out, device, comm_ranks, comm_mb, repeats, base_profile, address, verbose, no_progress)
@@ -350,6 +374,10 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
     preflight.check_plan_fits(plan, backbone, scale, mem, local=addr is None)
     opts = RunOptions(backbone=backbone, scale=scale, device=dev, image_size=size, suite=suite,
                       hard_reset=not soft_reset, inject_env_fault=fault, inject_actor_fault=inject_actor_fault)
+    from perfmodel.schema.plan import is_profile_path
+
+    check_outputs_apart({"--plan": path, "--profile": profile_path,
+                         "plan.profile": plan.profile if is_profile_path(plan.profile) else None}, {}, {"--out": out})
     run_dir = rundir.reserve(out, plan.mode, overwrite=overwrite)
     loaded = preflight.load_warning(os.getloadavg()[0])
     if loaded:
@@ -378,7 +406,7 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
             record["run_dir"] = str(run_dir.out)
             run_dir.write(plan, record, e.rec, profile)
             if as_json:
-                click.echo(json.dumps(record))
+                click.echo(strict_json(record, indent=None, measured=True))
             click.echo(f"error: run: {e} (partial record in {run_dir.out / 'record.json'})", err=True)
             code = 130 if record["status"] == "interrupted" else 1
             if e.abandoned:  # a thread is stuck inside Ray: its exit hooks would block; leave now
@@ -394,7 +422,7 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
     finally:
         run_dir.discard()
     if as_json:
-        click.echo(json.dumps(record))
+        click.echo(strict_json(record, indent=None, measured=True))
         return
     click.echo(summary(record))
     if "error_pct" in record:

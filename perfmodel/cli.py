@@ -7,7 +7,6 @@ traceback: one line ``error: <field>: <what is allowed>``, exit code 2.
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
@@ -107,7 +106,7 @@ def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage
                          rlinf_config=rlinf_config, gpu=gpu, price=price, interval=not no_interval,
                          scale_global_batch=scale_global_batch, say=_say)
     if as_json:
-        click.echo(json.dumps(answer.to_json(), indent=2))
+        click.echo(strict_json(answer.to_json(), indent=2))
     else:
         click.echo(format_prediction(answer.prediction))
 
@@ -142,12 +141,14 @@ def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | No
     def report(doc: dict[str, Any]) -> None:  # printed before --record writes the profiles
         from perfmodel.calibration.crossval import format_report
 
-        click.echo(json.dumps(doc, indent=2) if as_json else format_report(doc))
+        click.echo(strict_json(doc, indent=2) if as_json else format_report(doc))
 
-    doc = validate(reference, cross=cross, max_evals=max_evals, design=design, record=record, progress=progress,
+    design_given = click.get_current_context().get_parameter_source("design").name != "DEFAULT"
+    doc = validate(reference, cross=cross, max_evals=max_evals, design=design, design_given=design_given,
+                   record=record, progress=progress,
                    say=_say, report=report)
     if not cross:
-        click.echo(json.dumps(doc, indent=2) if as_json else format_validation(doc))
+        click.echo(strict_json(doc, indent=2) if as_json else format_validation(doc))
 
 
 @cli.command()
@@ -205,7 +206,7 @@ def calibrate(reference: str, out_dir: str | None, max_evals: int, as_json: bool
     finally:
         if bar:
             bar.close()
-    click.echo(json.dumps(doc, indent=2) if as_json else format_calibration(doc))
+    click.echo(strict_json(doc, indent=2) if as_json else format_calibration(doc))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,7 +269,7 @@ def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_m
     finally:
         bar.close()
     if as_json:
-        click.echo(json.dumps(doc, indent=2))
+        click.echo(strict_json(doc, indent=2))
     else:
         click.echo(format_table(doc, show_infeasible))
         for label, path in (("sweep", out), ("csv", csv_out)):
@@ -315,7 +316,7 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
     finally:
         bar.close()
     if as_json:
-        click.echo(json.dumps(answer.summary, indent=2))
+        click.echo(strict_json(answer.summary, indent=2))
         return
     if emit == "rlinf":
         click.echo(emit_rlinf(answer), nl=False)
@@ -335,7 +336,7 @@ def gpus_cmd(as_json: bool) -> None:
     """The accelerators --gpu accepts, with their datasheet numbers and typical node."""
     from perfmodel.commands.gpus import format_gpus, gpus
 
-    click.echo(json.dumps(gpus(), indent=2) if as_json else format_gpus())
+    click.echo(strict_json(gpus(), indent=2) if as_json else format_gpus())
 
 
 def main(argv: list[str] | None = None) -> None:

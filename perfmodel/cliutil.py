@@ -272,3 +272,54 @@ def check_writable(option: str, path: str | None) -> None:
             pass
     except OSError as e:
         raise ConfigError(option, f"must be a writable path; cannot write {path}: {e.strerror or type(e).__name__}") from None
+
+
+def _same_path(a: str, b: str) -> bool:
+    """Whether two paths name one file: the same inode when both exist (hard links too),
+    else the same resolved path (symlinks followed, ``..`` removed)."""
+    try:
+        if os.path.exists(a) and os.path.exists(b):
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _within(path: str, directory: str) -> bool:
+    real, top = os.path.realpath(path), os.path.realpath(directory)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+PathOptions = dict[str, "str | None | tuple[str | None, ...] | list[str | None]"]
+
+
+def _flat(options: PathOptions) -> list[tuple[str, str]]:
+    out = []
+    for option, paths in options.items():
+        for p in (paths if isinstance(paths, (list, tuple)) else (paths,)):
+            if p is not None and str(p).strip():
+                out.append((option, str(p)))
+    return out
+
+
+def check_outputs_apart(inputs: PathOptions, outputs: PathOptions, output_dirs: PathOptions | None = None) -> None:
+    """No output of a command may be one of its inputs (every vlaperf command that reads and
+    writes files calls this before any work): writing it would destroy the input the output is
+    made from. Paths are compared resolved, symlinks and hard links included; two outputs must
+    differ too (the second would replace the first). ``output_dirs``: directories a command
+    fills (or replaces), which must not hold an input."""
+    ins, outs = _flat(inputs), _flat(outputs)
+    for out_option, out in outs:
+        for in_option, src in ins:
+            if _same_path(out, src):
+                raise ConfigError(out_option, f"must not be an input of this command: {out} is {in_option} {src}; "
+                                              "write elsewhere")
+    for i, (a_option, a) in enumerate(outs):
+        for b_option, b in outs[i + 1:]:
+            if _same_path(a, b):
+                raise ConfigError(b_option, f"must differ from {a_option} ({a}): one would replace the other")
+    for dir_option, d in _flat(output_dirs or {}):
+        for in_option, src in ins:
+            if _within(src, d):
+                raise ConfigError(dir_option, f"must not hold an input of this command: {in_option} {src} is in {d}; "
+                                              "write elsewhere")

@@ -92,7 +92,13 @@ class StageCosts:
         cl, pl = self.plan.cluster, self.plan.placement
         # one GPU's share of its node; a plan on part of a node has that part of its cores
         share = cl.cpu_cores_per_gpu
-        if (self.plan.mechanisms.disaggregated and any(n.actor and n.rollout for n in pl.nodes)
+        if (self.plan.mechanisms.disaggregated and cl.actor_cpu_cores_per_gpu > share * (1 + 1e-9)
+                and not any(n.actor and n.rollout for n in pl.nodes)):
+            out.append(f"cluster.actor_cpu_cores_per_gpu: {cl.actor_cpu_cores_per_gpu:g} is more than one GPU's share "
+                       f"of the node ({cl.cpu_cores_per_node} cores / {cl.gpus_per_node} GPUs = {share:g}); no node of "
+                       "this plan holds both actor GPUs and env workers, so it has no effect here, but on a shared "
+                       "node it would starve the env workers")
+        elif (self.plan.mechanisms.disaggregated and any(n.actor and n.rollout for n in pl.nodes)
                 and cl.actor_cpu_cores_per_gpu > share * (1 + 1e-9)):
             # Calibration keeps it within one GPU's share; a node edited to fewer cores with the
             # profile's count kept would starve the env workers without a word.

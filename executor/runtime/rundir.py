@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.jsonio import dumps as strict_json
 
 _TMP_RE = re.compile(r"^\.(?P<name>.+)\.run-(?P<pid>\d+)-[A-Za-z0-9_]+$")
 
@@ -94,10 +95,10 @@ class RunDir:
         config.yaml and the per-iteration timers); then rename into place."""
         t = self.tmp
         (t / ".ray_session").unlink(missing_ok=True)
-        (t / "plan.json").write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
+        (t / "plan.json").write_text(strict_json(plan.to_dict()) + "\n")
         if profile is not None:
-            (t / "profile.json").write_text(json.dumps(profile.to_dict(), indent=2) + "\n")
-        (t / "record.json").write_text(json.dumps(record, indent=2) + "\n")
+            (t / "profile.json").write_text(strict_json(profile.to_dict()) + "\n")
+        (t / "record.json").write_text(strict_json(record, measured=True) + "\n")  # a NaN loss: null, not lost
         rec.write_trace(t / "trace.json", {"source": "executor", "plan": plan.to_dict(),
                                            "profile": record["profile"], "status": record["status"],
                                            "mode": plan.mode})

@@ -192,6 +192,20 @@ def summarise(points: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 DESIGNS = ("group_out", "scale")
+
+
+def check_design(design: str, cross: bool, given: bool) -> None:
+    """``validate --design``: one of the designs or both, and only with --cross-validate (a
+    design given without it would be silently unused)."""
+    from perfmodel.schema.errors import ConfigError
+
+    allowed = (*DESIGNS, "both")
+    if design not in allowed:
+        raise ConfigError("--design", f"must be one of {', '.join(allowed)}; got {design!r}")
+    if given and not cross:
+        raise ConfigError("--design", "only with --cross-validate (it picks the cross-validation's fold design)")
+
+
 DESIGN_NOTES = {
     "group_out": "leave one (backbone, GPU count) group out: fit on the other groups, predict it; model and "
                  "baselines see the same points (the headline)",

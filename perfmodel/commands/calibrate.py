@@ -20,7 +20,7 @@ def calibrate(reference: str | None = None, *, out_dir: str | None = None, max_e
     each profile's provenance with the budget used."""
     from perfmodel.calibration.calibrate import BUNDLED_FIT_EVALS, fit, fitted_profiles
     from perfmodel.calibration.reference import load_reference
-    from perfmodel.cliutil import check_writable
+    from perfmodel.cliutil import check_outputs_apart, check_writable
     from perfmodel.schema.profile import BUNDLED_REFERENCE, user_profile_dir
 
     say = say or to_stderr
@@ -32,6 +32,8 @@ def calibrate(reference: str | None = None, *, out_dir: str | None = None, max_e
     out = Path(out_dir) if out_dir else user_profile_dir()
     if out.exists() and not out.is_dir():
         fail("--out-dir", f"must be a directory, {out} is a file")
+    check_outputs_apart({"--reference": reference},
+                        {"--out-dir": [str(out / f"{n}.json") for n in {p.backbone for p in points}]})
     for name in sorted({p.backbone for p in points}):
         check_writable("--out-dir", str(out / f"{name}.json"))
     result = fit(points, max_evals=max_evals, progress=progress or (lambda n, rms: None))

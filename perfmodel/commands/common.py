@@ -34,8 +34,10 @@ def check_seed(seed: int) -> None:
 
 
 def check_price(price: float | None) -> None:
-    if price is not None and not (price > 0 and math.isfinite(price)):
-        fail("--gpu-hour-price", f"must be a finite number > 0 (dollars per GPU-hour), got {price}")
+    from perfmodel.schema.plan import check_gpu_hour_price
+
+    if price is not None:
+        check_gpu_hour_price("--gpu-hour-price", price)
 
 
 def check_replications(replications: int) -> None:

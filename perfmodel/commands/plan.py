@@ -39,7 +39,7 @@ def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: 
     comma-separated text as on the command line). ``given_options``: the parameters the caller
     set, for ``--sweep`` (an option left at its default never contradicts the sweep's).
     ``say`` receives the stderr lines (default: stderr)."""
-    from perfmodel.cliutil import check_writable
+    from perfmodel.cliutil import check_outputs_apart, check_writable
     from perfmodel.planning.choice import OBJECTIVES, check_target, choice_summary, choose, chosen_plan, plan_best
     from perfmodel.schema.jsonio import write_json_atomic
 
@@ -71,6 +71,8 @@ def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: 
     if not 1 <= gpus <= MAX_GPUS:
         fail("--gpus", f"must be an integer in 1..{MAX_GPUS}, got {gpus}")
     check_common(jobs, price, replications, seed)
+    check_outputs_apart({"--sweep": sweep_path, "--profile": profile_path, "--rlinf-config": rlinf_config},
+                        {"--out": out, "--details": details})
     check_writable("--out", out)
     check_writable("--details", details)
     if sweep_path:

@@ -145,8 +145,9 @@ def predict(mode: str | None = None, gpus: int | None = None, *, backbone: str |
             interval: bool = True, scale_global_batch: bool = False, say: Say | None = None) -> PredictAnswer:
     """Predict one plan (``perfmodel predict``'s options, by name). ``say`` receives the stderr
     lines (default: stderr). Bad input raises ConfigError naming the option."""
-    from perfmodel.cliutil import check_writable
+    from perfmodel.cliutil import check_outputs_apart, check_writable
     from perfmodel import prediction
+    from perfmodel.schema.plan import profile_file_of
 
     say = say or to_stderr
     imported: list = []
@@ -164,6 +165,8 @@ def predict(mode: str | None = None, gpus: int | None = None, *, backbone: str |
     check_replications(replications)
     check_seed(seed)
     check_price(price)
+    check_outputs_apart({"--plan": plan_path, "--profile": profile_path, "--rlinf-config": rlinf_config,
+                         "plan.profile": profile_file_of(plan_path)}, {"--trace": trace})
     check_writable("--trace", trace)  # before simulating, not after
     given = (("--staleness", "max_staleness", max_staleness), ("--b-max", "b_max", b_max), ("--t-max", "t_max_s", t_max_s))
     unused = [f"{opt}: no effect in mode {plan.mode} ({plan.mechanisms.ignores(knob)})"

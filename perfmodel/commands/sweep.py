@@ -19,12 +19,13 @@ def sweep(gpus: str | None = None, *, backbone: str | None = None, profile_path:
           progress: Callable[[int, int], None] | None = None, say: Say | None = None) -> dict[str, Any]:
     """The sweep document (``perfmodel sweep --json``; the list options are comma-separated text
     as on the command line), written to ``out`` (JSON) and ``csv_out`` when given."""
-    from perfmodel.cliutil import check_writable
+    from perfmodel.cliutil import check_outputs_apart, check_writable
     from perfmodel.planning.sweep import run_sweep, write_csv_atomic
     from perfmodel.schema.jsonio import write_json_atomic
 
     counts = parse_list("--gpus", gpus, int, "integers >= 1")
     check_common(jobs, price, replications, seed)
+    check_outputs_apart({"--profile": profile_path, "--rlinf-config": rlinf_config}, {"--out": out, "--csv": csv_out})
     check_writable("--out", out)
     check_writable("--csv", csv_out)
     ref, base, pipeline_stages, _ = rlinf_base(rlinf_config, backbone, profile_path, gpu, pipeline_stages, modes, say)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from perfmodel.commands.common import Say, fail, one_of, to_stderr
+from perfmodel.commands.common import Say, fail, to_stderr
 
 CrossProgress = Callable[[str, int, float], None]
 
 
 def validate(reference: str | None = None, *, cross: bool = False, max_evals: int | None = None,
-             design: str = "both", record: bool = False, progress: CrossProgress | None = None,
+             design: str = "both", design_given: bool = False, record: bool = False,
+             progress: CrossProgress | None = None,
              say: Say | None = None, report: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """The validation (``perfmodel validate --json``), or with ``cross`` the cross-validation
     (``--cross-validate --json``); ``record`` stores the latter in the bundled profiles, after
@@ -32,11 +33,19 @@ def validate(reference: str | None = None, *, cross: bool = False, max_evals: in
         fail("--max-evals", f"must be an integer >= 1, got {max_evals}")
     if record and not cross:
         fail("--record", "only with --cross-validate (it stores the cross-validation in the profiles)")
+    from perfmodel.calibration.crossval import DESIGNS, check_design
+
+    check_design(design, cross, given=design_given)
+    if record:
+        from perfmodel.cliutil import check_outputs_apart
+        from perfmodel.schema.profile import BUNDLED_DIR
+
+        check_outputs_apart({"--reference": str(BUNDLED_REFERENCE) if reference is None else reference},
+                            {"--record": [str(BUNDLED_DIR / f"{b}.json") for b in {p.backbone for p in points}]})
     if not cross:
         return run_validate(points, profiles)
-    from perfmodel.calibration.crossval import DEFAULT_FOLD_EVALS, DESIGNS, cross_validate
+    from perfmodel.calibration.crossval import DEFAULT_FOLD_EVALS, cross_validate
 
-    one_of("--design", design, (*DESIGNS, "both"))
     doc = cross_validate(points, max_evals=max_evals or DEFAULT_FOLD_EVALS, progress=progress or (lambda *a: None),
                          designs=DESIGNS if design == "both" else (design,))
     if report is not None:

@@ -33,7 +33,8 @@ from perfmodel.cliutil import fmt_number, fmt_range
 from perfmodel.planning.sweepfile import SWEEP_KIND, SWEEP_SCHEMA_VERSION
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.modes import MODE_TABLE, MODES
-from perfmodel.schema.plan import DEFAULT_T_MAX_S, MAX_STALENESS, Plan, ratio_parts
+from perfmodel.schema.plan import (DEFAULT_T_MAX_S, MAX_GPUS, MAX_PIPELINE_STAGES, MAX_STALENESS, Plan,
+                                   check_gpu_hour_price, ratio_parts)
 from perfmodel.schema.profile import Profile
 from perfmodel.schema.rules import batch_split_is_whole
 
@@ -93,21 +94,24 @@ class SweepSpec:
 
     def check(self) -> None:
         check_modes(self.modes)
-        if not self.gpus or any(isinstance(g, bool) or not isinstance(g, int) or g < 1 for g in self.gpus):
-            raise ConfigError("--gpus", f"must be a comma-separated list of integers >= 1, got {list(self.gpus)}")
+        if not self.gpus or any(isinstance(g, bool) or not isinstance(g, int) or not 1 <= g <= MAX_GPUS
+                                 for g in self.gpus):
+            raise ConfigError("--gpus", f"must be a comma-separated list of integers in 1..{MAX_GPUS}, "
+                                        f"got {list(self.gpus)}")
         if any(m != "colocated" for m in self.modes) and not self.ratios:
             raise ConfigError("--ratios", "needs at least one R:A ratio for the disaggregated modes")
         for r in self.ratios:
             if r != ALL_RATIOS:
                 ratio_parts(r, "--ratios")
-        if not self.pipeline_stages or any(p < 1 for p in self.pipeline_stages):
-            raise ConfigError("--pipeline-stages", f"must be integers >= 1, got {list(self.pipeline_stages)}")
+        if not self.pipeline_stages or any(not 1 <= p <= MAX_PIPELINE_STAGES for p in self.pipeline_stages):
+            raise ConfigError("--pipeline-stages", f"must be integers in 1..{MAX_PIPELINE_STAGES}, "
+                                                   f"got {list(self.pipeline_stages)}")
         if not self.b_max or any(b is not None and b < 1 for b in self.b_max):
             raise ConfigError("--b-max", f"must be integers >= 1 or 'null', got {list(self.b_max)}")
         if not self.t_max_s or any(not (t >= 0 and math.isfinite(t)) for t in self.t_max_s):
             raise ConfigError("--t-max", f"must be finite numbers >= 0 (seconds), got {list(self.t_max_s)}")
-        if self.gpu_hour_price is not None and not (self.gpu_hour_price > 0 and math.isfinite(self.gpu_hour_price)):
-            raise ConfigError("--gpu-hour-price", f"must be a positive number (dollars per GPU-hour), got {self.gpu_hour_price}")
+        if self.gpu_hour_price is not None:
+            check_gpu_hour_price("--gpu-hour-price", self.gpu_hour_price)
         if self.replications < 1:
             raise ConfigError("--replications", f"must be an integer >= 1, got {self.replications}")
         if self.max_staleness is not None and not 0 <= self.max_staleness <= MAX_STALENESS:

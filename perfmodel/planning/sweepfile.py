@@ -14,7 +14,7 @@ from typing import Any
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.jsonio import check_float, check_int, check_object, json_kind, load_json
 from perfmodel.schema.modes import MODE_TABLE, MODES
-from perfmodel.schema.plan import MAX_GPUS, Plan
+from perfmodel.schema.plan import MAX_GPUS, MAX_PIPELINE_STAGES, Plan, check_gpu_hour_price, ratio_parts
 
 SWEEP_KIND = "perfmodel.planning.sweep"
 SWEEP_SCHEMA_VERSION = 1  # what perfmodel.planning.sweep writes
@@ -27,10 +27,52 @@ def _number(field: str, v: Any, *, positive: bool = False, allow_none: bool = Fa
     check_float(field, v, min=0.0 if positive else None, strict_min=positive)
 
 
+def check_warnings(v: Any, where: str) -> None:
+    """A list of warning lines (strings), or absent."""
+    if v is None:
+        return
+    if not isinstance(v, list) or not all(isinstance(w, str) for w in v):
+        raise ConfigError(where, f"must be a list of strings, got {json_kind(v)}")
+
+
+def check_interval_fields(r: Any, where: str) -> None:
+    """The optional interval fields of a prediction or row that reports read: the model's
+    ``throughput_interval`` (low, high, coverage), the replications' ``throughput_ci95`` and the
+    ``extrapolation`` block's calibrated GPU counts."""
+    r = check_object(where, r)
+    for src, at in ((r, where), (r.get("prediction"), f"{where}.prediction")):
+        if not isinstance(src, dict):
+            continue
+        ti = src.get("throughput_interval")
+        if ti is not None:
+            ti = check_object(f"{at}.throughput_interval", ti)
+            for k in ("low", "high"):
+                if ti.get(k) is not None:
+                    check_float(f"{at}.throughput_interval.{k}", ti[k], min=0.0)
+            if ti.get("coverage") is not None:
+                check_float(f"{at}.throughput_interval.coverage", ti["coverage"], min=0.0, max=1.0, strict_min=True)
+        ci = src.get("throughput_ci95")
+        if ci is not None:
+            if not isinstance(ci, list) or len(ci) != 2:
+                raise ConfigError(f"{at}.throughput_ci95", "must be a pair [low, high] or absent")
+            for j, v in enumerate(ci):
+                _number(f"{at}.throughput_ci95[{j}]", v)
+        ex = src.get("extrapolation")
+        if ex is not None and not isinstance(ex, bool):  # a sweep row's is a flag, a prediction's a block
+            ex = check_object(f"{at}.extrapolation", ex)
+            gpus = ex.get("calibrated_gpus")
+            if gpus is not None:
+                if not isinstance(gpus, list):
+                    raise ConfigError(f"{at}.extrapolation.calibrated_gpus", f"must be a list, got {json_kind(gpus)}")
+                for j, g in enumerate(gpus):
+                    check_int(f"{at}.extrapolation.calibrated_gpus[{j}]", g, min=1, max=MAX_GPUS)
+
+
 def check_row(row: Any, where: str) -> None:
     """One sweep row: the fields ``perfmodel plan --sweep`` reads."""
     r = check_object(where, row)
-    for key in ("index", "status", "mode", "gpus"):
+    # every row has its combination's fields (null where they do not apply): the selection reads them
+    for key in ("index", "status", "mode", "gpus", "allocation_ratio", "pipeline_stage_num", "b_max", "t_max_s"):
         if key not in r:
             raise ConfigError(f"{where}.{key}", "missing required field")
     check_int(f"{where}.index", r["index"], min=0)
@@ -42,7 +84,11 @@ def check_row(row: Any, where: str) -> None:
     ratio = r.get("allocation_ratio")
     if ratio is not None and not isinstance(ratio, str):
         raise ConfigError(f"{where}.allocation_ratio", f"must be a string R:A or null, got {ratio!r}")
-    check_int(f"{where}.pipeline_stage_num", r.get("pipeline_stage_num"), min=1)
+    if MODE_TABLE[r["mode"]].disaggregated:
+        if ratio is None:
+            raise ConfigError(f"{where}.allocation_ratio", f"must be a string R:A for {r['mode']}, got null")
+        ratio_parts(ratio, f"{where}.allocation_ratio")
+    check_int(f"{where}.pipeline_stage_num", r.get("pipeline_stage_num"), min=1, max=MAX_PIPELINE_STAGES)
     if r.get("b_max") is not None:
         check_int(f"{where}.b_max", r["b_max"], min=1)
     _number(f"{where}.t_max_s", r.get("t_max_s"))
@@ -60,6 +106,7 @@ def check_row(row: Any, where: str) -> None:
             check_float(f"{where}.{key}", r[key], min=None)
     for key in ("rollout_gpus", "actor_gpus"):
         check_int(f"{where}.{key}", r.get(key), min=1, max=MAX_GPUS)
+    check_interval_fields(r, where)
     if not isinstance(r.get("bottleneck"), str):
         raise ConfigError(f"{where}.bottleneck", f"must be a string, got {r.get('bottleneck')!r}")
     ci = r.get("throughput_ci95")
@@ -81,6 +128,7 @@ def check_row(row: Any, where: str) -> None:
         raise ConfigError(f"{where}.prediction.utilization.resources", "must name at least one resource")
     for k, v in res.items():
         _number(f"{where}.prediction.utilization.resources.{k}", v)
+    check_warnings(pred.get("warnings"), f"{where}.prediction.warnings")
     stages = check_object(f"{where}.prediction.stage_time_s", pred.get("stage_time_s"))
     for k, v in stages.items():
         _number(f"{where}.prediction.stage_time_s.{k}", v)
@@ -96,13 +144,19 @@ def check_sweep(doc: Any, what: str = "--sweep", where: str = "") -> dict[str, A
         raise ConfigError("sweep.schema_version", f"must be {SWEEP_SCHEMA_VERSION} (this vlaperf's sweep files), "
                                                   f"got {version if json_kind(version) == 'a number' else json_kind(version)}: "
                                                   "rerun the sweep with this version")
+    from perfmodel.planning.sweep import MODEL_REVISION
+
+    revision = doc.get("model_revision", 1)  # absent in files older than the field: revision 1
+    if isinstance(revision, bool) or not isinstance(revision, int) or not 1 <= revision <= MODEL_REVISION:
+        raise ConfigError("sweep.model_revision", f"must be an integer in 1..{MODEL_REVISION} (the model revisions "
+                                                  f"this vlaperf knows), got {revision!r}")
     rows = doc.get("rows")
     if not isinstance(rows, list):
         raise ConfigError("sweep.rows", f"must be a list of rows, got {json_kind(rows)}")
     spec = check_object("sweep.spec", doc.get("spec", {}))
     price = spec.get("gpu_hour_price")
     if price is not None:
-        check_float("sweep.spec.gpu_hour_price", price, min=0.0, strict_min=True)
+        check_gpu_hour_price("sweep.spec.gpu_hour_price", price)
     seen: set[int] = set()
     for i, row in enumerate(rows):
         check_row(row, f"sweep.rows[{i}]")

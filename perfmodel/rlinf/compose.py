@@ -23,6 +23,12 @@ _MISSING = object()
 # difflib similarity above which an absent key's neighbour counts as its misspelling
 # (update_epochs / update_epoch 0.96, num_node / num_nodes 0.94, adv_typ / adv_type 0.93)
 NEAR_MISS = 0.85
+# Bounds on the raw YAML files, checked before Hydra and OmegaConf read them (OmegaConf copies
+# every alias expansion: a "billion laughs" file of a few lines never finishes). RLinf's configs
+# are a few KB with no anchors; these are far beyond them.
+MAX_YAML_BYTES = 1 << 20
+MAX_YAML_NODES = 100_000  # nodes once every alias is expanded
+MAX_DEFAULTS_FILES = 200  # files the defaults lists reach
 
 
 class Composed:
@@ -112,10 +118,15 @@ def compose(path: str | Path) -> Composed:
     p = Path(path)
     if p.is_dir():
         raise ConfigError(FIELD, f"{path} is a directory; give the config's .yaml file in it")
-    if not p.is_file():
+    if not p.exists():
         raise ConfigError(FIELD, f"no such file: {path}")
+    if not p.is_file():  # a named pipe would block Hydra's read
+        from perfmodel.schema.jsonio import check_regular_file
+
+        check_regular_file(p, FIELD)
     if p.suffix not in (".yaml", ".yml"):
         raise ConfigError(FIELD, f"must be an RLinf Hydra config (.yaml), got {path}")
+    check_yaml_files(p)
     try:
         from hydra import compose as hydra_compose
         from hydra import initialize_config_dir
@@ -148,6 +159,117 @@ def compose(path: str | Path) -> Composed:
     if note:
         out.notes.append(note)
     return out
+
+
+def _expanded_size(node: Any, memo: dict[int, int], active: set[int]) -> int:
+    """Nodes of a composed YAML node graph once aliases are expanded (shared nodes counted at
+    every use), without expanding it: linear in the graph's size."""
+    import yaml
+
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    if key in active:
+        raise ValueError("an alias refers to a node that contains it (a recursive structure)")
+    active.add(key)
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        for child in node.value:
+            size += _expanded_size(child, memo, active)
+            if size > MAX_YAML_NODES:
+                break
+    elif isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            size += _expanded_size(k, memo, active) + _expanded_size(v, memo, active)
+            if size > MAX_YAML_NODES:
+                break
+    active.discard(key)
+    memo[key] = size
+    return size
+
+
+def load_yaml_bounded(p: Path, field: str = FIELD) -> Any:
+    """A YAML file read safely within bounds: a regular file, at most MAX_YAML_BYTES, at most
+    MAX_YAML_NODES nodes with aliases expanded (the alias bomb), no recursive alias. The content,
+    or a ConfigError naming the file; a syntax error is left to the caller (None)."""
+    import yaml
+
+    from perfmodel.schema.jsonio import check_regular_file
+
+    check_regular_file(p, field)
+    if p.stat().st_size > MAX_YAML_BYTES:
+        raise ConfigError(field, f"{p} is larger than {MAX_YAML_BYTES >> 10} KiB; an RLinf config is a few KB")
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(field, f"not a text file (bytes that are not UTF-8): {p}") from None
+    except OSError as e:
+        raise ConfigError(field, f"cannot read {p}: {e.strerror or type(e).__name__}") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return None  # Hydra says what is wrong, with the line (_yaml_error_at)
+    except RecursionError:
+        raise ConfigError(field, f"{p} is nested too deeply to be a config") from None
+    if node is None:
+        return None
+    try:
+        size = _expanded_size(node, {}, set())
+    except RecursionError:
+        raise ConfigError(field, f"{p} is nested too deeply to be a config") from None
+    except ValueError as e:
+        raise ConfigError(field, f"{p}: {e}; a config is a tree") from None
+    if size > MAX_YAML_NODES:
+        raise ConfigError(field, f"{p} expands to more than {MAX_YAML_NODES} YAML nodes through its aliases "
+                                 "(&anchor / *alias); a config is a few hundred")
+    try:
+        return yaml.load(text, Loader=yaml.SafeLoader)
+    except (yaml.YAMLError, RecursionError):
+        return None
+
+
+def _defaults_files(doc: Any, config_dir: Path, here: Path) -> list[Path]:
+    """The files a config's Hydra ``defaults:`` list names that exist in its config directory
+    (``group/name`` entries, ``override`` / ``optional`` / ``@package`` forms; others, such as
+    Hydra's own ``hydra/...`` groups, are Hydra's)."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("defaults"), list):
+        return []
+    out = []
+    for entry in doc["defaults"]:
+        names: list[str] = []
+        if isinstance(entry, str):
+            names = [entry]
+        elif isinstance(entry, dict):
+            for k, v in entry.items():
+                group = str(k).replace("override ", "").replace("optional ", "").split("@")[0].strip()
+                for name in (v if isinstance(v, list) else [v]):
+                    if isinstance(name, (str, int, float)) and not isinstance(name, bool):
+                        names.append(f"{group}/{name}")
+        for n in names:
+            n = n.split("@")[0].strip()
+            for base in (config_dir, here.parent):
+                for suffix in (".yaml", ".yml"):
+                    candidate = base / f"{n}{suffix}"
+                    if candidate.exists() or candidate.is_symlink():
+                        out.append(candidate)
+    return out
+
+
+def check_yaml_files(p: Path) -> None:
+    """Every YAML file Hydra will read for the config at ``p`` (itself and what its defaults
+    lists reach), checked within bounds before Hydra opens any (load_yaml_bounded)."""
+    config_dir = p.resolve().parent
+    todo, seen = [p], set()
+    while todo:
+        f = todo.pop()
+        key = os.path.realpath(f)
+        if key in seen:
+            continue
+        seen.add(key)
+        if len(seen) > MAX_DEFAULTS_FILES:
+            raise ConfigError(FIELD, f"its defaults lists reach more than {MAX_DEFAULTS_FILES} files")
+        doc = load_yaml_bounded(Path(f), FIELD if f == p else f"{FIELD} (defaults: {f})")
+        todo.extend(_defaults_files(doc, config_dir, Path(f)))
 
 
 def _yaml_error_at(p: Path) -> str | None:

@@ -37,7 +37,10 @@ def add_rlinf_config_option(command: click.Command, plan_params: tuple[str, ...]
             return callback(*args, **kwargs)
         if any(kwargs.get(p) for p in plan_params):
             raise ConfigError("rlinf-config", "give a plan JSON or --rlinf-config, not both")
+        from perfmodel.cliutil import check_outputs_apart
         from perfmodel.rlinf.importer import load_rlinf
+
+        check_outputs_apart({"--rlinf-config": rlinf_config}, {}, {"--out": kwargs.get("out")})
         from perfmodel.schema.jsonio import write_json_atomic
 
         imported = load_rlinf(rlinf_config)

@@ -20,7 +20,7 @@ from perfmodel.rlinf.fork import ROLLOUT_ASYNC, hybrid_placement, read_fork
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.hardware import GPU_NAMES
 from perfmodel.schema.modes import MODE_TABLE, MODES
-from perfmodel.schema.plan import DEFAULT_T_MAX_S, Plan
+from perfmodel.schema.plan import DEFAULT_T_MAX_S, MAX_FIELD, MAX_GPUS, Plan
 
 COMPONENTS = ("actor", "env", "rollout")
 # what a config whose own mode vlaperf cannot name asks of the user (predict: one mode; sweep and
@@ -43,6 +43,7 @@ ALGORITHMS = {("gae", "actor_critic"): "ppo", ("gae", "decoupled_actor_critic"):
               ("grpo", "actor"): "grpo", ("grpo", "decoupled_actor"): "grpo"}
 # Denoising steps the bundled profiles' inference and training costs are for (perfmodel/backbones.py).
 PROFILED_DENOISING_STEPS = {"pi05": 4, "gr00t_n15": 4}
+MAX_DENOISING_STEPS = 10_000  # flow-matching policies use a handful (RLinf's: 4-10)
 ASYNC_LOOKING = re.compile(r"async|stream|dynamic_batch|staleness|max_batch|batch_timeout|decoupled|training_pipeline|"
                            r"queue_size", re.I)
 # RLinf's own switches (rlinf 0.3.0): dynamic batching of rollout inference, with its 20 ms
@@ -117,8 +118,10 @@ def placement_of(c: Composed, gpus_per_node: int) -> tuple[int, list[int], list[
     """(cluster GPUs, actor GPUs, env GPUs, rollout GPUs) from cluster.num_nodes and
     cluster.component_placement."""
     nodes = c.get("cluster.num_nodes", 1)
-    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
-        raise ConfigError("cluster.num_nodes", f"must be an integer >= 1, got {nodes!r}")
+    most = MAX_GPUS // gpus_per_node  # a plan's GPU bound, in nodes
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= most:
+        raise ConfigError("cluster.num_nodes", f"must be an integer in 1..{most} ({MAX_GPUS} GPUs at {gpus_per_node} "
+                                               f"per node), got {nodes!r}")
     total = nodes * gpus_per_node
     cp = c.get("cluster.component_placement", None)
     if not isinstance(cp, dict) or not cp:
@@ -140,10 +143,10 @@ def placement_of(c: Composed, gpus_per_node: int) -> tuple[int, list[int], list[
     return total, where["actor"], where["env"], where["rollout"]
 
 
-def _int(c: Composed, key: str, default: Any = None) -> int:
+def _int(c: Composed, key: str, default: Any = None, most: int | None = None) -> int:
     v = c.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ConfigError(key, f"must be an integer >= 1, got {v!r}")
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1 or (most is not None and v > most):
+        raise ConfigError(key, f"must be an integer {'>= 1' if most is None else f'in 1..{most}'}, got {v!r}")
     return v
 
 
@@ -237,11 +240,17 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
 
     # Algorithm.
     adv, loss = c.get("algorithm.adv_type", "gae"), c.get("algorithm.loss_type", "actor_critic")
-    algo = ALGORITHMS.get((adv, loss))
+    algo = ALGORITHMS.get((adv, loss)) if isinstance(adv, str) and isinstance(loss, str) else None
     if algo is None:
         raise ConfigError("algorithm.loss_type", f"adv_type {adv} with loss_type {loss} is not modelled (vlaperf models "
                                                  "PPO: gae + actor_critic / decoupled_actor_critic, and GRPO: grpo + actor)")
-    group_size = _int(c, "algorithm.group_size", 1) if algo == "grpo" else 1
+    # checked whatever the algorithm: a group size of 0 is wrong in any config, and PPO ignores one
+    group_size = _int(c, "algorithm.group_size", 1, most=MAX_FIELD["group_size"])
+    if algo != "grpo":
+        if group_size != 1:
+            warnings.append(f"algorithm.group_size: {group_size} has no effect with PPO (adv_type {adv}); "
+                            "only GRPO samples groups")
+        group_size = 1
 
     # Accelerator and cluster.
     gpu = gpu or block.get("gpu")
@@ -391,6 +400,8 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
                         f"{trained.replace('_', ' ')} in full")
     steps_field = "actor.model.num_steps" if c.has("actor.model.num_steps") else "actor.model.denoising_steps"
     denoise = c.get(steps_field, None)
+    if denoise is not None:
+        denoise = _int(c, steps_field, most=MAX_DENOISING_STEPS)
     profiled = PROFILED_DENOISING_STEPS.get(profile.backbone)
     if denoise is not None and profiled is not None and denoise != profiled:
         warnings.append(f"{steps_field}: {denoise} denoising steps; the profile's inference and training costs are "
@@ -429,6 +440,9 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     if "allocation_ratio" in block and not isinstance(block["allocation_ratio"], str):
         raise ConfigError("vlaperf.allocation_ratio", "must be a quoted string like '3:1' (YAML reads an unquoted 3:1 "
                                                       f"as the base-60 number 181), got {block['allocation_ratio']!r}")
+    if "allocation_ratio" in block and not MODE_TABLE[want].disaggregated:
+        raise ConfigError("vlaperf.allocation_ratio", f"must not be given for {want}: every GPU runs every phase "
+                                                      f"(a rollout:actor split is for {', '.join(m for m in MODES if MODE_TABLE[m].disaggregated)})")
     if "allocation_ratio" in block and MODE_TABLE[want].disaggregated:
         plan["allocation_ratio"] = block["allocation_ratio"]
     if staleness is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -26,14 +27,30 @@ MAX_INT_DIGITS = 15
 MAX_INPUT_BYTES = 256 << 20
 
 
+_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def check_regular_file(path: str | Path, what: str) -> None:
+    """Refuse, before opening it, an input that is not a regular file: opening a named pipe blocks
+    until a writer comes, and a device or a directory is never a vlaperf input. Every input file
+    is read only after this check (read_text, the RLinf YAML files)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise ConfigError(what, f"file not found: {path}") from None
+    except OSError as e:
+        raise ConfigError(what, f"cannot read {path}: {e.strerror or type(e).__name__}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _FILE_KINDS if test(st.st_mode)), "not a regular file")
+        raise ConfigError(what, f"must be a regular file; {path} is {kind}")
+
+
 def read_text(path: str | Path, what: str) -> str:
     """A text file's content, or a ConfigError naming ``what`` and the file (never an OSError)."""
     p = Path(path)
     try:
-        if p.is_dir():
-            raise ConfigError(what, f"{p} is a directory, not a file")
-        if not p.exists():
-            raise ConfigError(what, f"file not found: {p}")
+        check_regular_file(p, what)
         with p.open("rb") as fh:
             data = fh.read(MAX_INPUT_BYTES + 1)
         if len(data) > MAX_INPUT_BYTES:
@@ -79,8 +96,19 @@ def parse_json(text: str, what: str, where: str) -> Any:
 
 def load_json(path: str | Path, what: str) -> Any:
     """Read a JSON file; every problem (missing, unreadable, a directory, not UTF-8, not JSON,
-    too deep, huge integers) is a ConfigError naming ``what`` and the file."""
-    return parse_json(read_text(path, what), what, str(path))
+    too deep, huge integers, a NaN or Infinity anywhere) is a ConfigError naming ``what`` and
+    the file (or the field)."""
+    doc = parse_json(read_text(path, what), what, str(path))
+    check_finite(doc, what)
+    return doc
+
+
+def check_finite(doc: Any, what: str) -> None:
+    """Refuse a NaN or Infinity anywhere in an input, naming its field: also in a field no reader
+    checks (an extra key of a sweep row), which a command would otherwise copy into its output."""
+    found = _non_finite_at(doc)
+    if found is not None:
+        raise ConfigError(f"{what}.{found[0]}", f"must be a finite number, got {found[1]}")
 
 
 def json_kind(v: Any) -> str:
@@ -223,5 +251,46 @@ def write_atomic(path: str | Path, data: bytes | str) -> None:
         raise
 
 
+def _non_finite_at(obj: Any, where: str = "") -> tuple[str, float] | None:
+    """The first number in ``obj`` that is not finite, with its dotted path, or None."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return where or "(value)", obj
+    items = obj.items() if isinstance(obj, Mapping) else enumerate(obj) if isinstance(obj, (list, tuple)) else ()
+    for k, v in items:
+        found = _non_finite_at(v, f"{where}[{k}]" if isinstance(k, int) else f"{where}.{k}" if where else str(k))
+        if found is not None:
+            return found
+    return None
+
+
+def _nulled(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, Mapping):
+        return {k: _nulled(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_nulled(v) for v in obj]
+    return obj
+
+
+def dumps(obj: Any, indent: int | None = 2, measured: bool = False) -> str:
+    """Strict JSON text (the one way vlaperf prints or writes JSON): NaN and Infinity are not JSON,
+    so a number that is not finite is refused in one line naming its field, never written as a
+    literal another JSON reader rejects. Inputs are bounded so that no prediction gets there; a
+    refusal here is a range check missing upstream (the fuzz campaign counts it as unhandled).
+    ``measured``: a record of a real run, where a NaN is a measurement (a diverged loss) and the
+    record must not be lost after minutes of work: such a number is written as null."""
+    if measured:
+        obj = _nulled(obj)
+    try:
+        return json.dumps(obj, indent=indent, allow_nan=False)
+    except ValueError:
+        found = _non_finite_at(obj)
+        if found is None:
+            raise
+        raise ConfigError(f"output.{found[0]}", f"is not a finite number ({found[1]}): an input is beyond its "
+                                                "physical range") from None
+
+
 def write_json_atomic(path: str | Path, obj: Any) -> None:
-    write_atomic(path, json.dumps(obj, indent=2) + "\n")
+    write_atomic(path, dumps(obj) + "\n")

@@ -37,6 +37,15 @@ TRAINED_PARTS = ("action_expert", "full")
 # action chunks, rollout_epoch <= 16), they stop absurd sizes at the door with the range in the
 # message. How much work one simulation may take is perfmodel.simulate.check_simulable's.
 MAX_GPUS = 16384
+# Bandwidths (GB/s) from a slow network (1 MB/s) to beyond any interconnect, and memories (GB)
+# up to a petabyte: transfer times and memory checks stay finite.
+MIN_BW_GBPS, MAX_BW_GBPS = 1e-3, 1e5
+MAX_MEMORY_GB = 1e6
+# A pipeline stage holds at least one env, so no plan has more stages than envs.
+MAX_PIPELINE_STAGES = 10**7
+# Dollars per GPU-hour: cloud prices are a few dollars; a thousand is beyond any, and keeps
+# dollars per million env steps a finite number.
+MAX_GPU_HOUR_PRICE = 1000.0
 MAX_FIELD = {
     "total_num_envs": 10**7,
     "max_episode_steps": 100_000,
@@ -183,19 +192,44 @@ class Cluster:
             gpus=f.int("gpus", max=MAX_GPUS) if d is None else f.int("gpus", d.gpus, max=MAX_GPUS),
             gpus_per_node=f.int("gpus_per_node", d.gpus_per_node if d else 8, max=1024),
             cpu_cores_per_node=f.int("cpu_cores_per_node", d.cpu_cores_per_node if d else 128, max=1_000_000),
-            node_ram_gb=f.float("node_ram_gb", d.node_ram_gb if d else 2048.0, min=0.0, strict_min=True),
+            node_ram_gb=f.float("node_ram_gb", d.node_ram_gb if d else 2048.0, min=0.0, strict_min=True,
+                                max=MAX_MEMORY_GB),
             intra_node_bw_GBps=f.float("intra_node_bw_GBps", d.intra_node_bw_GBps if d else 200.0,
-                                       min=0.0, strict_min=True),
+                                       min=MIN_BW_GBPS, max=MAX_BW_GBPS),
             inter_node_bw_GBps=f.float("inter_node_bw_GBps", d.inter_node_bw_GBps if d else 25.0,
-                                       min=0.0, strict_min=True),
+                                       min=MIN_BW_GBPS, max=MAX_BW_GBPS),
             actor_cpu_cores_per_gpu=f.float("actor_cpu_cores_per_gpu", d.actor_cpu_cores_per_gpu if d else 0.0),
             p2p=f.bool("p2p", d.p2p if d else False),
-            host_bw_GBps=f.float("host_bw_GBps", d.host_bw_GBps if d else 20.0, min=0.0, strict_min=True),
-            gpu_memory_gb=f.float("gpu_memory_gb", d.gpu_memory_gb if d else 80.0, min=0.0, strict_min=True),
+            host_bw_GBps=f.float("host_bw_GBps", d.host_bw_GBps if d else 20.0, min=MIN_BW_GBPS, max=MAX_BW_GBPS),
+            gpu_memory_gb=f.float("gpu_memory_gb", d.gpu_memory_gb if d else 80.0, min=0.0, strict_min=True,
+                                  max=MAX_MEMORY_GB),
             gpu=f.str("gpu", d.gpu if d else DEFAULT_GPU, choices=GPU_NAMES),
         )
         f.done()
+        if c.actor_cpu_cores_per_gpu > c.cpu_cores_per_node:
+            raise ConfigError(f.sub("actor_cpu_cores_per_gpu"), f"must be a number in 0..{c.cpu_cores_per_node} (an actor "
+                                                                f"GPU keeps at most its node's {c.cpu_cores_per_node} "
+                                                                f"cores), got {c.actor_cpu_cores_per_gpu:g}")
         return c
+
+
+def check_gpu_hour_price(field: str, price: Any) -> float:
+    """Dollars per GPU-hour: a finite number in (0, MAX_GPU_HOUR_PRICE]."""
+    import numbers
+
+    if (isinstance(price, bool) or not isinstance(price, numbers.Real)
+            or not (0 < price <= MAX_GPU_HOUR_PRICE)):  # also NaN
+        raise ConfigError(field, f"must be a number of dollars per GPU-hour in (0, {MAX_GPU_HOUR_PRICE:g}], got {price!r}")
+    return float(price)
+
+
+def profile_file_of(plan_path: str | None) -> str | None:
+    """The profile file a plan file names (resolved beside it), or None (no plan, or a bundled
+    profile): an input of the command that reads the plan, which it must not write over."""
+    if not plan_path:
+        return None
+    ref = Plan.load(plan_path).profile
+    return ref if is_profile_path(ref) else None
 
 
 def is_profile_path(ref: str) -> bool:
@@ -342,8 +376,7 @@ class Plan:
                 raise ConfigError(f"{path}.allocation_ratio",
                                   f"is required for {self.mode} (rollout:actor GPUs, e.g. 1:1)")
             parse_ratio(self.allocation_ratio, self.cluster.gpus, f"{path}.allocation_ratio")
-        if self.pipeline_stage_num < 1:
-            raise ConfigError(f"{path}.pipeline_stage_num", f"must be an integer >= 1, got {self.pipeline_stage_num}")
+        check_int(f"{path}.pipeline_stage_num", self.pipeline_stage_num, min=1, max=MAX_PIPELINE_STAGES)
         w = self.workload
         g_r = self.rollout_gpus
         if w.total_num_envs % g_r:
@@ -351,12 +384,12 @@ class Plan:
                 f"{path}.workload.total_num_envs",
                 f"{w.total_num_envs} envs do not divide over {g_r} env workers (one per rollout GPU)",
             )
-        self._check_env_cores(path)
-        if self.envs_per_worker % self.pipeline_stage_num:
+        if self.envs_per_worker % self.pipeline_stage_num:  # before the placement, which splits workers into stages
             raise ConfigError(
                 f"{path}.pipeline_stage_num",
                 f"{self.envs_per_worker} envs per worker do not divide into {self.pipeline_stage_num} stages",
             )
+        self._check_env_cores(path)
         if self.b_max is not None and self.b_max < 1:
             raise ConfigError(f"{path}.b_max", f"must be an integer >= 1 or null, got {self.b_max}")
         if not (self.t_max_s >= 0 and math.isfinite(self.t_max_s)):

@@ -221,6 +221,50 @@ def _env_density(obj: Any, path: str) -> dict[str, EnvDensityCurve]:
     return out
 
 
+# Physical upper bounds of a profile's costs, by unit (the key's suffix): far beyond anything
+# measured (pi0.5's slowest call is seconds, its weights 6.5 GB), they keep every simulated time
+# finite (a cost of 1e308 s made the throughput NaN).
+MAX_COST_S = 86_400.0  # one call, step, reset or transfer: a day
+MAX_BYTES = 1e15  # bytes moved per step or sync: a petabyte
+MAX_GB = 1e5  # memory: 100 TB
+MAX_SIZE = 1e9  # a curve's x: a batch size or envs per core
+MAX_FACTOR = 1e6  # a ratio, scale, slowdown or percentage
+
+
+def _cost_bound(keys: list[str], in_pair_x: bool) -> tuple[float, str]:
+    """(upper bound, unit) of a number at ``keys`` under a profile's costs (see MAX_COST_S)."""
+    if any(k.endswith("_bytes") for k in keys):
+        return MAX_BYTES, "bytes"
+    if any("gb" in k.lower() for k in keys):
+        return MAX_GB, "GB"
+    if in_pair_x:
+        return MAX_SIZE, "(a size)"
+    if any(k.endswith("_s") for k in keys):
+        return MAX_COST_S, "s"
+    return MAX_FACTOR, ""
+
+
+def check_cost_bounds(obj: Any, path: str, keys: tuple[str, ...] = ()) -> None:
+    """Refuse any number in a profile's costs above the physical bound of its unit, naming the
+    field and the range; the readers check types, signs and shapes."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            check_cost_bounds(v, f"{path}.{k}", keys + (str(k),))
+    elif isinstance(obj, list):
+        in_points = bool(keys) and keys[-1] in ("points", "samples")
+        for i, v in enumerate(obj):
+            if in_points and isinstance(v, list):  # [x, y] or [x, [y, ...]]
+                for j, w in enumerate(v):
+                    check_cost_bounds(w, f"{path}[{i}][{j}]", keys + (("x",) if j == 0 else ()))
+            else:
+                check_cost_bounds(v, f"{path}[{i}]", keys)
+    elif isinstance(obj, (int, float)) and not isinstance(obj, bool) and obj == obj:  # NaN: the readers' message
+        bound, unit = _cost_bound(list(keys[:-1] if keys and keys[-1] == "x" else keys), bool(keys) and keys[-1] == "x")
+        if abs(obj) > bound:
+            raise ConfigError(path, f"must be at most {bound:g}{' ' + unit if unit else ''} (a physical bound far "
+                                    f"beyond any measured cost), got {obj:g}")
+
+
 @dataclass(frozen=True)
 class Costs:
     """Per-stage costs on the profiled hardware (seconds, bytes, GB).
@@ -315,6 +359,7 @@ class Costs:
     @classmethod
     def from_dict(cls, obj: Any, path: str) -> "Costs":
         f = Fields(obj, path)
+        check_cost_bounds(obj, path)
         c = cls(
             env_step_core_s=f.float("env_step_core_s", min=0.0, strict_min=True),
             env_core_efficiency=f.float("env_core_efficiency", 1.0, min=0.0, max=1.0, strict_min=True),
