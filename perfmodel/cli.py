@@ -14,6 +14,7 @@ import click
 
 from perfmodel.cliutil import Choice, no_progress_option, progress_bar, shows_progress, version_option
 from perfmodel.commands.common import BACKBONE_NAMES, fail
+from perfmodel.schema.jsonio import dumps as strict_json
 from perfmodel.schema.modes import MODES
 from perfmodel.planning.choice import OBJECTIVES
 from perfmodel.schema.plan import DEFAULT_T_MAX_S
