@@ -415,7 +415,9 @@ def test_a_sweep_model_revision_that_is_no_revision_is_refused(sweep_file, tmp_p
     doc = json.loads(sweep_file.read_text())
     doc["model_revision"] = revision
     r = run_main("plan", "--gpus", "8", "--sweep", str(write_json(tmp_path / "s.json", doc)))
-    assert "must be an integer in 1..2" in assert_one_line_error(r, "sweep.model_revision")
+    from perfmodel.planning.sweepfile import MODEL_REVISION
+
+    assert f"must be an integer in 1..{MODEL_REVISION}" in assert_one_line_error(r, "sweep.model_revision")
 
 
 # -- found by the campaign that stays (benchmarks/fuzz.py) -------------------------------------

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable
 
 from perfmodel.cliutil import fmt_number, fmt_range
-from perfmodel.planning.sweepfile import SWEEP_KIND, SWEEP_SCHEMA_VERSION
+from perfmodel.planning.sweepfile import MODEL_REVISION, SWEEP_KIND, SWEEP_SCHEMA_VERSION
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.modes import MODE_TABLE, MODES
 from perfmodel.schema.plan import (DEFAULT_T_MAX_S, MAX_GPUS, MAX_PIPELINE_STAGES, MAX_STALENESS, Plan,
@@ -292,11 +292,6 @@ def derive(rows: list[dict[str, Any]], price: float | None) -> None:
         r["env_steps_per_gpu_hour"] = thr * 3600.0 / n
         r["env_steps_per_dollar"] = r["env_steps_per_gpu_hour"] / price if price else None
 
-
-# Raised whenever a change to the model moves predictions that sweep files already hold, so that
-# `plan --sweep` can say a file predates it (2: a plan on part of a node has that part of its cores
-# and RAM, 2026-12-04).
-MODEL_REVISION = 2
 
 # Predictions closer than this (relative) are the same number: simulation rounding, not a gap.
 # A tie goes to the earliest row of the sweep (the simpler mode: modes are swept in their

@@ -20,6 +20,12 @@ SWEEP_KIND = "perfmodel.planning.sweep"
 SWEEP_SCHEMA_VERSION = 1  # what perfmodel.planning.sweep writes
 STATUSES = ("ok", "infeasible", "error")
 
+# Raised whenever a change to the model moves predictions that sweep files already hold, so that
+# `plan --sweep` can say a file predates it (2: a plan on part of a node has that part of its cores
+# and RAM, 2026-12-04; 3: intervals beyond the calibrated scale hold the structural ensemble,
+# perfmodel.calibration.structural, 2026-12-04).
+MODEL_REVISION = 3
+
 
 def _number(field: str, v: Any, *, positive: bool = False, allow_none: bool = False) -> None:
     if v is None and allow_none:
@@ -144,7 +150,6 @@ def check_sweep(doc: Any, what: str = "--sweep", where: str = "") -> dict[str, A
         raise ConfigError("sweep.schema_version", f"must be {SWEEP_SCHEMA_VERSION} (this vlaperf's sweep files), "
                                                   f"got {version if json_kind(version) == 'a number' else json_kind(version)}: "
                                                   "rerun the sweep with this version")
-    from perfmodel.planning.sweep import MODEL_REVISION
 
     revision = doc.get("model_revision", 1)  # absent in files older than the field: revision 1
     if isinstance(revision, bool) or not isinstance(revision, int) or not 1 <= revision <= MODEL_REVISION:
