@@ -105,7 +105,7 @@ def test_bundled_example_plans_are_valid_and_fit_this_machine():
 def ray_session():
     ray = pytest.importorskip("ray")
     pytest.importorskip("libero")
-    ray.init(num_cpus=max(2, os.cpu_count() or 1), include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=max(2, os.cpu_count() or 1), include_dashboard=False, log_to_driver=False,
              configure_logging=False)
     yield ray
     ray.shutdown()

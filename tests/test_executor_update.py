@@ -55,7 +55,7 @@ def test_run_update_is_the_learner_update(tmp_path: Path, algorithm: str, group_
     d["workload"].update(algorithm=algorithm, group_size=group_size)
     plan = Plan.from_dict(d)
     dump = tmp_path / "updates"
-    ray.init(num_cpus=max(2, os.cpu_count() or 1), include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=max(2, os.cpu_count() or 1), include_dashboard=False, log_to_driver=False,
              configure_logging=False)
     try:
         record, _ = execute(plan, iterations=1, warmup=0, progress=False,

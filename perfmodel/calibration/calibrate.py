@@ -503,23 +503,9 @@ def fitted_profiles(result: FitResult, reference_path: str, command: str) -> dic
     abs_err = [abs(e) for e in errors]
     for b in sorted({p.backbone for p in result.points}):
         spec = get_backbone(b)
-        params = {}
-        for name, value in result.values.items():
-            if "." in name and not name.startswith(f"{b}."):
-                continue
-            p = _param(name)
-            rec: dict[str, Any] = {"value": value, "bounds": [p.lo, p.hi], "unit": p.unit, "meaning": p.doc}
-            if name in result.not_identified:
-                rec["identified"] = False
-                rec["note"] = ("not identifiable from these points (no point's prediction moves with it); "
-                               "held at its prior, a stated physical value")
-            if name in result.on_bound:
-                side = "lower" if abs(math.log(value / p.lo)) < abs(math.log(value / p.hi)) else "upper"
-                rec["on_bound"] = side
-                rec["note"] = BOUND_NOTES.get((p.name, side), (
-                    f"on its {side} bound: the data ask for a value beyond the physical range, i.e. for a "
-                    "mechanism the model lacks (issue 13); treat predictions that depend on it with care"))
-            params[name.split(".")[-1]] = rec
+        params = parameter_records(result.values, b, result.not_identified, result.on_bound,
+                                   unidentified_note="not identifiable from these points (no point's prediction "
+                                                     "moves with it); held at its prior, a stated physical value")
         provenance = {
             "kind": "fitted",
             "date": date.today().isoformat(),
@@ -564,3 +550,27 @@ def values_of(profiles: dict[str, Profile]) -> dict[str, float]:
                                   f"{b}: not one joint fit; refit them together with perfmodel calibrate")
             out[key], seen[key] = value, b
     return out
+
+
+def parameter_records(values: dict[str, float], backbone: str, not_identified: Any, on_bound: Any, *,
+                      unidentified_note: str) -> dict[str, dict[str, Any]]:
+    """A profile's ``provenance.parameters``: each fitted value of ``backbone`` (shared ones and its
+    own, names bare) with its bounds, unit and meaning, and a note where it is not identified or
+    ends on a bound (a missing mechanism, unless BOUND_NOTES says the bound is a physical floor)."""
+    params = {}
+    for name, value in values.items():
+        if "." in name and not name.startswith(f"{backbone}."):
+            continue
+        p = _param(name)
+        rec: dict[str, Any] = {"value": value, "bounds": [p.lo, p.hi], "unit": p.unit, "meaning": p.doc}
+        if name in not_identified:
+            rec["identified"] = False
+            rec["note"] = unidentified_note
+        if name in on_bound:
+            side = "lower" if abs(math.log(value / p.lo)) < abs(math.log(value / p.hi)) else "upper"
+            rec["on_bound"] = side
+            rec["note"] = BOUND_NOTES.get((p.name, side), (
+                f"on its {side} bound: the data ask for a value beyond the physical range, i.e. for a "
+                "mechanism the model lacks (issue 13); treat predictions that depend on it with care"))
+        params[name.split(".")[-1]] = rec
+    return params

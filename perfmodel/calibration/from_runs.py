@@ -240,7 +240,7 @@ def build_profiles(fitres: RunFit, runs: list, facts: dict[str, Any], command: s
     """The user's cluster's profile per backbone: the fitted values built on their node, with
     provenance naming each run and the stored uncertainty (intervals)."""
     from perfmodel.backbones import get_backbone
-    from perfmodel.calibration.calibrate import _param, build_profile, measured_env_memory_gb
+    from perfmodel.calibration.calibrate import build_profile, measured_env_memory_gb, parameter_records
     from perfmodel.calibration.uncertainty import Uncertainty, analyse, attach
 
     mem, mem_src = measured_env_memory_gb()
@@ -250,20 +250,9 @@ def build_profiles(fitres: RunFit, runs: list, facts: dict[str, Any], command: s
                   residual_sd_floor=fitres.data_sd_log, node_facts=facts)
     out = {}
     for b in backbones:
-        params = {}
-        for n, v in fitres.values.items():
-            if "." in n and not n.startswith(f"{b}."):
-                continue
-            p = _param(n)
-            rec: dict[str, Any] = {"value": v, "bounds": [p.lo, p.hi], "unit": p.unit, "meaning": p.doc}
-            if n in fitres.not_identified:
-                rec["identified"] = False
-                rec["note"] = "no run moves it: held at the bundled (published) calibration's value"
-            if n in fitres.on_bound:
-                rec["on_bound"] = "lower" if abs(math.log(v / p.lo)) < abs(math.log(v / p.hi)) else "upper"
-                rec["note"] = "on its bound: the runs ask for a value beyond the physical range (a mechanism " \
-                              "the model lacks); treat predictions that depend on it with care"
-            params[n.split(".")[-1]] = rec
+        params = parameter_records(fitres.values, b, fitres.not_identified, fitres.on_bound,
+                                   unidentified_note="no run moves it: held at the bundled (published) "
+                                                     "calibration's value")
         mine = [(pt, pred) for pt, pred in zip(fitres.points, fitres.predicted) if pt.backbone == b]
         provenance = {
             "kind": "fitted",

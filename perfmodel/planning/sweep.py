@@ -442,7 +442,8 @@ def _run_ray(spec: SweepSpec, profile: Profile, combos: list[Combo], address: st
     except ImportError:
         raise ConfigError("--address", "needs Ray installed (pip install ray)") from None
     try:
-        ray.init(address=None if address == "local" else address, ignore_reinit_error=True,
+        # "local" starts a new cluster; None would join one that `ray start` left on this machine
+        ray.init(address=address, ignore_reinit_error=True,
                  logging_level="ERROR", log_to_driver=False, include_dashboard=False)
         if ours:
             raise_on_sigterm()
