@@ -16,7 +16,7 @@ from perfmodel.cliutil import Choice, no_progress_option, progress_bar, shows_pr
 from perfmodel.commands.common import BACKBONE_NAMES, fail
 from perfmodel.schema.jsonio import dumps as strict_json
 from perfmodel.schema.modes import MODES
-from perfmodel.planning.choice import OBJECTIVES
+from perfmodel.planning import OBJECTIVES
 from perfmodel.schema.plan import DEFAULT_T_MAX_S
 from perfmodel.schema.profile import BUNDLED_REFERENCE, user_profile_dir
 

@@ -22,7 +22,7 @@ from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Profile
 from perfmodel.planning.sweep import SweepSpec, leader, run_sweep, ties, waiting_limited
 
-OBJECTIVES = ("throughput", "cost", "time")
+from perfmodel.planning import OBJECTIVES  # noqa: E402,F401 - one list, re-exported
 TOP_CANDIDATES = 5  # rows of the plan table (the runner-up and colocated are added when below them)
 
 
