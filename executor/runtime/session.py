@@ -483,17 +483,18 @@ def _quietly(fn: Callable[[], Any]) -> None:
 
 def _tear_down(session: RaySession, wiring: Any, watch: ActorWatch | None, deadline: float | None,
                stuck: bool) -> bool:
-    """Stop the watch, the actors and Ray. Without a signal, as long as it takes; after one, until
-    ``deadline``, then this run's local Ray is killed instead. Returns True when the run was
-    abandoned (a thread is left inside Ray: the process must end with os._exit)."""
-    done = True
+    """Stop the watch, the actors and Ray. Without a signal, as long as it takes (the actors and
+    placement groups are always released: a joined cluster, a test's Ray, outlives the run).
+    After one, until ``deadline``; then, or when a thread is left inside a Ray call (``stuck``:
+    ``ray.shutdown`` would abort the process), this run's local Ray is killed instead. Returns
+    True when the run was abandoned (the process must end with os._exit)."""
     if watch is not None:
         watch.halt(None if deadline is None else max(0.0, deadline - time.monotonic()))
-    if wiring is not None and not stuck:
-        done = _within(lambda: _teardown(wiring), deadline)
-    if done and not stuck:
-        done = _within(session.stop, deadline)
-    if done and not stuck:
+    done = wiring is None or _within(lambda: _teardown(wiring), deadline)
+    if deadline is None:
+        session.stop()
+        return False
+    if done and not stuck and _within(session.stop, deadline):
         return False
     session.kill()
     return True
