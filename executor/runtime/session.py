@@ -501,8 +501,10 @@ def _tear_down(session: RaySession, wiring: Any, watch: ActorWatch | None, deadl
 
 
 def _interruptible(fn: Callable[[], Any], sig: Signals) -> Any:
-    """Run start-up in a thread so that a signal is seen at once: returns ``fn()``'s result. After
-    a signal, start-up gets STARTUP_GRACE_S to return; then it is abandoned (StartupAbandoned):
+    """Run start-up in a thread so that a signal is seen at once: returns ``fn()``'s result. A
+    stop the caller sets (no signal) waits for start-up, so that teardown releases what it made
+    (a joined or a test's Ray outlives the run). After a signal, start-up gets STARTUP_GRACE_S to
+    return; then it is abandoned (StartupAbandoned):
     its thread may wait on actors that never come (a SIGTERM to the process group ends Ray's
     GCS too), and Ray cannot be shut down under it, so teardown kills this run's Ray instead."""
     box: dict[str, Any] = {}
@@ -518,9 +520,13 @@ def _interruptible(fn: Callable[[], Any], sig: Signals) -> Any:
     while t.is_alive() and not sig.stop.is_set():
         t.join(0.2)
         sig.install()  # ray.init (in the thread) replaces the handlers; take them back at once
-    t.join(STARTUP_GRACE_S)
-    if t.is_alive():
-        raise StartupAbandoned()
+    if sig.first_at is None:  # stopped by the caller, not a signal: wait, so that teardown frees it
+        while t.is_alive():
+            t.join(0.2)
+    else:
+        t.join(STARTUP_GRACE_S)
+        if t.is_alive():
+            raise StartupAbandoned()
     if "error" in box:
         raise box["error"]
     return box.get("value")
