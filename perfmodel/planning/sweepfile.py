@@ -27,6 +27,16 @@ STATUSES = ("ok", "infeasible", "error")
 MODEL_REVISION = 3
 
 
+def _check_ci95(ci: Any, field: str) -> None:
+    """A replicated prediction's 95 % interval: a pair of numbers, or absent."""
+    if ci is None:
+        return
+    if not isinstance(ci, list) or len(ci) != 2:
+        raise ConfigError(field, "must be a pair [low, high] or absent")
+    for j, v in enumerate(ci):
+        _number(f"{field}[{j}]", v)
+
+
 def _number(field: str, v: Any, *, positive: bool = False, allow_none: bool = False) -> None:
     if v is None and allow_none:
         return
@@ -57,12 +67,7 @@ def check_interval_fields(r: Any, where: str) -> None:
                     check_float(f"{at}.throughput_interval.{k}", ti[k], min=0.0)
             if ti.get("coverage") is not None:
                 check_float(f"{at}.throughput_interval.coverage", ti["coverage"], min=0.0, max=1.0, strict_min=True)
-        ci = src.get("throughput_ci95")
-        if ci is not None:
-            if not isinstance(ci, list) or len(ci) != 2:
-                raise ConfigError(f"{at}.throughput_ci95", "must be a pair [low, high] or absent")
-            for j, v in enumerate(ci):
-                _number(f"{at}.throughput_ci95[{j}]", v)
+        _check_ci95(src.get("throughput_ci95"), f"{at}.throughput_ci95")
         ex = src.get("extrapolation")
         if ex is not None and not isinstance(ex, bool):  # a sweep row's is a flag, a prediction's a block
             ex = check_object(f"{at}.extrapolation", ex)
@@ -115,12 +120,7 @@ def check_row(row: Any, where: str) -> None:
     check_interval_fields(r, where)
     if not isinstance(r.get("bottleneck"), str):
         raise ConfigError(f"{where}.bottleneck", f"must be a string, got {r.get('bottleneck')!r}")
-    ci = r.get("throughput_ci95")
-    if ci is not None:
-        if not isinstance(ci, list) or len(ci) != 2:
-            raise ConfigError(f"{where}.throughput_ci95", "must be a pair [low, high] or absent")
-        for j, v in enumerate(ci):
-            _number(f"{where}.throughput_ci95[{j}]", v)
+    _check_ci95(r.get("throughput_ci95"), f"{where}.throughput_ci95")
     if "plan" not in r:
         raise ConfigError(f"{where}.plan", "missing required field")
     plan = Plan.from_dict(r["plan"], f"{where}.plan")
