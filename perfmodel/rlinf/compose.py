@@ -61,6 +61,15 @@ class Composed:
                 raise ConfigError(key, f"cannot resolve {key} in {self.source}: {str(e).splitlines()[0]}") from None
         return v
 
+    def get_bool(self, key: str, default: bool = False) -> bool:
+        """A true/false key; absent or null is ``default``, anything else is refused naming it."""
+        v = self.get(key, default)
+        if v is None:
+            return default
+        if not isinstance(v, bool):
+            raise ConfigError(key, f"must be true or false, got {v!r}")
+        return v
+
     def _refuse_near_miss(self, key: str, default: Any) -> None:
         """A key read here is absent, so its default would be used: if the config has a key next
         to it spelled almost the same (``update_epochs`` for ``update_epoch``), that is a typo the

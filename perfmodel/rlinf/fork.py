@@ -77,15 +77,6 @@ class ForkAsync:
     notes: list[str] = field(default_factory=list)
 
 
-def _bool(c: Any, key: str) -> bool:
-    v = c.get(key, None)
-    if v is None:
-        return False
-    if not isinstance(v, bool):
-        raise ConfigError(key, f"must be true or false, got {v!r}")
-    return v
-
-
 # What one request of the plain per-env-async worker carries: per-env asynchronous stepping sends
 # each env's observation on its own, so B_max requests are B_max envs, the unit of the plan's
 # b_max (the simulator's env groups, perfmodel.schema.rules.ASYNC_GROUPS_PER_WORKER, are an
@@ -94,17 +85,17 @@ def _bool(c: Any, key: str) -> bool:
 ENVS_PER_REQUEST = 1
 
 
-def read_fork(c: Any) -> ForkAsync:
+def read_fork(c: Any) -> ForkAsync:  # c: compose.Composed (which imports this module)
     """The fork's asynchronous keys of composed config ``c``."""
     envs_per_request = ENVS_PER_REQUEST
     out = ForkAsync()
-    env_async, rollout_async = _bool(c, ENV_ASYNC), _bool(c, ROLLOUT_ASYNC)
+    env_async, rollout_async = c.get_bool(ENV_ASYNC), c.get_bool(ROLLOUT_ASYNC)
     if env_async != rollout_async and (c.has(ENV_ASYNC) or c.has(ROLLOUT_ASYNC)):
         on, off = (ENV_ASYNC, ROLLOUT_ASYNC) if env_async else (ROLLOUT_ASYNC, ENV_ASYNC)
         raise ConfigError(off, f"is off but {on} is on: the fork's per-env asynchronous pipeline needs both "
                                "(env workers step each env apart, the rollout batches their requests)")
     out.per_env_async = env_async and rollout_async
-    streaming, accumulate = _bool(c, STREAMING), _bool(c, ACCUMULATE)
+    streaming, accumulate = c.get_bool(STREAMING), c.get_bool(ACCUMULATE)
     if streaming != accumulate:
         raise ConfigError(ACCUMULATE if streaming else STREAMING,
                           f"{STREAMING} is {streaming} but {ACCUMULATE} is {accumulate}: vlaperf models the fork's "
@@ -123,7 +114,7 @@ def read_fork(c: Any) -> ForkAsync:
     if b is not None:
         if isinstance(b, bool) or not isinstance(b, int) or b < 1:
             raise ConfigError(MAX_BATCH, f"must be an integer >= 1, got {b!r}")
-        if _bool(c, FLEX):
+        if c.get_bool(FLEX):
             out.b_max = b
             out.notes.append(f"{MAX_BATCH}: {b} samples (flex worker: {FLEX}) = b_max {b} envs")
         else:

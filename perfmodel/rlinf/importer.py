@@ -150,15 +150,6 @@ def _int(c: Composed, key: str, default: Any = None, most: int | None = None) ->
     return v
 
 
-def _bool(c: Composed, key: str, default: bool) -> bool:
-    v = c.get(key, default)
-    if v is None:
-        return default
-    if not isinstance(v, bool):
-        raise ConfigError(key, f"must be true or false, got {v!r}")
-    return v
-
-
 def _rollout_epoch(c: Composed, w: list[str]) -> int:
     """algorithm.rollout_epoch (newer RLinf) or env.train.rollout_epoch (older); both must agree."""
     a = c.get("algorithm.rollout_epoch", None)
@@ -385,17 +376,17 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     # Model, training and memory settings.
     trained = "full"
     if c.get("actor.model.model_type", None) == "openpi":
-        trained = "action_expert" if _bool(c, "actor.model.openpi.train_expert_only", False) else "full"
+        trained = "action_expert" if c.get_bool("actor.model.openpi.train_expert_only", False) else "full"
     elif backbone == "gr00t_n15":
         # RLinf 0.3.0 loads GR00T with tune_visual=False, tune_llm=False whatever the config says
         # (models/embodiment/gr00t/gr00t_n1d5/__init__.py): the action head trains.
         trained = "action_expert"
-        tuned = [k for k in ("tune_llm", "tune_visual") if _bool(c, f"actor.model.{k}", False)]
+        tuned = [k for k in ("tune_llm", "tune_visual") if c.get_bool(f"actor.model.{k}", False)]
         if tuned and "trained_part" not in block:
             warnings.append(f"actor.model.{tuned[0]}: True has no effect in RLinf 0.3.0, which loads GR00T with "
                             "tune_llm and tune_visual False: costed as training the action head (a fork that "
                             "honours it: set vlaperf.trained_part: full)")
-    if _bool(c, "actor.model.is_lora", False):
+    if c.get_bool("actor.model.is_lora", False):
         warnings.append("actor.model.is_lora: LoRA training is not modelled; costed as training the "
                         f"{trained.replace('_', ' ')} in full")
     steps_field = "actor.model.num_steps" if c.has("actor.model.num_steps") else "actor.model.denoising_steps"
@@ -409,11 +400,11 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     shard = c.get("actor.fsdp_config.sharding_strategy", "full_shard")
     if shard not in ("no_shard", "full_shard"):
         raise ConfigError("actor.fsdp_config.sharding_strategy", f"must be no_shard or full_shard (modelled), got {shard!r}")
-    if _bool(c, "actor.fsdp_config.gradient_checkpointing", False):
+    if c.get_bool("actor.fsdp_config.gradient_checkpointing", False):
         warnings.append("actor.fsdp_config.gradient_checkpointing: recomputation in backward is not modelled "
                         "(training costed without it)")
-    actor_off = _bool(c, "actor.enable_offload", False)
-    rollout_off = _bool(c, "rollout.enable_offload", False)
+    actor_off = c.get_bool("actor.enable_offload", False)
+    rollout_off = c.get_bool("rollout.enable_offload", False)
     offload = actor_off or rollout_off
     if MODE_TABLE[want].disaggregated:
         if offload:  # nothing swaps where rollout and actor have GPUs of their own
@@ -422,7 +413,7 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     elif actor_off != rollout_off:
         warnings.append(f"actor.enable_offload is {actor_off}, rollout.enable_offload is {rollout_off}: vlaperf has one "
                         f"switch, costed as enable_offload {offload}")
-    if _bool(c, "rollout.recompute_logprobs", False):
+    if c.get_bool("rollout.recompute_logprobs", False):
         warnings.append("rollout.recompute_logprobs: the extra forward pass is not modelled")
 
     # Fork async settings: dynamic batching and streaming (vlaperf block), staleness (RLinf).
