@@ -62,9 +62,11 @@ def test_lockstep_barrier_grows_with_envs_per_group(scenario_dict):
     assert det.env_chunk_s(8, True) == det.env_chunk_s(8, False)
 
 
-def _actor_end(prof: Profile, stream: bool, arrivals: list[tuple[float, int]], collapse: bool = True) -> float:
-    """One training iteration of the actor (1 rank) with samples arriving at the given times."""
-    plan = published_plan(prof, "streamer" if stream else "rollout_async", 2, "1:1", max_staleness=0)
+def _actor_fed(prof: Profile, stream: bool, arrivals: list[tuple[float, int]], collapse: bool,
+               **plan_changes) -> tuple[simpy.Environment, Trainer, WeightStore, TrainLog]:
+    """An actor (1 rank) whose samples arrive at the given times (the feeding process started)."""
+    plan = published_plan(prof, "streamer" if stream else "rollout_async", 2, "1:1", max_staleness=0,
+                          **plan_changes)
     costs = StageCosts(plan, prof)
     env = simpy.Environment()
     buffer, weights, log = SampleBuffer(env), WeightStore(env), TrainLog()
@@ -79,6 +81,12 @@ def _actor_end(prof: Profile, stream: bool, arrivals: list[tuple[float, int]], c
             yield buffer.put(n)
 
     env.process(feed())
+    return env, actor, weights, log
+
+
+def _actor_end(prof: Profile, stream: bool, arrivals: list[tuple[float, int]], collapse: bool = True) -> float:
+    """One training iteration of the actor (1 rank) with samples arriving at the given times."""
+    env, actor, _, log = _actor_fed(prof, stream, arrivals, collapse)
     done = env.process(actor.run(1))
     env.run(until=done)
     return log.iteration_done[0]
@@ -127,29 +135,15 @@ def _version_times(prof: Profile, stream: bool, arrivals: list[tuple[float, int]
                    collapse: bool) -> list[float]:
     """When each weight version of one training iteration becomes available to a rollout (the
     time its ``wait_for`` fires), samples arriving at the given times."""
-    plan = published_plan(prof, "streamer" if stream else "rollout_async", 2, "1:1", max_staleness=0,
-                          version_granularity=granularity)
-    costs = StageCosts(plan, prof)
-    env = simpy.Environment()
-    buffer, weights, log = SampleBuffer(env), WeightStore(env), TrainLog()
-    actor = Trainer(env, [simpy.Resource(env, 1)], costs, Durations(costs, None), Recorder(), buffer, weights,
-                    log, rollout_done=None, stream=stream, switch_s=0.0, collapse=collapse)
+    env, actor, weights, _ = _actor_fed(prof, stream, arrivals, collapse, version_granularity=granularity)
     versions = actor.versions
     seen: dict[int, float] = {}
-
-    def feed():
-        now = 0.0
-        for t, n in arrivals:
-            yield env.timeout(t - now)
-            now = t
-            yield buffer.put(n)
 
     def waiter(v):
         yield weights.wait_for(v)
         seen[v] = env.now
         assert weights.version >= v  # the version a rollout reads once woken
 
-    env.process(feed())
     for v in range(1, versions + 1):
         env.process(waiter(v))
     env.run(until=env.process(actor.run(1)))
