@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from perfmodel.schema.plan import Plan
@@ -43,7 +43,6 @@ class HostProbe:
     profile_reset_cpu_s: float
     wall_s: float  # the probe's own duration, env creation included
     loadavg_1min: float
-    profile_host: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ratio(self) -> dict[str, float]:
@@ -99,11 +98,9 @@ def probe_host(plan: Plan, profile: Any, opts: Any) -> HostProbe:
         for _ in range(PROBE_CHUNKS):
             res = group.chunk_step(rng.uniform(-1, 1, (n, chunk, ACTION_DIM)))
             steps.extend(float(x) for x in np.asarray(res["step_cpu_s"]).ravel())
-    hw = (profile.provenance.get("hardware") or {}) if isinstance(profile.provenance, dict) else {}
     return HostProbe(envs=n, density=density, core=core, step_cpu_s=steps, reset_cpu_s=resets,
                      profile_step_cpu_s=prof_step, profile_reset_cpu_s=prof_reset,
-                     wall_s=time.perf_counter() - t0, loadavg_1min=load,
-                     profile_host=hw if isinstance(hw, dict) else {})
+                     wall_s=time.perf_counter() - t0, loadavg_1min=load)
 
 
 def scaled_profile(profile: Any, probe: HostProbe) -> Any:
