@@ -49,17 +49,11 @@ def wait_for_ray_session(proc: subprocess.Popen, parent: Path, name: str) -> str
 
 
 def session_processes(session_dir: str) -> list[int]:
-    """Pids of processes whose command line names this run's Ray session (Ray's own processes)."""
-    name = Path(session_dir).name
-    pids = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if name.encode() in (p / "cmdline").read_bytes():
-                    pids.append(int(p.name))
-            except OSError:
-                pass
-    return pids
+    """Pids of processes whose command line names this run's Ray session (Ray's own processes):
+    the scan executor run itself uses to end them (session.session_pids)."""
+    from executor.runtime.session import session_pids
+
+    return session_pids(session_dir)
 
 
 def test_sigterm_then_second_ctrl_c_still_write_the_partial_record(tmp_path):
