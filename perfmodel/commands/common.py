@@ -5,7 +5,6 @@ serves both."""
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Iterable
 
 from perfmodel.schema.errors import ConfigError
