@@ -9,7 +9,7 @@ import pytest
 
 from conftest import ROOT, run_cli
 from perfmodel.backbones import BACKBONES, get_backbone
-from perfmodel.calibration.calibrate import PARAMS, build_profile, fit, fitted_profiles
+from perfmodel.calibration.calibrate import PARAMS, build_profile, fit, fitted_profiles, param_bounds
 from perfmodel.schema.profile import Profile, load_profile
 from perfmodel.calibration.reference import load_reference
 
@@ -51,6 +51,31 @@ def test_bundled_profile_is_rebuilt_from_its_parameters(name):
     rebuilt = build_profile(get_backbone(name), values, prof.costs.env_memory_gb, prof.provenance)
     assert rebuilt.costs == prof.costs
     assert rebuilt.node == prof.node
+
+
+@pytest.mark.parametrize("name", ["pi05", "gr00t_n15"])
+@pytest.mark.parametrize("mfu,stage", [("train_mfu", "train_micro_batch_s"), ("infer_mfu", "infer_s")])
+def test_mfu_upper_bound_is_where_the_slope_meets_measured_compute(name, mfu, stage):
+    """A fit may not drive a slope below the measured GPU compute the profile keeps as part of it
+    (a CI run of noisy CPU timers once did, and the profile was refused): at the bound the profile
+    loads, with the slope equal to the compute; past it, the profile's own check refuses it."""
+    lo, hi = param_bounds(f"{name}.{mfu}")
+    p = next(q for q in PARAMS if q.name == mfu)
+    assert lo == p.lo and hi < p.hi
+    prof = load_profile(name)
+    values = {pn if next(q for q in PARAMS if q.name == pn).shared else f"{name}.{pn}": rec["value"]
+              for pn, rec in prof.provenance["parameters"].items()}
+    if f"{name}.{mfu}" not in values:
+        pytest.skip(f"{name}'s calibration sets {stage} by another parameter")
+    for value, loads in ((hi, True), (hi * 1.05, False)):
+        built = build_profile(get_backbone(name), {**values, f"{name}.{mfu}": value}, prof.costs.env_memory_gb, prof.provenance)
+        slope = getattr(built.costs, stage).slope
+        if loads:
+            assert slope == pytest.approx(built.costs.gpu_compute_per_sample_s[stage], rel=1e-9)
+            Profile.from_dict(json.loads(json.dumps(built.to_dict())))
+        else:
+            with pytest.raises(Exception, match="gpu_compute_per_sample_s"):
+                Profile.from_dict(json.loads(json.dumps(built.to_dict())))
 
 
 def test_fit_improves_and_stays_in_bounds():

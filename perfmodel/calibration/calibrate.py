@@ -191,6 +191,14 @@ BOUND_NOTES = {
     "(16), the prior: env workers on a node shared with the actor get no more cores than on a node of their "
     "own. On it, the points ask for no shared-node gain; what pushes past it (a shared node slower per env "
     "worker than one of its own) is a mechanism the model lacks",
+    ("train_mfu", "upper"): "the upper bound is where the training slope meets the measured GPU compute per "
+    "sample (param_bounds): the runs' training is faster than the backbone's measured compute on this GPU "
+    "type allows, i.e. the runs' GPU is faster than the profile's GPU type or the runs train a smaller "
+    "policy than the backbone (a stand-in)",
+    ("infer_mfu", "upper"): "the upper bound is where the inference slope meets the measured GPU compute per "
+    "sample (param_bounds): the runs' inference is faster than the backbone's measured compute on this GPU "
+    "type allows, i.e. the runs' GPU is faster than the profile's GPU type or the runs serve a smaller "
+    "policy than the backbone (a stand-in)",
 }
 # Plan fields to change from their published defaults when fitting and predicting the
 # reference points (empty: the published setup). Cross-validation of alternatives sets it
@@ -207,6 +215,28 @@ def parameter_names(backbones: list[str]) -> list[str]:
 
 def _param(name: str) -> Param:
     return next(p for p in PARAMS + tuple(GROWTH_PARAMS.values()) if p.name == name.split(".")[-1])
+
+
+# An MFU whose slope would fall below the measured GPU compute per sample is not physical: the
+# profile keeps that compute as part of the slope (Costs.gpu_compute_per_sample_s), so the fit may
+# not go past it. The stage each MFU sets.
+MFU_STAGE = {"train_mfu": "train_micro_batch_s", "infer_mfu": "infer_s"}
+
+
+def param_bounds(name: str) -> tuple[float, float]:
+    """The range a fit may search for parameter ``name`` (bare or ``backbone.name``): the
+    Param's, with an MFU's upper end lowered to where its slope meets the measured GPU compute
+    per sample (MFU_STAGE), where that is measured."""
+    p = _param(name)
+    if p.name not in MFU_STAGE or "." not in name:
+        return p.lo, p.hi
+    backbone = get_backbone(name.split(".")[0])
+    compute = measured_gpu(backbone.name).compute_s.get(MFU_STAGE[p.name], 0.0)
+    if compute <= 0:
+        return p.lo, p.hi
+    flops = (with_trained_part(backbone, PUBLISHED_TRAINED_PART).train_flops() if p.name == "train_mfu"
+             else backbone.inference_flops())
+    return p.lo, max(p.lo, min(p.hi, flops / (GPU_PEAK_BF16_FLOPS * compute)))
 
 
 def build_profile(backbone: Backbone, values: dict[str, float], env_memory_gb: float,
@@ -398,8 +428,8 @@ def fit(points: list[ReferencePoint], *, max_evals: int = 400,
     specs = {b: get_backbone(b) for b in backbones}
     names = parameter_names(backbones)
     mem, _ = measured_env_memory_gb()
-    lo = np.log([_param(n).lo for n in names])
-    hi = np.log([_param(n).hi for n in names])
+    lo = np.log([param_bounds(n)[0] for n in names])
+    hi = np.log([param_bounds(n)[1] for n in names])
     init = {n: INIT_PER_BACKBONE.get(n.split(".")[0], {}).get(n.split(".")[-1], _param(n).init)
             for n in names}
     if start:
@@ -562,12 +592,13 @@ def parameter_records(values: dict[str, float], backbone: str, not_identified: A
         if "." in name and not name.startswith(f"{backbone}."):
             continue
         p = _param(name)
-        rec: dict[str, Any] = {"value": value, "bounds": [p.lo, p.hi], "unit": p.unit, "meaning": p.doc}
+        p_lo, p_hi = param_bounds(name if "." in name or p.shared else f"{backbone}.{name}")
+        rec: dict[str, Any] = {"value": value, "bounds": [p_lo, p_hi], "unit": p.unit, "meaning": p.doc}
         if name in not_identified:
             rec["identified"] = False
             rec["note"] = unidentified_note
         if name in on_bound:
-            side = "lower" if abs(math.log(value / p.lo)) < abs(math.log(value / p.hi)) else "upper"
+            side = "lower" if abs(math.log(value / p_lo)) < abs(math.log(value / p_hi)) else "upper"
             rec["on_bound"] = side
             rec["note"] = BOUND_NOTES.get((p.name, side), (
                 f"on its {side} bound: the data ask for a value beyond the physical range, i.e. for a "

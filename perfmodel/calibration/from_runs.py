@@ -157,6 +157,7 @@ def fit_runs(points: list[RunPoint], facts: dict[str, Any], *, max_evals: int = 
 
     from perfmodel.backbones import get_backbone
     from perfmodel.calibration.calibrate import (BOUND_TOL, IDENT_TOL, _param, build_profile, identification_probe,
+                                                 param_bounds,
                                                  measured_env_memory_gb, parameter_names, predict_points)
 
     backbones = sorted({p.backbone for p in points})
@@ -164,8 +165,8 @@ def fit_runs(points: list[RunPoint], facts: dict[str, Any], *, max_evals: int = 
     s = max(bundled_sd, data_sd_log or 0.0, 1e-3)
     names = parameter_names(backbones)
     mem, _ = measured_env_memory_gb()
-    lo = np.log([_param(n).lo for n in names])
-    hi = np.log([_param(n).hi for n in names])
+    lo = np.log([param_bounds(n)[0] for n in names])
+    hi = np.log([param_bounds(n)[1] for n in names])
     x_prior = np.clip(np.log([prior.get(n, _param(n).init) for n in names]), lo, hi)
     prior_sd = (hi - lo) / math.sqrt(12.0)
     measured = np.array([p.throughput_env_steps_per_s for p in points])
