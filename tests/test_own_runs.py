@@ -355,3 +355,63 @@ def test_without_tensorboard_one_line(tmp_path: Path, monkeypatch: pytest.Monkey
     with pytest.raises(ConfigError) as e:
         read_run(tmp_path / "r")
     assert "pip install 'vlaperf[runs]'" in e.value.message
+
+
+# ---------------------------------------------------------------------------------------------
+# Structural members (calibration.structural) carried into the runs' profile, and settled by them
+
+
+def _interval(prof: Path, mode: str, gpus: int) -> dict:
+    r = run_cli("predict", "--profile", str(prof), "--mode", mode, "--gpus", str(gpus), "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_runs_that_cannot_tell_the_members_apart_keep_them_all(tmp_path: Path) -> None:
+    """Runs carrying the published 8- and 16-GPU throughputs are the published points again: every
+    bundled member fits them, so the runs' profile keeps every member and its interval beyond the
+    runs holds each member's prediction (before, the profile carried none and its 64-GPU
+    rollout_async interval was about half the bundled one's width)."""
+    for g in (8, 16):
+        synth_run(tmp_path / f"run{g}", "colocated", g)
+    out = tmp_path / "profiles"
+    r = run_cli("calibrate", "--from-rlinf-run", str(tmp_path / "run8"), str(tmp_path / "run16"),
+                "--out-dir", str(out), "--json", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    bundled = load_profile("pi05").provenance["structural"]["members"]
+    mine = load_profile(str(out / "pi05_cluster.json")).provenance["structural"]
+    assert [(m["mechanism"], m["end"]) for m in mine["members"]] == [(m["mechanism"], m["end"]) for m in bundled]
+    assert mine["rejected"] == [] and mine["runs_nodes"] == [1, 2]
+    p = _interval(out / "pi05_cluster.json", "rollout_async", 64)
+    iv, s = p["throughput_interval"], p["throughput_interval"]["structural"]
+    assert {m["mechanism"] for m in s["members"]} == {m["mechanism"] for m in bundled}
+    assert all(iv["low"] <= m["throughput"] <= iv["high"] for m in s["members"])
+    ref = _interval(Path("pi05"), "rollout_async", 64)["throughput_interval"]
+    width = (iv["high"] - iv["low"]) / p["throughput_env_steps_per_s"]
+    ref_width = (ref["high"] - ref["low"]) / _interval(Path("pi05"), "rollout_async", 64)["throughput_env_steps_per_s"]
+    assert width > 0.7 * ref_width, (width, ref_width)
+
+
+def test_runs_across_more_nodes_rule_out_the_members_they_contradict(tmp_path: Path) -> None:
+    """Runs at 8 to 64 GPUs (1 to 8 nodes) that behave as today's model says (no cost growing
+    with the workers): the members whose growth would have shown at 64 GPUs are ruled out, the
+    output says which, and the profile's interval at 128 GPUs narrows accordingly."""
+    from perfmodel.calibration.calibrate import predict_plan
+
+    prof = load_profile("pi05")
+    names = []
+    for g in (8, 16, 32, 64):
+        plan = published_plan(prof, "colocated", g, None)
+        synth_run(tmp_path / f"run{g}", "colocated", g, thr=predict_plan(plan, prof))
+        names.append(str(tmp_path / f"run{g}"))
+    out = tmp_path / "profiles"
+    r = run_cli("calibrate", "--from-rlinf-run", *names, "--out-dir", str(out), "--no-progress")
+    assert r.returncode == 0, r.stderr
+    mine = load_profile(str(out / "pi05_cluster.json")).provenance["structural"]
+    assert mine["runs_nodes"] == [1, 2, 4, 8]
+    gone = [f"{m['mechanism']}:{m['end']}" for m in mine["rejected"]]
+    assert gone and all("contradict" in m["why"] for m in mine["rejected"])
+    assert "your runs rule out " + ", ".join(gone) in r.stdout
+    kept = {(m["mechanism"], m["end"]) for m in mine["members"]}
+    assert kept | {tuple(g.split(":")) for g in gone} == {(m["mechanism"], m["end"])
+                                                          for m in prof.provenance["structural"]["members"]}

@@ -148,11 +148,21 @@ class RunFit:
     def errors_pct(self) -> list[float]:
         return [error_pct(p, pt.throughput_env_steps_per_s) for p, pt in zip(self.predicted, self.points)]
 
+    def misfit(self, backbone: str | None = None) -> float:
+        """The data's part of the MAP objective: squared log(predicted / measured) over
+        ``data_sd_log``, summed over the points (of ``backbone``, if given)."""
+        return float(sum((math.log(p / pt.throughput_env_steps_per_s) / self.data_sd_log) ** 2
+                         for p, pt in zip(self.predicted, self.points) if backbone in (None, pt.backbone)))
+
 
 def fit_runs(points: list[RunPoint], facts: dict[str, Any], *, max_evals: int = DEFAULT_MAX_EVALS,
-             data_sd_log: float | None = None,
+             data_sd_log: float | None = None, prior_values: dict[str, float] | None = None,
+             fixed: dict[str, float] | None = None,
              progress: Callable[[int, float], None] | None = None) -> RunFit:
-    """The maximum a posteriori parameters for ``points`` (see the module docstring)."""
+    """The maximum a posteriori parameters for ``points`` (see the module docstring).
+    ``prior_values``: the prior's centre by parameter name (default: the bundled calibration's);
+    ``fixed``: parameters outside calibrate.PARAMS held at the given values (a structural
+    member's growth parameter, runs_structural)."""
     from scipy.optimize import least_squares
 
     from perfmodel.backbones import get_backbone
@@ -162,6 +172,7 @@ def fit_runs(points: list[RunPoint], facts: dict[str, Any], *, max_evals: int = 
 
     backbones = sorted({p.backbone for p in points})
     prior, bundled_sd, _ = prior_of(backbones)
+    prior = {**prior, **(prior_values or {})}
     s = max(bundled_sd, data_sd_log or 0.0, 1e-3)
     names = parameter_names(backbones)
     mem, _ = measured_env_memory_gb()
@@ -175,7 +186,7 @@ def fit_runs(points: list[RunPoint], facts: dict[str, Any], *, max_evals: int = 
     t0 = time.time()
 
     def predict_log(x: np.ndarray) -> np.ndarray:
-        vals = dict(zip(names, np.exp(x)))
+        vals = {**dict(zip(names, np.exp(x))), **(fixed or {})}
         profs = {b: build_profile(specs[b], vals, mem, {}, node_facts=facts) for b in backbones}
         return np.log(np.array(predict_points(profs, points)) / measured)
 
@@ -218,11 +229,67 @@ def fit_runs(points: list[RunPoint], facts: dict[str, Any], *, max_evals: int = 
         except Budget:
             pass  # the best point seen within the budget
     x_best = full(best[1])
-    values = {n: float(v) for n, v in zip(names, np.exp(x_best))}
+    values = {**{n: float(v) for n, v in zip(names, np.exp(x_best))}, **(fixed or {})}
     predicted = list(np.exp(predict_log(x_best)) * measured)
     on_bound = [names[i] for i in free if min(x_best[i] - lo[i], hi[i] - x_best[i]) < BOUND_TOL]
     return RunFit(values, points, [float(p) for p in predicted], evals, time.time() - t0,
                   [names[i] for i in range(len(names)) if i not in free], on_bound, s)
+
+
+# A bundled structural member is kept when its refit misfit to the runs is within z^2 of the best
+# (z = 1.645: the 90 % profile-likelihood criterion structural.growth_upper_end uses for the
+# published points), so the runs rule out only what they contradict at 90 %.
+RUNS_MEMBER_Z = 1.645
+
+
+def runs_structural(points: list[RunPoint], facts: dict[str, Any], base: RunFit, *,
+                    max_evals: int = DEFAULT_MAX_EVALS) -> dict[str, dict[str, Any]]:
+    """``provenance.structural`` of each backbone's profile from the runs: every member of the
+    bundled profile's ensemble (a growth mechanism the published points cannot exclude,
+    calibration.structural) refitted to the runs as the bundled model is (MAP, the member's own
+    published values as the prior, its growth parameter held), and kept unless the runs
+    contradict it. Runs that cannot tell the members apart (one node, say) keep them all, so a
+    prediction beyond the runs is as wide as the bundled one's; runs across more nodes rule some
+    out and narrow it. Each member says how its misfit compares."""
+    from perfmodel.calibration.calibrate import GROWTH_PARAMS, PARAMS
+    from perfmodel.calibration.structural import SETTLE, TOLERANCE_PP, members_of
+
+    shared = {p.name for p in PARAMS if p.shared}
+    out = {}
+    for b in sorted({p.backbone for p in points}):
+        pts = [p for p in points if p.backbone == b]
+        members = members_of(load_profile(b, "backbone"))
+        if not members:
+            continue
+        fits = []
+        for m in members:
+            g = GROWTH_PARAMS[m.mechanism].name
+            prior = {(n if n in shared else f"{b}.{n}"): v for n, v in m.values.items() if n != g}
+            fits.append((m, fit_runs(pts, facts, max_evals=max_evals, data_sd_log=base.data_sd_log,
+                                     prior_values=prior, fixed={g: m.values[g]})))
+        base_misfit = base.misfit(b)
+        best = min([base_misfit] + [f.misfit() for _, f in fits])
+        limit = best + RUNS_MEMBER_Z ** 2
+        kept, rejected = [], []
+        for m, f in fits:
+            entry = {"mechanism": m.mechanism, "end": m.end, "group_out_mape_pct": m.group_out_mape_pct,
+                     "scale_mape_pct": m.scale_mape_pct, "runs_misfit": round(f.misfit(), 4),
+                     "runs_errors_pct": [round(e, 3) for e in f.errors_pct]}
+            if f.misfit() <= limit:
+                vals = {n.split(".")[-1]: v for n, v in f.values.items() if "." not in n or n.startswith(f"{b}.")}
+                kept.append({**entry, "values": vals, "settle": SETTLE.get(m.mechanism, "")})
+            else:
+                rejected.append({**entry, "why": f"your runs contradict it: misfit {f.misfit():.2f} against the "
+                                                 f"best {best:.2f} (more than {RUNS_MEMBER_Z}^2 apart, 90 %)"})
+        nodes = sorted({math.ceil(p.gpus / facts["gpus_per_node"]) for p in pts})
+        out[b] = {"tolerance_pp": TOLERANCE_PP,
+                  "source": f"the bundled profile's members (profiles/{b}.json provenance.structural), each refitted "
+                            "to your runs",
+                  "criterion": f"a member is kept unless its refit misfit to the runs exceeds the best (today's fit "
+                               f"or a member) by more than {RUNS_MEMBER_Z}^2 (90 %)",
+                  "runs_nodes": nodes, "base_runs_misfit": round(base_misfit, 4),
+                  "members": kept, "rejected": rejected}
+    return out
 
 
 def step_scatter_log(runs: list) -> float:
@@ -237,9 +304,11 @@ def step_scatter_log(runs: list) -> float:
 
 
 def build_profiles(fitres: RunFit, runs: list, facts: dict[str, Any], command: str, name: str | None = None,
-                   analyse_progress: Callable[[int, int], None] | None = None) -> dict[str, Profile]:
+                   analyse_progress: Callable[[int, int], None] | None = None,
+                   structural: dict[str, dict[str, Any]] | None = None) -> dict[str, Profile]:
     """The user's cluster's profile per backbone: the fitted values built on their node, with
-    provenance naming each run and the stored uncertainty (intervals)."""
+    provenance naming each run, the stored uncertainty (intervals) and the structural members
+    the runs keep (``structural``, runs_structural)."""
     from perfmodel.backbones import get_backbone
     from perfmodel.calibration.calibrate import build_profile, measured_env_memory_gb, parameter_records
     from perfmodel.calibration.uncertainty import Uncertainty, analyse, attach
@@ -269,6 +338,7 @@ def build_profiles(fitres: RunFit, runs: list, facts: dict[str, Any], command: s
             "node_facts": dict(facts),
             "runs": [r.provenance() for r in runs if r.imported.backbone == b],
             "env_memory_gb_source": mem_src,
+            **({"structural": structural[b]} if structural and b in structural else {}),
             "fit": {"points": [{"run": pt.run, "kind": pt.kind, "mode": pt.mode, "gpus": pt.gpus,
                                 "measured": round(pt.throughput_env_steps_per_s, 4), "predicted": round(pred, 4),
                                 "error_pct": round(error_pct(pred, pt.throughput_env_steps_per_s), 3)}
@@ -402,8 +472,12 @@ def calibrate_command(paths: list[str], option: str, *, out_dir: str | None, cpu
         echo(f"fitting {len(runs)} run(s) (warm-up dropped: {WARMUP_RULE}) ...", err=True)
     fr = fit_runs(run_points(runs, facts), facts, max_evals=max_evals, data_sd_log=data_sd)
     if not quiet:
+        echo("refitting the structural members (growth mechanisms the published points cannot exclude) ...", err=True)
+    if not quiet:
         echo("prediction-interval analysis ...", err=True)
-    profiles = build_profiles(fr, runs, facts, command, name)
+    points = run_points(runs, facts)
+    structural = runs_structural(points, facts, fr, max_evals=max_evals)
+    profiles = build_profiles(fr, runs, facts, command, name, structural=structural)
     written = []
     for b, prof in profiles.items():
         path = out / f"{prof.name}.json"
@@ -415,7 +489,10 @@ def calibrate_command(paths: list[str], option: str, *, out_dir: str | None, cpu
            "values": fr.values, "not_identified": fr.not_identified, "on_bound": fr.on_bound,
            "points": [{"run": pt.run, "kind": pt.kind, "measured": pt.throughput_env_steps_per_s, "predicted": p,
                        "error_pct": e} for pt, p, e in zip(fr.points, fr.predicted, fr.errors_pct)],
-           "leave_one_run_out": loro}
+           "leave_one_run_out": loro,
+           "structural": {b: {"kept": [f"{m['mechanism']}:{m['end']}" for m in d["members"]],
+                              "rejected": [f"{m['mechanism']}:{m['end']}" for m in d["rejected"]],
+                              "runs_nodes": d["runs_nodes"]} for b, d in structural.items()}}
     if as_json:
         echo(json.dumps(doc, indent=2))
         return doc
@@ -441,6 +518,13 @@ def calibrate_command(paths: list[str], option: str, *, out_dir: str | None, cpu
         echo("held at the bundled values (no run moves them): " + ", ".join(fr.not_identified))
     if fr.on_bound:
         echo("on a bound (a mechanism the model lacks): " + ", ".join(fr.on_bound))
+    for b, d in structural.items():
+        kept = ", ".join(f"{m['mechanism']}:{m['end']}" for m in d["members"]) or "none"
+        gone = ", ".join(f"{m['mechanism']}:{m['end']}" for m in d["rejected"])
+        echo(f"structural members ({b}; growth mechanisms the published points cannot exclude): kept {kept}"
+             + (f"; your runs rule out {gone}" if gone else "")
+             + ("" if len(d["runs_nodes"]) > 1 or gone else
+                " (runs on one node count cannot tell them apart: runs on two node counts would)"))
     if loro:
         for line in format_loro(loro):
             echo(line)

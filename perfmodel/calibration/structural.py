@@ -117,8 +117,9 @@ def member_profile(profile: Profile, member: Member) -> Profile:
     from perfmodel.calibration.measured import measured_of
 
     prov = {k: v for k, v in profile.provenance.items() if k not in ("uncertainty", "structural")}
+    # on the profile's own node: a user's cluster's (calibrated from their runs) or the published one
     built = build_profile(get_backbone(profile.backbone), member.values, profile.costs.env_memory_gb, prov,
-                          measured_of(profile.costs))
+                          measured_of(profile.costs), node_facts=profile.provenance.get("node_facts"))
     built = replace(built, name=f"{profile.name}+{member.mechanism}:{member.end}", variability=profile.variability)
     if len(_BUILT) > 16:
         _BUILT.clear()
