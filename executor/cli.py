@@ -85,6 +85,9 @@ def cli() -> None:
               help="chunk steps of the real runs that measure the driver's cost per chunk step (0: skip)")
 @click.option("--trained-part", default="action_expert", show_default=True,
               help="which weights the training measurement trains: action_expert (VLM frozen, as published) or full")
+@click.option("--run-share", default="none", show_default=True,
+              help="modes (comma list, or all) whose env CPU share a short run on this host measures "
+                   "(Costs.env_cpu_share): what the driver, Ray and the actors take from the env cores")
 @click.option("--comm", is_flag=True,
               help="measure collectives (all-reduce, all-gather, broadcast) over torch.distributed instead")
 @click.option("--comm-ranks", default="2,4", show_default=True, help="--comm: rank counts")
@@ -95,12 +98,13 @@ def cli() -> None:
 @click.option("--verbose", is_flag=True, help="let Ray's own messages through to stderr")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 def profile(backbone, scale, device, suite, task_id, out, image_size, env_counts, env_repeats, reset_repeats,
-            batch_sizes, train_sizes, repeats, sync_mb, gpus_per_node, env_profile, driver_chunk_steps, trained_part, comm, comm_ranks, comm_mb,
-            base_profile, address, verbose, no_progress) -> None:
+            batch_sizes, train_sizes, repeats, sync_mb, gpus_per_node, env_profile, driver_chunk_steps, trained_part, run_share, comm, comm_ranks,
+            comm_mb, base_profile, address, verbose, no_progress) -> None:
     """Measure env, inference, training and sync costs into a perfmodel profile (or, with
     --comm, the cost of collectives at increasing rank counts)."""
     from executor.profiling.config import ProfileConfig
     from executor.profiling.run import command_line, run_profile
+    from executor.profiling.runshare import parse_modes
 
     _check_profile_kind(comm)
     check_outputs_apart({"--env-profile": env_profile, "--base-profile": base_profile}, {"--out": out})
@@ -125,6 +129,7 @@ def profile(backbone, scale, device, suite, task_id, out, image_size, env_counts
         env_profile=env_profile,
         driver_chunk_steps=driver_chunk_steps,
         trained_part=trained_part,
+        run_share=parse_modes(run_share),
         command=command_line(sys.argv[1:]),
     )
     cfg.check()  # all input errors before any measurement starts
@@ -260,9 +265,16 @@ def predict_before_run(plan, profile, opts, backbone: str, iterations: int, warm
     line = (f"predicted     {fmt_number(at_probe['throughput_env_steps_per_s'])} env steps/s before the run "
             f"(host probe: env step x{r['env_step']:.2f}, reset x{r['env_reset']:.2f} of the profile; "
             f"{fmt_number(unscaled['throughput_env_steps_per_s'])} with the profile as it is)")
-    warn = other_host(profile, backbone, opts.scale)
-    return {"profile": scaled, "probe": probe.to_dict(), "line": line, "warnings": [warn] if warn else [],
-            "at_probe": {k: at_probe[k] for k in fields}, "unscaled": {k: unscaled[k] for k in fields}}
+    warnings = [w for w in [other_host(profile, backbone, opts.scale)] if w]
+    share = profile.costs.env_cpu_share.get(plan.mode)
+    if share is None:
+        warnings.append(f"profile {profile.name} has no env CPU share measured for {plan.mode}: the prediction "
+                        "assumes the envs get their cores whole, though the run's driver, Ray and actors take part "
+                        f"of them (executor profile ... --run-share {plan.mode} measures it)")
+    return {"profile": scaled, "probe": probe.to_dict(), "line": line, "warnings": warnings,
+            "at_probe": {**{k: at_probe[k] for k in fields}, "env_cpu_share": share or {"env_step": 1.0, "env_reset": 1.0},
+                         "env_cpu_share_source": f"profile {profile.name}" if share else "none measured: 1.0"},
+            "unscaled": {k: unscaled[k] for k in fields}}
 
 
 def add_probe(record: dict, before: dict) -> None:

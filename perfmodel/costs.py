@@ -152,11 +152,18 @@ class StageCosts:
                                                self.profile.variability.env_step_cv)
         step, eff = self.env_cost("step_lockstep" if lockstep else "step_free")
         # The policy's host work per observation (Costs.obs_cpu_s) runs on the same cores.
-        return self._cpu_time(n_envs, k * step + self.profile.costs.obs_cpu_s, eff) * barrier
+        return (self._cpu_time(n_envs, k * step + self.profile.costs.obs_cpu_s, eff) * barrier
+                / self.env_cpu_share("env_step"))
 
     def env_reset_s(self, n_envs: int) -> float:
         reset, eff = self.env_cost("reset")
-        return self._cpu_time(n_envs, reset, eff)
+        return self._cpu_time(n_envs, reset, eff) / self.env_cpu_share("env_reset")
+
+    def env_cpu_share(self, stage: str) -> float:
+        """The share of their cores the plan's env processes get in a run of its mode
+        (Costs.env_cpu_share, measured by executor profile --run-share; 1.0 where not measured):
+        wall time, not CPU seconds, is divided by it."""
+        return self.profile.costs.env_cpu_share.get(self.plan.mode, {}).get(stage, 1.0)
 
     def driver_chunk_s(self) -> float:
         """The run's orchestration per chunk step of an env group (profile's measured

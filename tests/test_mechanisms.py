@@ -174,6 +174,41 @@ def test_policy_host_work_runs_on_the_env_cores(scenario_dict):
     assert prof.costs.env_scaled(2.0, 1.0).obs_cpu_s == 1.0
 
 
+def test_env_cpu_share_stretches_the_env_stages_of_its_mode(scenario_dict):
+    """Costs.env_cpu_share (issue 30): in a disaggregated run the env processes got half their
+    cores for steps and 0.8 for resets (the driver, Ray and the actors took the rest). The same
+    scenario as the host-work test without it: chunk = 5 x 0.1 x 16 / 2 / 0.5 = 8 s, reset =
+    0.5 x 16 / 2 / 0.8 = 5 s; inference unchanged; the CPU seconds the model compares with a
+    run's are not; a mode the run did not measure keeps a share of 1."""
+    scenario_dict["node"]["cpu_cores_per_node"] = 4
+    scenario_dict["node"]["gpus_per_node"] = 2
+    scenario_dict["costs"]["env_cpu_share"] = {"disaggregated": {"env_step": 0.5, "env_reset": 0.8}}
+    prof = Profile.from_dict(scenario_dict)
+    assert prof.to_dict()["costs"]["env_cpu_share"] == {"disaggregated": {"env_step": 0.5, "env_reset": 0.8}}
+    plan = published_plan(prof, "disaggregated", 2, "1:1")
+    c = StageCosts(plan, prof)
+    assert c.env_chunk_s(16) == pytest.approx(8.0) and c.env_reset_s(16) == pytest.approx(5.0)
+    assert c.env_cpu_s("step_lockstep", 16) == pytest.approx(0.1)
+    res = simulate(plan, prof, iterations=2, warmup=1, trace=True)
+    spans = [(s[0], round(s[3], 9), round(s[4], 9)) for s in res.recorder.spans
+             if s[1] in ("env_worker_0", "rollout_gpu_0")][:5]
+    assert spans == [("env_reset", 0.0, 5.0), ("inference", 5.0, 6.0), ("env_step", 6.0, 14.0),
+                     ("inference", 14.0, 15.0), ("env_step", 15.0, 23.0)]
+    other = StageCosts(published_plan(prof, "train_async", 2, "1:1"), prof)
+    assert other.env_chunk_s(16) == pytest.approx(4.0) and other.env_reset_s(16) == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize("share,field", [({"streamr": {"env_step": 0.5, "env_reset": 0.5}}, "streamr"),
+                                         ({"colocated": {"env_step": 0.5}}, "colocated"),
+                                         ({"colocated": {"env_step": 0.0, "env_reset": 1.0}}, "colocated.env_step"),
+                                         ({"colocated": {"env_step": 1.2, "env_reset": 1.0}}, "colocated.env_step")])
+def test_env_cpu_share_field_refusals(scenario_dict, share, field):
+    scenario_dict["costs"]["env_cpu_share"] = share
+    with pytest.raises(ConfigError) as e:
+        Profile.from_dict(scenario_dict)
+    assert e.value.field == f"profile.costs.env_cpu_share.{field}"
+
+
 def test_policy_host_work_field(scenario_dict):
     assert Profile.from_dict(scenario_dict).costs.obs_cpu_s == 0.0  # absent: none
     assert "obs_cpu_s" not in Profile.from_dict(scenario_dict).to_dict()["costs"]

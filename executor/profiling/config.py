@@ -31,6 +31,7 @@ class ProfileConfig:
     env_profile: str | None = None  # take env costs from this measured profile instead of measuring
     driver_chunk_steps: int = 6  # chunk steps of the driver measurement per stepping kind; 0: none
     trained_part: str = "action_expert"  # which weights the training measurement trains (plan.trained_part)
+    run_share: tuple[str, ...] = ()  # modes whose env CPU share a short run measures (executor.profiling.runshare)
     command: str = ""
 
     def check(self) -> None:
@@ -55,6 +56,9 @@ class ProfileConfig:
             raise ConfigError("env-counts", f"must include 1 (one env alone on one core), got {list(self.env_counts)}")
         if self.trained_part not in TRAINED_PARTS:
             raise ConfigError("trained-part", f"must be {' or '.join(TRAINED_PARTS)}, got {self.trained_part!r}")
+        if self.run_share and self.env_profile is not None:
+            raise ConfigError("run-share", "not with --env-profile: the envs' share of this host's cores says nothing "
+                                           "of envs whose costs were measured on another host")
         if self.gpus_per_node is not None and self.gpus_per_node < 1:
             raise ConfigError("gpus-per-node", f"must be an integer >= 1, got {self.gpus_per_node}")
         from executor.policies import resolve_device

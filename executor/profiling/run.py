@@ -49,7 +49,7 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
         slots = torch.cuda.device_count()
     else:
         slots = min(2, os.cpu_count() or 1)
-    steps = (0 if cfg.env_profile else 2 + len(cfg.env_counts) + (1 in cfg.env_counts and len(cfg.env_counts) > 1)) + len(cfg.batch_sizes) + len(cfg.train_sizes) + 2 + 1 + (2 if cfg.driver_chunk_steps > 0 and not cfg.env_profile else 0)
+    steps = (0 if cfg.env_profile else 2 + len(cfg.env_counts) + (1 in cfg.env_counts and len(cfg.env_counts) > 1)) + len(cfg.batch_sizes) + len(cfg.train_sizes) + 2 + 1 + (2 if cfg.driver_chunk_steps > 0 and not cfg.env_profile else 0) + len(cfg.run_share)
     started = time.perf_counter()
     load_before = os.getloadavg()
     with tqdm(total=steps, file=sys.stderr, disable=not progress, unit="stage") as bar:
@@ -168,9 +168,38 @@ def run_profile(cfg: ProfileConfig, progress: bool = True) -> Profile:
         extra={**envs["extra"], **model["extra"], "weight_sync_broadcast_s_vs_bytes": comm["curve"],
                "weight_sync_bandwidth_GBps": bw, **({"driver_samples": driver["extra"]} if driver else {})},
     )
+    if cfg.run_share:  # after every stage measurement: the runs use the envs and policy measured above
+        profile = with_run_share(profile, cfg, wl, slots, ram, progress)
     Profile.from_dict(profile.to_dict())  # the schema's checks, as any reader applies them, before writing
     profile.save(cfg.out)
     return profile
+
+
+def with_run_share(profile: Profile, cfg: ProfileConfig, workload: dict, slots: int, ram: float,
+                   progress: bool) -> Profile:
+    """``profile`` with ``Costs.env_cpu_share`` measured by a short run of each ``cfg.run_share``
+    mode on this host (executor.profiling.runshare), raw records in ``extra.run_share``."""
+    from dataclasses import replace
+
+    from tqdm import tqdm
+
+    from executor.profiling.runshare import RUN_SHARE_ITERATIONS, measure_run_share
+    from executor.runtime.modes import RunOptions
+
+    opts = RunOptions(backbone=cfg.backbone, scale=cfg.scale, device=cfg.device, image_size=cfg.image_size,
+                      suite=cfg.suite)
+    with tqdm(total=len(cfg.run_share), file=sys.stderr, disable=not progress, unit="run") as bar:
+        got = measure_run_share(cfg.run_share, workload, slots, profile.name, ram, opts, bar)
+    return replace(
+        profile,
+        costs=replace(profile.costs, env_cpu_share={m: {k: g[k] for k in ("env_step", "env_reset")}
+                                                    for m, g in got.items()}),
+        assumptions={**profile.assumptions,
+                     "env_cpu_share": f"measured per mode ({', '.join(got)}) by a {RUN_SHARE_ITERATIONS}-iteration "
+                                      "run of the default workload on this host: CPU seconds the env processes got "
+                                      "over the wall seconds x cores the plan gives them (the rest went to the "
+                                      "driver, Ray and the actors); modes not measured: 1.0"},
+        extra={**profile.extra, "run_share": {m: g["raw"] for m, g in got.items()}})
 
 
 def measured_part(params: dict[str, int]) -> dict[str, float]:

@@ -270,7 +270,9 @@ def _diagnosis(record: dict[str, Any], plan: Plan, profile: Any, iterations: int
 
     from perfmodel.prediction import predict
 
-    scaled = replace(profile, costs=profile.costs.env_scaled(scale["env_step"], scale["env_reset"]))
+    # the share this run measured replaces the one the profile measured (Costs.env_cpu_share)
+    scaled = replace(profile, costs=replace(profile.costs.env_scaled(scale["env_step"], scale["env_reset"]),
+                                            env_cpu_share={}))
     pred = predict(plan, scaled, iterations=iterations, warmup=warmup, interval=False)
     thr = pred["throughput_env_steps_per_s"]
     return {**facts, "predicted_throughput_env_steps_per_s": thr, "predicted_iteration_time_s": pred["iteration_time_s"],

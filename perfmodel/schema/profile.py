@@ -327,6 +327,13 @@ class Costs:
         seconds per generator of the actor's weight sync, served one after another
         (``sync_per_generator_s``); seconds per ring step of each actor collective
         (``ring_step_s``).
+    env_cpu_share: per mode, the share of their cores the env processes got in a run of that
+        mode on the profiled host (``env_step``, ``env_reset``; 1.0: all of it): the rest went
+        to the run's own driver, Ray and the generator and trainer actors on the same cores
+        (the executor on a CPU host, where a "GPU" is a slot of its cores). Measured by
+        ``executor profile --run-share`` from a short run of each mode; the env stages' wall
+        time is divided by it (perfmodel.costs), their CPU seconds are not. Absent (fitted
+        profiles, and modes not measured): 1.0, the envs have their cores whole.
     """
 
     env_step_core_s: float
@@ -355,6 +362,7 @@ class Costs:
     channel_hop_s: float = 0.0
     sync_per_generator_s: float = 0.0
     ring_step_s: float = 0.0
+    env_cpu_share: dict = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, obj: Any, path: str) -> "Costs":
@@ -388,6 +396,7 @@ class Costs:
             channel_hop_s=f.float("channel_hop_s", 0.0, min=0.0),
             sync_per_generator_s=f.float("sync_per_generator_s", 0.0, min=0.0),
             ring_step_s=f.float("ring_step_s", 0.0, min=0.0),
+            env_cpu_share=_env_cpu_share(f.any("env_cpu_share", {}), f.sub("env_cpu_share")),
         )
         f.done()
         for name in ("infer_s", "train_micro_batch_s"):
@@ -439,6 +448,28 @@ def _float_table(obj: Any, path: str, keys: tuple[str, ...]) -> dict[str, float]
         if k not in keys:
             raise ConfigError(f"{path}.{k}", f"unknown field (allowed: {', '.join(keys)})")
     return {k: check_float(f"{path}.{k}", obj[k], min=0.0) for k in keys if k in obj}
+
+
+ENV_SHARE_STAGES = ("env_step", "env_reset")
+
+
+def _env_cpu_share(obj: Any, path: str) -> dict[str, dict[str, float]]:
+    """{mode: {env_step, env_reset}}: shares in (0, 1] (Costs.env_cpu_share)."""
+    from perfmodel.schema.modes import MODES
+
+    Fields(obj, path)  # must be an object
+    out = {}
+    for mode, shares in obj.items():
+        if mode not in MODES:
+            raise ConfigError(f"{path}.{mode}", f"unknown mode (allowed: {', '.join(MODES)})")
+        Fields(shares, f"{path}.{mode}")
+        missing = [k for k in ENV_SHARE_STAGES if k not in shares]
+        if missing or any(k not in ENV_SHARE_STAGES for k in shares):
+            raise ConfigError(f"{path}.{mode}", f"must hold exactly {' and '.join(ENV_SHARE_STAGES)}; got "
+                                                f"{', '.join(shares) or 'nothing'}")
+        out[mode] = {k: check_float(f"{path}.{mode}.{k}", shares[k], min=0.0, max=1.0, strict_min=True)
+                     for k in ENV_SHARE_STAGES}
+    return out
 
 
 def _driver_costs(obj: Any, path: str) -> dict[str, float]:

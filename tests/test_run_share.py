@@ -1,0 +1,67 @@
+"""``executor profile --run-share`` (issue 30): the share of their cores the env processes get in a
+real run of a mode on this host, stored as Costs.env_cpu_share and charged by the simulator."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_cli
+from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.profile import Profile, load_profile
+
+pytest.importorskip("ray")
+
+TINY = {"total_num_envs": 2, "max_episode_steps": 10, "num_action_chunks": 5, "rollout_epoch": 1,
+        "update_epoch": 1, "micro_batch_size": 2, "global_batch_size": 4, "group_size": 1, "algorithm": "ppo"}
+
+
+def test_parse_modes_and_refusals(tmp_path: Path) -> None:
+    from executor.profiling.runshare import parse_modes, share_plan
+
+    assert parse_modes("none") == () and parse_modes("all")[0] == "colocated"
+    assert parse_modes("colocated, rollout_async") == ("colocated", "rollout_async")
+    with pytest.raises(ConfigError, match="run-share: must be none, all or modes among"):
+        parse_modes("colocated,streamr")
+    with pytest.raises(ConfigError, match="needs 2 or more"):
+        share_plan("disaggregated", TINY, 1, "x", 24.0)
+    r = run_cli("profile", "--backbone", "pi05", "--out", str(tmp_path / "p.json"), "--run-share", "fast",
+                module="executor.cli")
+    assert r.returncode == 2 and r.stderr.startswith("error: run-share:") and len(r.stderr.splitlines()) == 1
+    r = run_cli("profile", "--comm", "--out", str(tmp_path / "p.json"), "--run-share", "all", module="executor.cli")
+    assert r.returncode == 2 and "--run-share" in r.stderr and not (tmp_path / "p.json").exists()
+
+
+@pytest.mark.slow
+def test_a_real_run_measures_the_share_and_the_prediction_charges_it(tmp_path: Path) -> None:
+    """A 3-iteration disaggregated run on this host (real LIBERO envs, tiny stand-in, Ray actors):
+    the env processes' share of their cores is measured in (0, 1], kept with the run's raw
+    figures, and a profile carrying it predicts that mode slower by no more than the share says
+    (env stages stretched, the rest unchanged) and every other mode as before."""
+    from executor.profiling.runshare import measure_run_share
+    from executor.runtime.modes import RunOptions
+    from perfmodel.calibration.reference import published_plan
+    from perfmodel.simulate import simulate
+
+    got = measure_run_share(("disaggregated",), TINY, 2, "pi05_tiny_cpu", 24.0,
+                            RunOptions(backbone="pi05", scale="tiny", image_size=64, hard_reset=False))
+    share = got["disaggregated"]
+    assert 0 < share["env_step"] <= 1 and 0 < share["env_reset"] <= 1
+    raw = share["raw"]
+    assert raw["env_cpu"]["env_step"]["cpu_s"] > 0 and raw["plan"]["mode"] == "disaggregated"
+    prof = load_profile("pi05_tiny_cpu")
+    charged = replace(prof, costs=replace(prof.costs, env_cpu_share={
+        "disaggregated": {k: share[k] for k in ("env_step", "env_reset")}}))
+    Profile.from_dict(json.loads(json.dumps(charged.to_dict())))  # what a reader accepts
+    for mode in ("disaggregated", "colocated"):
+        plan = published_plan(prof, mode, 2, None if mode == "colocated" else "1:1")
+        a = simulate(plan, prof, iterations=3, warmup=1).throughput_env_steps_per_s
+        b = simulate(plan, charged, iterations=3, warmup=1).throughput_env_steps_per_s
+        if mode == "colocated":
+            assert b == a
+        else:
+            assert a * min(share["env_step"], share["env_reset"]) * (1 - 1e-9) <= b <= a
+    print("run share:", json.dumps({k: v for k, v in share.items() if k != "raw"}), "load", raw["loadavg_before_after"])
