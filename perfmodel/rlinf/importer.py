@@ -487,7 +487,7 @@ def _policy_shape(c: Composed, backbone: str, warnings: list[str]) -> dict[str, 
     spec = BACKBONES.get(backbone)
     gr00t = str(c.get("actor.model.model_type", "")).startswith("gr00t")
     order = (("actor.model.denoising_steps", "actor.model.num_steps") if gr00t else
-             ("actor.model.openpi.num_steps", "actor.model.dexbotic.num_steps", "actor.model.num_steps",
+             ("actor.model.num_steps", "actor.model.openpi.num_steps", "actor.model.dexbotic.num_steps",
               "actor.model.denoising_steps"))
     steps_field = next((k for k in order if c.has(k)), None)
     out: dict[str, int] = {}
