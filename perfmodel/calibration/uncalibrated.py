@@ -128,6 +128,51 @@ def uncalibrated_profile(name: str, calibrated: dict[str, Profile] | None = None
     return prof
 
 
+def backbone_corners(plan: Any, profile: Profile, run: Any) -> list[tuple[str, float]]:
+    """For a profile of a backbone not calibrated: the plan's throughput with all its per-backbone
+    parameters at each calibrated backbone's values at once, [(backbone, throughput)]; [] for any
+    other profile. The per-parameter bracket (Uncertainty.unidentified) moves one at a time, and
+    the parameters interact (more host work per observation hides faster inference), so the
+    interval also spans these joint corners."""
+    params = profile.provenance.get("parameters") or {}
+    if profile.provenance.get("backbone_calibrated") is not False or not params:
+        return []
+    from dataclasses import replace as _replace
+
+    from perfmodel.calibration.calibrate import build_profile
+    from perfmodel.calibration.interval_ends import plan_for
+    from perfmodel.calibration.measured import measured_of
+
+    values = {n: float(p["value"]) for n, p in params.items()}
+    by_backbone: dict[str, dict[str, float]] = {}
+    for n, p in params.items():
+        for b, v in (p.get("calibrated_values") or {}).items():
+            by_backbone.setdefault(b, {})[n] = float(v)
+    out = []
+    prov = {k: v for k, v in profile.provenance.items() if k != "uncertainty"}
+    for b, vals in by_backbone.items():
+        built = build_profile(get_backbone(profile.backbone), {**values, **vals}, profile.costs.env_memory_gb, prov,
+                              measured_of(profile.costs), node_facts=profile.provenance.get("node_facts"))
+        built = _replace(built, name=f"{profile.name}@{b}", variability=profile.variability)
+        out.append((b, run(plan_for(plan, profile, built), built)))
+    return out
+
+
+def with_backbone_corners(iv: dict[str, Any], throughput: float, corners: list[tuple[str, float]]) -> dict[str, Any]:
+    """``iv`` widened to hold each corner (``backbone_corners``): a bracket, not a spread."""
+    if not corners:
+        return iv
+    from perfmodel.calibration.interval_ends import with_ends
+
+    low = min([iv["low"]] + [t for _, t in corners])
+    high = max([iv["high"]] + [t for _, t in corners])
+    out = with_ends(iv, throughput, low, high)
+    out["backbone_not_calibrated"] = {"corners": {b: t for b, t in corners}}
+    out["method"] = iv["method"] + ("; backbone not calibrated: spans the plan with its per-backbone parameters at "
+                                    "each calibrated backbone's values (" + ", ".join(b for b, _ in corners) + ")")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     from perfmodel.schema.jsonio import write_json_atomic
 
