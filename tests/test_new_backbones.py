@@ -81,3 +81,11 @@ def test_predict_cli_takes_the_new_backbones(name: str) -> None:
     d = json.loads(r.stdout)
     assert d["backbone"] == name and d["extrapolation"]["backbone_not_calibrated"] is True
     assert d["throughput_interval"]["low"] < d["throughput_env_steps_per_s"] < d["throughput_interval"]["high"]
+
+
+def test_predict_text_says_the_backbone_is_not_calibrated() -> None:
+    r = run_cli("predict", "--backbone", "gr00t_n16", "--mode", "colocated", "--gpus", "8")
+    assert r.returncode == 0, r.stderr
+    assert "no published throughput calibrates gr00t_n16" in r.stdout
+    r = run_cli("predict", "--backbone", "gr00t_n15", "--mode", "colocated", "--gpus", "8")
+    assert "no published throughput calibrates" not in r.stdout
