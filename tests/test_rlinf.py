@@ -207,6 +207,17 @@ def test_config_denoising_steps_and_chunk_change_the_costs(tmp_path: Path, model
         assert json.loads(r0.stdout)["stage_time_s"] != json.loads(r1.stdout)["stage_time_s"]
 
 
+def test_emit_keeps_the_configs_denoising_steps_and_horizon(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path)
+    (tmp_path / "model" / "pi0_5.yaml").write_text(PI05.replace("num_steps: 4", "num_steps: 8")
+                                                   .replace("num_action_chunks: 10", "num_action_chunks: 5"))
+    plan = load_rlinf(cfg).plan
+    assert (plan.denoising_steps, plan.action_horizon) == (8, 5)
+    f = tmp_path / "frag.yaml"
+    f.write_text(emit_yaml(plan, "pi05"))
+    assert load_rlinf(f).plan.to_dict() == plan.to_dict()
+
+
 @pytest.mark.parametrize("mode, gpus, ratio", [("colocated", 8, None), ("streamer", 16, "3:1"),
                                                ("disaggregated", 24, "1:2"), ("rollout_async", 4, "1:1")])
 def test_emit_round_trips(tmp_path: Path, mode: str, gpus: int, ratio: str | None) -> None:
