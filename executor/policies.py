@@ -33,7 +33,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from perfmodel.backbones import Backbone, Transformer, default_trained_part, get_backbone, with_trained_part
+from perfmodel.backbones import (Backbone, Transformer, default_trained_part, get_backbone, with_denoising,
+                                 with_trained_part)
 from perfmodel.schema.errors import ConfigError
 
 STATE_DIM = 9  # executor.envs.STATE_DIM (kept here so policies import without LIBERO)
@@ -410,12 +411,14 @@ def resolve_device(device: str) -> torch.device:
 
 
 def make_policy(name: str, scale: str = "tiny", device: str = "auto", seed: int = 0,
-                dtype: torch.dtype | None = None, trained_part: str | None = None) -> VLAPolicy:
+                dtype: torch.dtype | None = None, trained_part: str | None = None,
+                denoising_steps: int | None = None, action_horizon: int | None = None) -> VLAPolicy:
     """A stand-in policy: bf16 on CUDA, float32 on CPU (unless ``dtype`` is given); ``device``
     ``meta`` builds it without allocating (parameter counts of the full scale). ``trained_part``
     (plan.trained_part; None: what RLinf trains, ``default_trained_part``) decides which weights take
-    gradients and optimizer state."""
-    spec = get_backbone(name, scale)
+    gradients and optimizer state; ``denoising_steps`` and ``action_horizon`` (plan fields, None: the
+    backbone's own) set the flow's steps and the chunk the model predicts."""
+    spec = with_denoising(get_backbone(name, scale), denoising_steps, action_horizon)
     backbone = with_trained_part(spec, trained_part or default_trained_part(spec))
     dev = torch.device("meta") if device == "meta" else resolve_device(device)
     if dtype is None:

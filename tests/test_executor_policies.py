@@ -138,3 +138,17 @@ def test_profile_and_run_refuse_a_trained_part_they_would_not_train(tmp_path):
     plan = published_plan(load_profile("pi05_tiny_cpu"), "disaggregated", 2, "1:1")
     with pytest.raises(ConfigError, match="learner.trained_part: must be the plan's trained_part 'action_expert'"):
         execute_session(plan, iterations=1, opts=RunOptions(), learner=LearnerConfig.from_plan(plan, trained_part="full"))
+
+
+def test_plan_denoising_steps_and_horizon_shape_the_stand_in():
+    """plan.denoising_steps / action_horizon (an RLinf config's) reach the stand-in the executor
+    runs, as the prediction costs them; GR00T's DiT keeps its horizon, OFT has no steps."""
+    p = make_policy("pi0", "tiny", denoising_steps=2, action_horizon=5)
+    assert (p.backbone.denoise_steps, p.chunk) == (2, 5)
+    out = p.generate(_obs(2, size=64))
+    assert out.actions.shape == (2, 5, 7)
+    g = make_policy("gr00t_n16", "tiny", denoising_steps=3, action_horizon=5)
+    assert (g.backbone.denoise_steps, g.chunk) == (3, 16)
+    o = make_policy("openvla_oft", "tiny", denoising_steps=3, action_horizon=4)
+    assert (o.backbone.denoise_steps, o.chunk) == (1, 4)
+    assert o.generate(_obs(1, size=64)).actions.shape == (1, 4, 7)
