@@ -89,3 +89,14 @@ def test_predict_text_says_the_backbone_is_not_calibrated() -> None:
     assert "no published throughput calibrates gr00t_n16" in r.stdout
     r = run_cli("predict", "--backbone", "gr00t_n15", "--mode", "colocated", "--gpus", "8")
     assert "no published throughput calibrates" not in r.stdout
+
+
+def test_plan_and_sweep_take_them_and_mark_them() -> None:
+    r = run_cli("plan", "--backbone", "openvla_oft", "--gpus", "8", "--modes", "colocated,disaggregated",
+                "--ratios", "1:1")
+    assert r.returncode == 0, r.stderr
+    assert "? backbone not calibrated" in r.stdout
+    r = run_cli("sweep", "--backbone", "pi0", "--gpus", "8", "--modes", "colocated", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = [x for x in json.loads(r.stdout)["rows"] if x["status"] == "ok"]
+    assert rows and all(x["backbone_not_calibrated"] for x in rows)
