@@ -62,7 +62,7 @@ def cli() -> None:
 
 
 @cli.command()
-@click.option("--backbone", default=None, help="pi05 or gr00t_n15 (not with --comm)")
+@click.option("--backbone", default=None, help="pi05, gr00t_n15, pi0, openvla_oft or gr00t_n16 (not with --comm)")
 @click.option("--scale", default="tiny", show_default=True, help="tiny, small or full")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda[:N] or auto")
 @click.option("--suite", default="libero_spatial", show_default=True,
@@ -83,8 +83,9 @@ def cli() -> None:
               help="take env costs from this measured (CPU) profile instead of measuring envs here")
 @click.option("--driver-chunk-steps", default=6, type=int, show_default=True,
               help="chunk steps of the real runs that measure the driver's cost per chunk step (0: skip)")
-@click.option("--trained-part", default="action_expert", show_default=True,
-              help="which weights the training measurement trains: action_expert (VLM frozen, as published) or full")
+@click.option("--trained-part", default=None,
+              help="which weights the training measurement trains: action_expert (VLM frozen, as published) or "
+                   "full (default: what RLinf trains: action_expert; full for openvla_oft)")
 @click.option("--run-share", default="none", show_default=True,
               help="modes (comma list, or all) whose env CPU share a short run on this host measures "
                    "(Costs.env_cpu_share): what the driver, Ray and the actors take from the env cores")
@@ -113,7 +114,7 @@ def profile(backbone, scale, device, suite, task_id, out, image_size, env_counts
         _profile_comm(out, device, comm_ranks, comm_mb, repeats, base_profile, address, verbose, no_progress)
         return
     if backbone is None:
-        raise ConfigError("backbone", "missing: --backbone pi05 or gr00t_n15 (or --comm)")
+        raise ConfigError("backbone", "missing: --backbone pi05, gr00t_n15, pi0, openvla_oft or gr00t_n16 (or --comm)")
 
     cfg = ProfileConfig(
         backbone=backbone, scale=scale, out=out, device=device, suite=suite, task_id=task_id,

@@ -1,4 +1,4 @@
-"""Architecture-faithful stand-ins for pi0.5 and GR00T N1.5, with random weights.
+"""Architecture-faithful stand-ins for pi0.5, pi0, GR00T N1.5 / N1.6 and OpenVLA-OFT, with random weights.
 
 Each policy is built from the layer shapes in ``perfmodel.backbones`` (so the executor and the cost
 model agree): a vision transformer over every camera image, a language-model prefix over image
@@ -11,6 +11,10 @@ real models cost (../shared/reference/models.md).
 - GR00T N1.5: only the first ``llm_layers_used`` LLM layers run (features from an intermediate
   layer); VLM frozen; a trained VL self-attention adapter, then a DiT action head with
   self-attention over the chunk tokens and cross-attention to the VLM features.
+- pi0: pi0.5's structure (same shapes); GR00T N1.6: N1.5's with a 32-layer DiT and no adapter.
+- OpenVLA-OFT: two vision towers (DINOv2 + SigLIP) fused per patch, Llama 2 7B, and parallel
+  decoding: the chunk's action tokens run in the LLM's prefix pass (no action head, no denoising);
+  the stand-in reads one action dimension off each token (the real model reads token logits).
 
 For PPO/GRPO each policy has a value head and a tractable action log-probability: the executed
 chunk is a Gaussian around the denoised chunk, ``a ~ N(mu(obs, noise), diag(exp(log_std))^2)``,
@@ -29,10 +33,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from perfmodel.backbones import Backbone, Transformer, get_backbone, with_trained_part
+from perfmodel.backbones import (Backbone, Transformer, default_trained_part, get_backbone, with_denoising,
+                                 with_trained_part)
 from perfmodel.schema.errors import ConfigError
 
 STATE_DIM = 9  # executor.envs.STATE_DIM (kept here so policies import without LIBERO)
+ACTION_BINS = 256  # OpenVLA: each action dimension discretised into 256 bins, the last 256 token ids
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,25 +158,47 @@ class VLAPolicy(nn.Module):
         self.pos_embed = nn.Parameter(torch.randn(self.grid * self.grid, vw) * 0.02)
         self.vision = nn.ModuleList(Block(b.vision) for _ in range(b.vision.layers))
         self.vision_norm = nn.LayerNorm(vw)
-        self.vision_proj = nn.Linear(vw, lw, bias=False)
+        # OpenVLA's second tower (DINOv2 beside SigLIP): same patches, features concatenated per token
+        v2 = b.vision2
+        self.patch_embed2 = nn.Conv2d(3, v2.width, b.patch, stride=b.patch, bias=False) if v2 else None
+        self.pos_embed2 = nn.Parameter(torch.randn(self.grid * self.grid, v2.width) * 0.02) if v2 else None
+        self.vision2 = nn.ModuleList(Block(v2) for _ in range(v2.layers)) if v2 else nn.ModuleList()
+        self.vision_norm2 = nn.LayerNorm(v2.width) if v2 else None
+        if v2:  # Prismatic's fused GELU MLP projector (OpenVLA): fused width -> 4x -> LLM width -> LLM width
+            vd = vw + v2.width
+            self.vision_proj = nn.Sequential(nn.Linear(vd, 4 * vd), nn.GELU(), nn.Linear(4 * vd, lw), nn.GELU(),
+                                             nn.Linear(lw, lw))
+        else:
+            self.vision_proj = nn.Linear(vw, lw, bias=False)
+        # OFT parallel decoding: one input embedding per action token (chunk x action_dim), decoded
+        # in the LLM's prefix pass; each token's LM-head logits over the last ACTION_BINS token ids
+        # give one action dimension (OpenVLA's binned actions; the expectation over the bins here)
+        n_act = b.action_tokens
+        self.action_queries = nn.Parameter(torch.randn(n_act, lw) * 0.02) if n_act else None
+        self.lm_head = nn.Linear(lw, b.vocab, bias=False) if n_act else None
         # language model: all layers exist (weights), the first llm_layers_used run
         self.embed = nn.Embedding(b.vocab, lw)
         self.llm = nn.ModuleList(Block(b.llm) for _ in range(b.llm.layers))
         self.llm_norm = nn.LayerNorm(lw)
         # action head: chunk tokens + one state/time token
-        self.action_in = nn.Linear(action_dim, aw)
-        self.state_in = nn.Linear(STATE_DIM, aw)
-        self.time_mlp = nn.Sequential(nn.Linear(aw, aw), nn.SiLU(), nn.Linear(aw, aw))
         self.head = nn.ModuleList(Block(b.action_head) for _ in range(b.action_head.layers))
-        self.head_norm = nn.LayerNorm(aw)
-        self.action_out = nn.Linear(aw, action_dim)
         self.cross = b.action_head.cross_attn
-        if self.cross:
+        if b.has_action_expert:
+            self.action_in = nn.Linear(action_dim, aw)
+            self.state_in = nn.Linear(STATE_DIM, aw)
+            self.time_mlp = nn.Sequential(nn.Linear(aw, aw), nn.SiLU(), nn.Linear(aw, aw))
+            self.head_norm = nn.LayerNorm(aw)
+            self.action_out = nn.Linear(aw, action_dim)
+        if not b.has_action_expert:  # OFT: no action head, no adapter
+            self.adapter = nn.ModuleList()
+            self.kv_adapt = None
+        elif self.cross:
             # GR00T: trained VL self-attention adapter over the VLM features, then a projection to
             # the DiT width; the adapter's depth fills the spec's extra_params (its stated content)
             adapter_spec = Transformer(layers=1, width=lw, heads=max(1, b.llm.heads), head_dim=b.llm.head_dim,
                                        mlp=4 * lw)
-            n_adapter = max(1, round(0.8 * b.extra_params / adapter_spec.layer_params))
+            # (none for GR00T N1.6, which dropped the adapter: its extra_params are the encoders)
+            n_adapter = round(0.8 * b.extra_params / adapter_spec.layer_params)
             self.adapter = nn.ModuleList(Block(adapter_spec) for _ in range(n_adapter))
             self.ctx_proj = nn.Linear(lw, aw, bias=False)
             self.kv_adapt = None
@@ -185,9 +213,12 @@ class VLAPolicy(nn.Module):
         self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
         if not b.train_vlm:  # frozen VLM (trained_part action_expert): no gradients, no optimizer state
             for m in (self.patch_embed, self.vision, self.vision_norm, self.vision_proj, self.embed, self.llm,
-                      self.llm_norm):
-                m.requires_grad_(False)
-            self.pos_embed.requires_grad_(False)
+                      self.llm_norm, self.vision2, self.patch_embed2, self.vision_norm2):
+                if m is not None:
+                    m.requires_grad_(False)
+            for prm in (self.pos_embed, self.pos_embed2):
+                if prm is not None:
+                    prm.requires_grad_(False)
 
     # --- sizes ---
     @property
@@ -196,7 +227,7 @@ class VLAPolicy(nn.Module):
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.action_out.weight.dtype
+        return self.log_std.dtype
 
     def param_counts(self) -> dict[str, int]:
         total = sum(p.numel() for p in self.parameters())
@@ -260,15 +291,23 @@ class VLAPolicy(nn.Module):
         b = self.backbone
         imgs = t["images"]  # (B, n_img, 3, px, px)
         bsz = imgs.shape[0]
-        x = self.patch_embed(imgs.flatten(0, 1)).flatten(2).transpose(1, 2)  # (B*n_img, grid^2, vw)
+        flat = imgs.flatten(0, 1)
+        x = self.patch_embed(flat).flatten(2).transpose(1, 2)  # (B*n_img, grid^2, vw)
         x = x + self.pos_embed.to(x.dtype)
         for blk in self.vision:
             x, _ = blk(x)
         x = self.vision_norm(x)
+        if self.patch_embed2 is not None:  # the second tower, concatenated per patch token
+            x2 = self.patch_embed2(flat).flatten(2).transpose(1, 2) + self.pos_embed2.to(x.dtype)
+            for blk in self.vision2:
+                x2, _ = blk(x2)
+            x = torch.cat([x, self.vision_norm2(x2)], -1)
         if x.shape[1] != b.image_tokens_per_image:  # pixel shuffle / pooling to the token count
             x = F.adaptive_avg_pool1d(x.transpose(1, 2), b.image_tokens_per_image).transpose(1, 2)
         x = self.vision_proj(x).reshape(bsz, b.images * b.image_tokens_per_image, -1)  # (B, img tokens, lw)
         h = torch.cat([x, self.embed(t["prompt"])], 1)  # (B, prefix_tokens, lw)
+        if self.action_queries is not None:  # parallel decoding: the action tokens join the prefix pass
+            h = torch.cat([h, self.action_queries.to(h.dtype).expand(bsz, -1, -1)], 1)
         kvs = []
         for blk in self.llm[: b.llm_layers_used]:
             h, kv = blk(h)
@@ -311,6 +350,14 @@ class VLAPolicy(nn.Module):
         else:
             with torch.no_grad():  # frozen VLM: forward only
                 feats, kvs = self.encode_prefix(t)
+        if self.action_queries is not None:  # OFT: the chunk is read off the action tokens, no denoising
+            n_act = self.action_queries.shape[0]
+            bins = min(ACTION_BINS, self.lm_head.out_features)
+            probs = self.lm_head(feats[:, -n_act:])[..., -bins:].float().softmax(-1)  # (B, n_act, bins)
+            centres = torch.linspace(-1.0, 1.0, bins, device=probs.device)
+            acts = (probs @ centres).to(feats.dtype).view(feats.shape[0], self.chunk, self.action_dim)
+            value = self.value_head(feats[:, :-n_act].mean(1)).squeeze(-1)
+            return acts + 0.0 * noise.to(acts.dtype), value
         ctx, pooled_feats = self.head_context(feats, kvs)
         x = noise.to(self.dtype)
         dt = 1.0 / b.denoise_steps
@@ -364,11 +411,15 @@ def resolve_device(device: str) -> torch.device:
 
 
 def make_policy(name: str, scale: str = "tiny", device: str = "auto", seed: int = 0,
-                dtype: torch.dtype | None = None, trained_part: str = "action_expert") -> VLAPolicy:
+                dtype: torch.dtype | None = None, trained_part: str | None = None,
+                denoising_steps: int | None = None, action_horizon: int | None = None) -> VLAPolicy:
     """A stand-in policy: bf16 on CUDA, float32 on CPU (unless ``dtype`` is given); ``device``
     ``meta`` builds it without allocating (parameter counts of the full scale). ``trained_part``
-    (plan.trained_part) decides which weights take gradients and optimizer state."""
-    backbone = with_trained_part(get_backbone(name, scale), trained_part)
+    (plan.trained_part; None: what RLinf trains, ``default_trained_part``) decides which weights take
+    gradients and optimizer state; ``denoising_steps`` and ``action_horizon`` (plan fields, None: the
+    backbone's own) set the flow's steps and the chunk the model predicts."""
+    spec = with_denoising(get_backbone(name, scale), denoising_steps, action_horizon)
+    backbone = with_trained_part(spec, trained_part or default_trained_part(spec))
     dev = torch.device("meta") if device == "meta" else resolve_device(device)
     if dtype is None:
         dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32

@@ -88,14 +88,34 @@ class Backbone:
     train_vlm: bool
     published_params: float
     source: str
+    # A second vision tower run on the same patches, its features concatenated with the first's
+    # per token (OpenVLA's fused DINOv2 + SigLIP encoder); None: one tower.
+    vision2: Transformer | None = None
+    # Parallel decoding (OpenVLA-OFT): no action head; the chunk's action_chunk x action_dim
+    # action tokens run through the LLM in the same pass as the prefix, with denoise_steps 1.
+    parallel_decoding: bool = False
+    # Whether the chunk length (action_chunk) is the model's own horizon that a config sets
+    # (openpi's action_chunk, OFT's chunk) or fixed by the model whatever the env executes
+    # (GR00T's DiT horizon 16: RLinf's num_action_chunks is how many of them the env executes).
+    horizon_from_config: bool = True
 
     @property
     def prefix_tokens(self) -> int:
         return self.images * self.image_tokens_per_image + self.prompt_tokens
 
     @property
+    def action_tokens(self) -> int:
+        """Action tokens decoded in the LLM pass (parallel decoding), else 0."""
+        return self.action_chunk * self.action_dim if self.parallel_decoding else 0
+
+    @property
+    def has_action_expert(self) -> bool:
+        return self.action_head.layers > 0
+
+    @property
     def vision_params(self) -> int:
-        return self.vision.params + self.patch * self.patch * 3 * self.vision.width
+        towers = (self.vision,) + ((self.vision2,) if self.vision2 is not None else ())
+        return sum(t.params + self.patch * self.patch * 3 * t.width for t in towers)
 
     @property
     def llm_params(self) -> int:
@@ -114,10 +134,14 @@ class Backbone:
     def prefix_flops(self) -> float:
         patches = (self.image_px // self.patch) ** 2
         vision = self.images * self.vision.forward_flops(patches)
-        llm = self.llm.forward_flops(self.prefix_tokens, layers=self.llm_layers_used)
+        if self.vision2 is not None:
+            vision += self.images * self.vision2.forward_flops(patches)
+        llm = self.llm.forward_flops(self.prefix_tokens + self.action_tokens, layers=self.llm_layers_used)
         return vision + llm
 
     def action_head_flops(self) -> float:
+        if not self.has_action_expert:
+            return 0.0
         tokens = self.action_chunk + 1  # chunk tokens + state/time token
         return self.denoise_steps * self.action_head.forward_flops(tokens, context=self.prefix_tokens)
 
@@ -162,17 +186,23 @@ class Backbone:
             )
 
         layers_div = {"small": 3, "tiny": 9}[scale]
+        vocab = max(256, self.vocab // (div * div))
+        extra = self.extra_params // (div * div)
+        if self.parallel_decoding:  # the untied LM head in extra_params shrinks with vocab and width
+            lm_head = self.vocab * self.llm.width
+            extra = (self.extra_params - lm_head) // (div * div) + vocab * max(32, self.llm.width // div)
         return replace(
             self,
             name=f"{self.name}-{scale}",
             vision=shrink(self.vision, layers_div),
+            vision2=None if self.vision2 is None else shrink(self.vision2, layers_div),
             llm=shrink(self.llm, layers_div),
             llm_layers_used=max(1, self.llm_layers_used // layers_div),
-            action_head=shrink(self.action_head, layers_div),
-            vocab=max(256, self.vocab // (div * div)),
+            action_head=shrink(self.action_head, layers_div) if self.has_action_expert else self.action_head,
+            vocab=vocab,
             image_px=max(self.patch * 4, self.image_px // (2 if scale == "small" else 4)),
             image_tokens_per_image=max(4, self.image_tokens_per_image // (4 if scale == "small" else 16)),
-            extra_params=self.extra_params // (div * div),
+            extra_params=extra,
         )
 
 
@@ -221,11 +251,97 @@ GR00T_N15 = Backbone(
     extra_params=120_000_000,  # VL self-attention adapter, state/action encoders/decoders, value head
     train_vlm=False,
     published_params=3.0e9,
+    horizon_from_config=False,  # the DiT's horizon is the model's; num_action_chunks is what the env executes
     source="models.md: Eagle 2.5 = SigLIP-2 (So400m shapes) + Qwen3-1.7B (28x2048, 16q/8kv x128, MLP 6144) "
     "using layer 12; DiT 16 layers x 1536 (32 heads x 48) with cross-attention, 4 denoising steps, horizon 16",
 )
 
-BACKBONES = {b.name: b for b in (PI05, GR00T_N15)}
+# pi0 (openpi pi0_libero, as RLinf trains it): PaliGemma 3B (SigLIP So400m/14 + Gemma 2B) and the
+# Gemma-300M action expert; the same shapes as pi0.5 (models.md; openpi's gemma_2b / gemma_300m
+# configs). It differs where cost barely moves: the state enters as one continuous token of the
+# expert's suffix (chunk + 1 tokens, as counted) and the prompt carries no state tokens.
+PI0 = replace(
+    PI05,
+    name="pi0",
+    prompt_tokens=48,  # openpi Pi0Config max_token_len 48 for pi0 (pi0.5 adds the discretised state)
+    action_chunk=10,  # RLinf model/pi0.yaml num_action_chunks 10 -> openpi.action_chunk (openpi's own default: 50)
+    denoise_steps=4,  # RLinf model/pi0.yaml num_steps 4 -> openpi.num_steps (openpi's own default: 10)
+    extra_params=2_000_000,  # action in/out projections, action-time MLP, value head (as pi0.5's)
+    train_vlm=False,  # RLinf model/pi0.yaml openpi.train_expert_only: True
+    published_params=3.3e9,  # pi0 paper (Black et al. 2024): 3B VLM + 300M action expert
+    source="cited: PaliGemma 3B = SigLIP So400m/14 (27x1152, MLP 4304) + Gemma 2B (18x2048, 8q/1kv x256, MLP "
+    "16384) (models.md, openpi gemma_2b); Gemma-300M expert (18x1024, MLP 4096, head dim 256, openpi gemma_300m); "
+    "2 images (RLinf model/pi0.yaml num_images_in_input 2); chunk 10 and 4 denoising steps (RLinf model/pi0.yaml; "
+    "openpi defaults 50 and 10); derived: prompt 48 tokens (openpi max_token_len), extra 2M as pi0.5's",
+)
+
+# OpenVLA-OFT (RLinf's openvla_oft, implement_version rlinf): OpenVLA's Prismatic VLM (DINOv2
+# ViT-L/14 + SigLIP So400m/14 fused per patch, Llama 2 7B) with OFT's parallel decoding: the
+# chunk's action tokens run through the LLM in the prefix pass (one forward, no denoising).
+OPENVLA_OFT = Backbone(
+    name="openvla_oft",
+    vision=Transformer(layers=24, width=1024, heads=16, head_dim=64, mlp=4096),  # DINOv2 ViT-L/14
+    vision2=Transformer(layers=27, width=1152, heads=16, head_dim=72, mlp=4304),  # SigLIP So400m/14
+    patch=14,
+    image_px=224,  # RLinf model/openvla_oft.yaml image_size [224, 224]
+    images=1,  # RLinf model/openvla_oft.yaml num_images_in_input 1
+    image_tokens_per_image=256,  # 16 x 16 patches, the two towers' features concatenated per patch
+    llm=Transformer(layers=32, width=4096, heads=32, head_dim=128, mlp=11008, gated_mlp=True),  # Llama 2 7B
+    llm_layers_used=32,
+    vocab=32_000,  # RLinf model/openvla_oft.yaml vocab_size 32000
+    prompt_tokens=50,  # RLinf model/openvla_oft.yaml max_prompt_length 50 (libero_spatial configs: 128)
+    action_head=Transformer(layers=0, width=4096, heads=32, head_dim=128, mlp=11008),  # none: parallel decoding
+    action_chunk=8,  # RLinf model/openvla_oft.yaml num_action_chunks 8 (OFT's LIBERO chunk)
+    action_dim=7,
+    denoise_steps=1,
+    # the untied LM head (32000 x 4096 = 131M) + the fused GELU MLP projector (2176 -> 8704 -> 4096 -> 4096,
+    # about 71M) + value head
+    extra_params=203_000_000,
+    train_vlm=True,  # RLinf's OFT configs: is_lora False, FSDP over the whole policy
+    published_params=7.5e9,  # OpenVLA (Kim et al. 2024): a 7B-parameter VLA; about 7.5B with both encoders
+    parallel_decoding=True,
+    source="cited: DINOv2 ViT-L/14 (24x1024, 16 heads, MLP 4096) + SigLIP So400m/14 (27x1152, MLP 4304) at 224 px "
+    "(OpenVLA paper), Llama 2 7B (32x4096, 32 heads x128, SwiGLU 11008; vocab 32000, hidden 4096 in RLinf "
+    "model/openvla_oft.yaml), 1 image, prompt 50, chunk 8 (RLinf model/openvla_oft.yaml); OFT parallel decoding "
+    "(Kim et al. 2025): 8x7 action tokens in the prefix pass; derived: projector and LM head 203M",
+)
+
+# GR00T N1.6 (RLinf's gr00t_n1d6): the N1.5 structure with a DiT twice as deep (32 layers, GR00T
+# N1.6 release notes) and no post-VLM adapter (N1.6 unfreezes the VLM's top layers instead); the VLM's
+# layer types are N1.5's (RLinf's gr00t_n1d6 config wraps Qwen3DecoderLayer and Siglip2EncoderLayer).
+GR00T_N16 = replace(
+    GR00T_N15,
+    name="gr00t_n16",
+    action_head=Transformer(layers=32, width=1536, heads=32, head_dim=48, mlp=6144, cross_attn=True),
+    action_chunk=16,  # RLinf libero_spatial_ppo_gr00t_n1d6.yaml num_action_chunks 16 (the model's horizon)
+    denoise_steps=4,  # RLinf libero_spatial_ppo_gr00t_n1d6.yaml denoising_steps 4
+    extra_params=30_000_000,  # state/action encoders and decoders, value head; no VL adapter (assumed size)
+    train_vlm=False,
+    published_params=3.0e9,  # the model card's name: GR00T-N1.6-3B
+    source="cited: SigLIP-2 + Qwen3 layers (RLinf gr00t_n1d6 no_split_modules; shapes as N1.5's Eagle 2.5, "
+    "models.md), DiT 32 layers (GR00T N1.6 release notes; N1.5: 16) x 1536, horizon 16 and 4 denoising steps "
+    "(RLinf config); assumed: features from LLM layer 12 and 2 images as N1.5, extra 30M (no VL adapter)",
+)
+
+BACKBONES = {b.name: b for b in (PI05, GR00T_N15, PI0, OPENVLA_OFT, GR00T_N16)}
+# The calibrated backbones (published throughput fits them: profiles/<name>.json); the others get
+# profiles from the shared calibration and their shapes (perfmodel.calibration.uncalibrated).
+CALIBRATED = ("pi05", "gr00t_n15")
+# A backbone not calibrated -> the calibrated one of its family (same code path and VLM), whose
+# per-backbone parameters are its central values; none: the calibrated backbones' geometric mean.
+FAMILY = {"pi0": "pi05", "gr00t_n16": "gr00t_n15", "openvla_oft": None}
+
+
+def with_denoising(backbone: Backbone, steps: int | None = None, horizon: int | None = None) -> Backbone:
+    """The backbone with ``steps`` denoising steps and an action horizon of ``horizon`` (None:
+    its own). A horizon is the model's where the config sets it (``horizon_from_config``); GR00T's
+    DiT keeps its own whatever the env executes."""
+    changes: dict = {}
+    if steps is not None and not backbone.parallel_decoding:
+        changes["denoise_steps"] = steps
+    if horizon is not None and backbone.horizon_from_config:
+        changes["action_chunk"] = horizon
+    return replace(backbone, **changes) if changes else backbone
 SCALES = ("full", "small", "tiny")
 
 
@@ -238,7 +354,16 @@ def with_trained_part(backbone: Backbone, trained_part: str) -> Backbone:
 
     if trained_part not in TRAINED_PARTS:
         raise ConfigError("trained_part", f"must be {' or '.join(TRAINED_PARTS)}, got {trained_part!r}")
+    if trained_part == "action_expert" and not backbone.has_action_expert:
+        raise ConfigError("trained_part", f"must be full for {backbone.name}: it has no action expert (parallel "
+                                          "decoding in the LLM; RLinf trains the whole policy)")
     return replace(backbone, train_vlm=trained_part == "full")
+
+
+def default_trained_part(backbone: Backbone) -> str:
+    """What RLinf's configs train: the action expert / head (VLM frozen) where there is one, else
+    the whole policy (OpenVLA-OFT)."""
+    return "action_expert" if backbone.has_action_expert else "full"
 
 
 def get_backbone(name: str, scale: str = "full") -> Backbone:

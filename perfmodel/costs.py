@@ -29,6 +29,43 @@ def batch_split_warning(plan: Plan) -> str | None:
             "micro_batch_size or global_batch_size so that it divides)")
 
 
+def policy_shape_scales(plan: Plan, profile: Profile) -> tuple[float, float] | None:
+    """(inference, training) FLOP ratio of the plan's denoising steps and action horizon
+    (``plan.denoising_steps``, ``plan.action_horizon``) to the profile's backbone's own, or None
+    when the plan keeps them or the profile's backbone has no shapes here (a name perfmodel.backbones
+    does not know: nothing to rescale by)."""
+    if plan.denoising_steps is None and plan.action_horizon is None:
+        return None
+    from perfmodel.backbones import BACKBONES, default_trained_part, with_denoising, with_trained_part
+
+    spec = BACKBONES.get(profile.backbone)
+    if spec is None:
+        return None
+    part = plan.trained_part if spec.has_action_expert else default_trained_part(spec)
+    own = with_trained_part(spec, part)
+    new = with_denoising(own, plan.denoising_steps, plan.action_horizon)
+    return new.inference_flops() / own.inference_flops(), new.train_flops() / own.train_flops()
+
+
+def with_policy_shape(plan: Plan, profile: Profile) -> Profile:
+    """``profile`` with its inference and training slopes (the per-sample work) rescaled to the
+    plan's denoising steps and action horizon by FLOPs; the fixed per-call and per-micro-batch
+    times (host path, launches) are kept."""
+    scales = policy_shape_scales(plan, profile)
+    if scales is None or scales == (1.0, 1.0):
+        return profile
+    from dataclasses import replace
+
+    def scaled(c, f: float):
+        if c.model == "linear":
+            return replace(c, slope=c.slope * f, samples=())
+        return replace(c, points=tuple((x, y * f) for x, y in c.points), samples=())
+
+    costs = profile.costs
+    return replace(profile, costs=replace(costs, infer_s=scaled(costs.infer_s, scales[0]),
+                                          train_micro_batch_s=scaled(costs.train_micro_batch_s, scales[1])))
+
+
 @dataclass(frozen=True)
 class StageCosts:
     plan: Plan
@@ -39,6 +76,7 @@ class StageCosts:
         from perfmodel.gpu import profile_on
 
         object.__setattr__(self, "profile", profile_on(self.profile, self.plan.cluster.gpu))
+        object.__setattr__(self, "profile", with_policy_shape(self.plan, self.profile))
 
     # --- env workers (CPU) ---
     @property

@@ -74,6 +74,10 @@ def predict(plan: Plan, profile: Profile, *, replications: int = 1, seed: int = 
         # beyond the calibrated GPU or node counts or GPU type: stated with or without an interval
         "extrapolation": extrapolation(plan, profile.uncertainty, calibrated_gpu_type(profile)),
     }
+    if profile.provenance.get("backbone_calibrated") is False:
+        # no published point calibrates this backbone (perfmodel.calibration.uncalibrated): its
+        # per-backbone parameters are bracketed over the calibrated backbones' spread
+        out["extrapolation"]["backbone_not_calibrated"] = True
     if interval:
         out.update(_prediction_interval(plan, profile, first.throughput_env_steps_per_s, mean, out["extrapolation"],
                                         seed=seed, iterations=iterations, warmup=warmup))

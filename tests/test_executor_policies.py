@@ -12,7 +12,8 @@ from perfmodel.schema.errors import ConfigError
 # one intra-op thread: OpenMP workers spin badly when another process holds a core
 torch.set_num_threads(1)
 
-BACKBONES = ("pi05", "gr00t_n15")
+# the new backbones (issue 31) too: pi0, OpenVLA-OFT (parallel decoding, two vision towers), GR00T N1.6
+BACKBONES = ("pi05", "gr00t_n15", "pi0", "openvla_oft", "gr00t_n16")
 
 
 def _obs(n, size=128, seed=0):
@@ -37,10 +38,13 @@ def test_scaled_params_match_backbone_spec(name, scale):
     policy = make_policy(name, scale, device="meta")
     b = get_backbone(name, scale)
     counts = policy.param_counts()
-    assert abs(counts["total"] / b.params - 1) < 0.05
+    # tiny GR00T N1.6 has no VL adapter to fill its shrunken extra_params: the stand-in's time MLP and
+    # context projection (widths the rule extra_params / div^2 does not follow) are ~8 % of so few weights
+    assert abs(counts["total"] / b.params - 1) < (0.10 if (name, scale) == ("gr00t_n16", "tiny") else 0.05)
     # tiny pi0.5 trains only its shrunken expert (~0.14 M): the value head and projections keep
     # widths that the spec's extra_params scale down, a larger share of so few weights
-    assert abs(counts["trained"] / b.trained_params - 1) < (0.15 if scale == "tiny" else 0.06)
+    assert abs(counts["trained"] / b.trained_params - 1) < (0.25 if (name, scale) == ("gr00t_n16", "tiny")
+                                                          else 0.15 if scale == "tiny" else 0.06)
 
 
 @pytest.mark.parametrize("name", BACKBONES)
@@ -50,11 +54,14 @@ def test_full_scale_inference_flops_match_cost_model(name):
     policy = make_policy(name, "full", device="meta")
     t = policy.prepare(_obs(1))
     with FlopCounterMode(display=False) as fc:
-        feats, kvs = policy.encode_prefix(t)
-        ctx, _ = policy.head_context(feats, kvs)
-        x = torch.zeros(1, policy.chunk, 7, device="meta")
-        for _ in range(policy.backbone.denoise_steps):
-            x = x - policy.velocity(x, torch.ones(1, device="meta"), t["state"], ctx)
+        if policy.backbone.parallel_decoding:  # OFT: one LLM pass over prefix and action tokens
+            policy.denoise(t, torch.zeros(1, policy.chunk, 7, device="meta"))
+        else:
+            feats, kvs = policy.encode_prefix(t)
+            ctx, _ = policy.head_context(feats, kvs)
+            x = torch.zeros(1, policy.chunk, 7, device="meta")
+            for _ in range(policy.backbone.denoise_steps):
+                x = x - policy.velocity(x, torch.ones(1, device="meta"), t["state"], ctx)
     assert abs(fc.get_total_flops() / policy.backbone.inference_flops() - 1) < 0.10
     assert policy.inference_flops(4) == 4 * policy.backbone.inference_flops()
     assert policy.train_flops(2) == 2 * policy.backbone.train_flops()
@@ -90,7 +97,7 @@ def test_vlm_frozen_by_default_trained_when_full():
 
 def test_bad_device_and_backbone():
     with pytest.raises(ConfigError, match="backbone"):
-        make_policy("pi0", "tiny")
+        make_policy("pi1", "tiny")
     with pytest.raises(ConfigError, match="scale"):
         make_policy("pi05", "medium")
     with pytest.raises(ConfigError, match="device"):
@@ -131,3 +138,17 @@ def test_profile_and_run_refuse_a_trained_part_they_would_not_train(tmp_path):
     plan = published_plan(load_profile("pi05_tiny_cpu"), "disaggregated", 2, "1:1")
     with pytest.raises(ConfigError, match="learner.trained_part: must be the plan's trained_part 'action_expert'"):
         execute_session(plan, iterations=1, opts=RunOptions(), learner=LearnerConfig.from_plan(plan, trained_part="full"))
+
+
+def test_plan_denoising_steps_and_horizon_shape_the_stand_in():
+    """plan.denoising_steps / action_horizon (an RLinf config's) reach the stand-in the executor
+    runs, as the prediction costs them; GR00T's DiT keeps its horizon, OFT has no steps."""
+    p = make_policy("pi0", "tiny", denoising_steps=2, action_horizon=5)
+    assert (p.backbone.denoise_steps, p.chunk) == (2, 5)
+    out = p.generate(_obs(2, size=64))
+    assert out.actions.shape == (2, 5, 7)
+    g = make_policy("gr00t_n16", "tiny", denoising_steps=3, action_horizon=5)
+    assert (g.backbone.denoise_steps, g.chunk) == (3, 16)
+    o = make_policy("openvla_oft", "tiny", denoising_steps=3, action_horizon=4)
+    assert (o.backbone.denoise_steps, o.chunk) == (1, 4)
+    assert o.generate(_obs(1, size=64)).actions.shape == (1, 4, 7)

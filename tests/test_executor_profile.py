@@ -142,6 +142,35 @@ def test_env_costs_from_a_cpu_profile(tmp_path):
     assert r.returncode == 2 and r.stderr.startswith("error: env-profile: ")
 
 
+@pytest.mark.parametrize("backbone, trained", [("pi0", "action_expert"), ("openvla_oft", "full"),
+                                               ("gr00t_n16", "action_expert")])
+def test_profile_tiny_measures_the_new_backbones(tmp_path, backbone, trained):
+    """Each stand-in of issue 31 (random weights, the backbone's layer shapes at tiny scale) is
+    measured on CPU: inference and training curves, its parameter counts; env costs taken from the
+    committed CPU profile (measuring LIBERO again is the pi05 test's job). OpenVLA-OFT has no
+    action expert: it measures training of the whole policy, what RLinf trains."""
+    from perfmodel.backbones import get_backbone
+
+    src = ROOT / "profiles" / "pi05_tiny_cpu.json"
+    out = tmp_path / f"{backbone}_tiny.json"
+    r = _run("profile", "--backbone", backbone, "--scale", "tiny", "--env-profile", str(src), "--out", str(out),
+             "--batch-sizes", "1,2", "--train-sizes", "1,2", "--repeats", "2", "--sync-mb", "1",
+             "--driver-chunk-steps", "0", "--no-progress")
+    assert r.returncode == 0, r.stderr[-3000:]
+    p = Profile.from_dict(json.loads(out.read_text()))
+    assert p.backbone == backbone and p.provenance["kind"] == "measured"
+    assert set(p.costs.trained_parts) == {trained}
+    assert p.costs.infer_s.samples and p.costs.train_micro_batch_s.samples
+    assert p.costs.infer_s(2) > 0 and p.costs.train_micro_batch_s(2) > 0
+    spec = get_backbone(backbone, "tiny")
+    assert abs(p.extra["params"]["total"] / spec.params - 1) < 0.10
+    _predict_accepts(out)
+    if backbone == "openvla_oft":  # no action expert to train alone: one line, exit 2
+        r = _run("profile", "--backbone", backbone, "--scale", "tiny", "--trained-part", "action_expert",
+                 "--env-profile", str(src), "--out", str(tmp_path / "x.json"))
+        assert r.returncode == 2 and r.stderr.startswith("error: trained-part: ") and r.stderr.count("\n") == 1
+
+
 @pytest.mark.slow
 def test_gpu_script_dry_run_on_cpu(tmp_path):
     """benchmarks/profile_gpu.sh runs end to end (on CPU, tiny scale, small sizes)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from typing import Any
 import sys
 from pathlib import Path
 
@@ -102,6 +103,7 @@ def write_config(d: Path, name: str = "mine", *, model: str = "pi0_5", nodes: in
     (d / "model" / "pi0_5.yaml").write_text(PI05)
     (d / "model" / "gr00t.yaml").write_text(GR00T)
     (d / "model" / "openvla_oft.yaml").write_text("model_type: openvla_oft\nnum_action_chunks: 8\n")
+    (d / "model" / "starvla.yaml").write_text("model_type: starvla\nnum_action_chunks: 8\n")  # no profile
     p = d / f"{name}.yaml"
     p.write_text(MAIN.format(model=model, nodes=nodes, placement=placement, envs=envs, stages=stages, adv=adv,
                              loss=loss, group=group, shard=shard, extra_algorithm=extra_algorithm, extra=extra))
@@ -149,7 +151,7 @@ def test_fork_block_says_the_mode_and_warnings_list_what_is_not_modelled(tmp_pat
 
 
 @pytest.mark.parametrize("kw, field", [
-    ({"model": "openvla_oft"}, "actor.model.model_type"),
+    ({"model": "starvla"}, "actor.model.model_type"),
     ({"adv": "embodied_sac", "loss": "embodied_sac"}, "algorithm.loss_type"),
     ({"extra_algorithm": "  staleness_threshold: 1"}, "algorithm.staleness_threshold"),
     ({"placement": "    actor: 0-5\n    env,rollout: 4-7"}, "cluster.component_placement.actor"),
@@ -164,15 +166,56 @@ def test_refusals_name_the_key(tmp_path: Path, kw: dict, field: str) -> None:
     assert e.value.field == field, str(e.value)
 
 
-def test_denoising_steps_differ_is_a_listed_warning(tmp_path: Path) -> None:
+def _costs(cfg: Path) -> tuple[float, float, Any]:
+    """(inference seconds of a 16-sample call, training seconds of a 16-sample micro-batch, plan)."""
+    from perfmodel.costs import StageCosts
+
+    plan = load_rlinf(cfg).plan
+    c = StageCosts(plan, load_profile(plan.profile))
+    return c.infer_s(16), c.train_compute_s(16), plan
+
+
+@pytest.mark.parametrize("model, text, change, field, value, infer, train", [
+    # pi0.5 (openpi): more denoising steps cost more inference and training (the chain is recomputed)
+    ("pi0_5", PI05, ("num_steps: 4", "num_steps: 8"), "denoising_steps", 8, ">", ">"),
+    # a shorter chunk (openpi.action_chunk follows num_action_chunks) is fewer expert tokens
+    ("pi0_5", PI05, ("num_action_chunks: 10", "num_action_chunks: 5"), "action_horizon", 5, "<", "<"),
+    # GR00T: denoising_steps counts; num_action_chunks is what the env executes of the DiT's own horizon 16
+    ("gr00t", GR00T, ("denoising_steps: 4", "denoising_steps: 2"), "denoising_steps", 2, "<", "<"),
+    ("gr00t", GR00T, ("num_action_chunks: 5", "num_action_chunks: 8"), "action_horizon", None, "=", "="),
+    # OpenVLA-OFT: the chunk is decoded in parallel in the LLM pass, chunk x action_dim tokens
+    ("openvla_oft", "model_type: openvla_oft\nnum_action_chunks: 8\n", ("num_action_chunks: 8", "num_action_chunks: 16"),
+     "action_horizon", 16, ">", ">"),
+])
+def test_config_denoising_steps_and_chunk_change_the_costs(tmp_path: Path, model: str, text: str, change: tuple,
+                                                           field: str, value: Any, infer: str, train: str) -> None:
+    base = write_config(tmp_path / "a", model=model)
+    other = write_config(tmp_path / "b", model=model)
+    (tmp_path / "b" / "model" / f"{model}.yaml").write_text(text.replace(*change))
+    (i0, t0, p0), (i1, t1, p1) = _costs(base), _costs(other)
+    assert getattr(p0, field) is None and getattr(p1, field) == value
+    for got, want in ((i1 / i0, infer), (t1 / t0, train)):
+        assert {"<": got < 0.999, ">": got > 1.001, "=": abs(got - 1) < 1e-12}[want], (got, want)
+    # the plan keeps the field (a plan file written from it predicts the same) and the prediction moves
+    if value is not None:
+        from perfmodel.schema.plan import Plan
+
+        assert Plan.from_dict(p1.to_dict(), "plan") == p1
+        r0 = run_cli("predict", "--rlinf-config", str(base), "--json", "--no-interval")
+        r1 = run_cli("predict", "--rlinf-config", str(other), "--json", "--no-interval")
+        assert r0.returncode == 0 and r1.returncode == 0, r0.stderr + r1.stderr
+        assert json.loads(r0.stdout)["stage_time_s"] != json.loads(r1.stdout)["stage_time_s"]
+
+
+def test_emit_keeps_the_configs_denoising_steps_and_horizon(tmp_path: Path) -> None:
     cfg = write_config(tmp_path)
-    (tmp_path / "model" / "pi0_5.yaml").write_text(PI05.replace("num_steps: 4", "num_steps: 5"))
-    im = load_rlinf(cfg)
-    assert any(w.startswith("actor.model.num_steps: 5") for w in im.warnings)
-    # predict --json lists it with the prediction's own caveats, not only on stderr
-    r = run_cli("predict", "--rlinf-config", str(cfg), "--json", "--no-interval")
-    assert r.returncode == 0, r.stderr
-    assert any("actor.model.num_steps: 5" in w for w in json.loads(r.stdout)["warnings"])
+    (tmp_path / "model" / "pi0_5.yaml").write_text(PI05.replace("num_steps: 4", "num_steps: 8")
+                                                   .replace("num_action_chunks: 10", "num_action_chunks: 5"))
+    plan = load_rlinf(cfg).plan
+    assert (plan.denoising_steps, plan.action_horizon) == (8, 5)
+    f = tmp_path / "frag.yaml"
+    f.write_text(emit_yaml(plan, "pi05"))
+    assert load_rlinf(f).plan.to_dict() == plan.to_dict()
 
 
 @pytest.mark.parametrize("mode, gpus, ratio", [("colocated", 8, None), ("streamer", 16, "3:1"),
@@ -254,7 +297,7 @@ def test_cli_predict_and_plan_emit_round_trip(tmp_path: Path) -> None:
 
 
 def test_cli_refusal_is_one_line_exit_2(tmp_path: Path) -> None:
-    r = _cli("predict", "--rlinf-config", str(write_config(tmp_path, model="openvla_oft")))
+    r = _cli("predict", "--rlinf-config", str(write_config(tmp_path, model="starvla")))
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and r.stderr.startswith("error: actor.model.model_type:")
     r = _cli("predict", "--rlinf-config", str(tmp_path / "nope.yaml"))
@@ -280,9 +323,15 @@ def test_every_reference_config_imports_or_is_refused_with_a_reason() -> None:
             continue
         assert im.plan.workload.total_num_envs > 0
         imported.append(cfg.name)
-    # Every pi0.5 and GR00T (N1.5) PPO/GRPO config with a modelled placement imports (docs/guide.md).
+    # Every pi0.5, pi0, GR00T (N1.5) and OpenVLA-OFT PPO/GRPO config with a modelled placement
+    # imports, and GR00T N1.6's and Dexbotic's pi0 (docs/backbones.md).
     expected = {f"libero_{suite}_{algo}_{model}.yaml" for suite in ("10", "goal", "object", "spatial")
-                for algo, model in (("ppo", "openpi_pi05"), ("grpo", "openpi_pi05"), ("ppo", "gr00t"))}
+                for algo, model in (("ppo", "openpi_pi05"), ("grpo", "openpi_pi05"), ("ppo", "gr00t"),
+                                    ("ppo", "openpi"), ("grpo", "openpi"), ("grpo", "openvlaoft"),
+                                    ("ppo", "dexbotic_pi0"))}
+    expected |= {"libero_90_grpo_openvlaoft.yaml", "libero_130_grpo_openvlaoft.yaml",
+                 "libero_spatial_ppo_gr00t_n1d6.yaml", "libero_spatial_ppo_openpi_quickstart.yaml"}
+    assert len(expected) == 32
     assert set(imported) == expected, sorted(set(imported) ^ expected)
 
 

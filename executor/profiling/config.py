@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-from perfmodel.backbones import get_backbone
+from perfmodel.backbones import default_trained_part, get_backbone, with_trained_part
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.plan import TRAINED_PARTS
 
@@ -30,12 +30,16 @@ class ProfileConfig:
     gpus_per_node: int | None = None
     env_profile: str | None = None  # take env costs from this measured profile instead of measuring
     driver_chunk_steps: int = 6  # chunk steps of the driver measurement per stepping kind; 0: none
-    trained_part: str = "action_expert"  # which weights the training measurement trains (plan.trained_part)
+    # which weights the training measurement trains (plan.trained_part); None: what RLinf trains
+    # (backbones.default_trained_part: the action expert, the whole policy for OpenVLA-OFT)
+    trained_part: str | None = None
     run_share: tuple[str, ...] = ()  # modes whose env CPU share a short run measures (executor.profiling.runshare)
     command: str = ""
 
     def check(self) -> None:
-        get_backbone(self.backbone, self.scale)  # ConfigError for unknown backbone / scale
+        spec = get_backbone(self.backbone, self.scale)  # ConfigError for unknown backbone / scale
+        if self.trained_part is None:
+            object.__setattr__(self, "trained_part", default_trained_part(spec))
         from executor.envs import SUITES
 
         if self.suite not in SUITES:
@@ -59,6 +63,10 @@ class ProfileConfig:
         if self.run_share and self.env_profile is not None:
             raise ConfigError("run-share", "not with --env-profile: the envs' share of this host's cores says nothing "
                                            "of envs whose costs were measured on another host")
+        try:
+            with_trained_part(spec, self.trained_part)
+        except ConfigError as e:
+            raise ConfigError("trained-part", e.message) from None
         if self.gpus_per_node is not None and self.gpus_per_node < 1:
             raise ConfigError("gpus-per-node", f"must be an integer >= 1, got {self.gpus_per_node}")
         from executor.policies import resolve_device

@@ -169,14 +169,16 @@ class EnvGroupsActor:
 class InferenceActor:
     """Rollout inference on one rollout slot: the policy's ``generate``; loads versioned weights."""
 
-    def __init__(self, backbone: str, scale: str, device: str, seed: int, threads: int) -> None:
+    def __init__(self, backbone: str, scale: str, device: str, seed: int, threads: int,
+                 shape: dict[str, Any] | None = None) -> None:
         _torch_threads(threads)
         import torch
 
         from executor.policies import make_policy
         from executor.weight_sync import WeightReceiver
 
-        self.policy = make_policy(backbone, scale, device=device, seed=seed).eval()
+        # shape: the plan's denoising_steps / action_horizon (None: the backbone's own)
+        self.policy = make_policy(backbone, scale, device=device, seed=seed, **(shape or {})).eval()
         self.receiver = WeightReceiver(self.policy)
         self.rng = torch.Generator().manual_seed(seed + 1)
 
@@ -216,7 +218,8 @@ class TrainerRankActor:
     (weights before, micro-batches, metrics) for the equivalence test."""
 
     def __init__(self, rank: int, world: int, addr: str, port: int, backbone: str, scale: str, device: str,
-                 seed: int, threads: int, learner: Any, dump_dir: str | None = None) -> None:
+                 seed: int, threads: int, learner: Any, dump_dir: str | None = None,
+                 shape: dict[str, Any] | None = None) -> None:
         _torch_threads(threads)
         from executor.learner import init_distributed, make_optimizer
         from executor.policies import make_policy
@@ -228,7 +231,7 @@ class TrainerRankActor:
             os.environ["MASTER_PORT"] = str(port)
             init_distributed(rank, world, backend="gloo", port=port, addr=addr)
         self.policy = make_policy(backbone, scale, device=device, seed=seed,  # same init as generators
-                                  trained_part=learner.trained_part)
+                                  trained_part=learner.trained_part, **(shape or {}))
         self.optimizer = make_optimizer(self.policy, learner)
         self.publisher = WeightPublisher(self.policy)
         self.use_value = learner.algorithm == "ppo"

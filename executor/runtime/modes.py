@@ -153,8 +153,10 @@ def wire(ctx: Context, opts: RunOptions, learner_cfg: Any) -> Wiring:
     sizes = lay.group_sizes
     env_actors = [ray.remote(EnvGroupsActor).options(max_concurrency=len(sizes) + 4, **on(d)).remote(
         i, env_cfg, sizes, lay.first_env[i], lay.env_cores[i]) for i, d in enumerate(lay.rollout_slots)]
+    # the plan's denoising steps and action horizon (an RLinf config's), as the prediction costs them
+    shape = {"denoising_steps": plan.denoising_steps, "action_horizon": plan.action_horizon}
     inf_actors = [ray.remote(InferenceActor).options(max_concurrency=4, **on(d, gpu_share)).remote(
-        opts.backbone, opts.scale, device, opts.seed, opts.torch_threads) for d in lay.rollout_slots]
+        opts.backbone, opts.scale, device, opts.seed, opts.torch_threads, shape) for d in lay.rollout_slots]
     world = len(lay.actor_slots)
     addr, port = "127.0.0.1", 0
     if world > 1:  # the ranks' process group meets on rank 0's node, wherever Ray placed it
@@ -162,7 +164,7 @@ def wire(ctx: Context, opts: RunOptions, learner_cfg: Any) -> Wiring:
                              timeout=STARTUP_TIMEOUT_S)
     ranks = [ray.remote(TrainerRankActor).options(**on(d, gpu_share)).remote(
         r, world, addr, port, opts.backbone, opts.scale, device, opts.seed, opts.torch_threads, learner_cfg,
-        opts.dump_updates) for r, d in enumerate(lay.actor_slots)]
+        opts.dump_updates, shape) for r, d in enumerate(lay.actor_slots)]
     ready = ray.get([a.ready.remote() for a in env_actors + inf_actors + ranks])
     ctx.initial_weight_checksum = ready[len(env_actors)]["checksum"]
 

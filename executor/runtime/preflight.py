@@ -95,7 +95,7 @@ def memory_need(plan: Plan, env_memory_gb: float) -> tuple[MemoryNeed, int]:
 def check_plan_fits(plan: Plan, backbone: str, scale: str, env_memory_gb: float, local: bool,
                     ram_gb: float | None = None) -> None:
     """Refuse, with one ConfigError naming the field, a plan this machine cannot run."""
-    from perfmodel.backbones import get_backbone
+    from perfmodel.backbones import get_backbone, with_denoising
 
     if local:
         slots, what = device_slots()
@@ -112,7 +112,7 @@ def check_plan_fits(plan: Plan, backbone: str, scale: str, env_memory_gb: float,
     if plan.version_granularity != "iteration":  # the driver publishes a version per iteration
         raise ConfigError("plan.version_granularity", f"the executor runs 'iteration' versions only (RLinf 0.3.0's: "
                           f"version = global step); got {plan.version_granularity!r}, a perfmodel reading")
-    chunk = get_backbone(backbone, scale).action_chunk
+    chunk = with_denoising(get_backbone(backbone, scale), plan.denoising_steps, plan.action_horizon).action_chunk
     w = plan.workload
     if w.num_action_chunks > chunk:
         raise ConfigError("plan.workload.num_action_chunks",

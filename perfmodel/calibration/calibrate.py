@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING, Any, Callable
 
-from perfmodel.backbones import Backbone, get_backbone, with_trained_part
+from perfmodel.backbones import Backbone, default_trained_part, get_backbone, with_trained_part
 from perfmodel.schema.metrics import error_pct
 from perfmodel.schema.plan import PUBLISHED_GPUS, PUBLISHED_WORKLOAD, TRAINED_PARTS, Plan
 from perfmodel.schema.profile import BUNDLED_DIR, Costs, Curve, Profile, load_profile
@@ -253,8 +253,10 @@ def build_profile(backbone: Backbone, values: dict[str, float], env_memory_gb: f
     # The costs describe the published trained part (the action expert / head, VLM frozen:
     # RL-VLA3 model/pi0_5.yaml train_expert_only: True); ``trained_parts`` scales them to the
     # other part from the FLOP and parameter counts of the shapes.
-    parts = {part: with_trained_part(backbone, part) for part in TRAINED_PARTS}
-    base = parts[PUBLISHED_TRAINED_PART]
+    # A backbone without an action expert (OpenVLA-OFT) has only the whole policy to train.
+    parts = {part: with_trained_part(backbone, part) for part in TRAINED_PARTS
+             if backbone.has_action_expert or part == "full"}
+    base = parts[PUBLISHED_TRAINED_PART if PUBLISHED_TRAINED_PART in parts else default_trained_part(backbone)]
     if any(n in values for n in ("infer_host_sample_s", f"{backbone.name}.infer_host_sample_s")):
         # measured GPU compute per sample (the stand-in on a GPU) + host work per sample (fitted)
         infer_slope = gpu_seconds_per_sample(backbone.name, "infer_s") + v("infer_host_sample_s")

@@ -132,6 +132,9 @@ def complete_cluster(plan: Plan, given: dict[str, Any], profile: Profile) -> Pla
 
 
 def published_plan(profile: Profile, mode: str, gpus: int, ratio: str | None, **knobs: Any) -> Plan:
+    # the published trained part (the action expert), or the one part a profile has (OpenVLA-OFT: full)
+    parts = profile.costs.trained_parts
+    knobs.setdefault("trained_part", "action_expert" if not parts or "action_expert" in parts else next(iter(parts)))
     plan = Plan(mode=mode, workload=default_workload(profile, gpus), cluster=default_cluster(profile, gpus),
                 profile=profile.name, allocation_ratio=(ratio or "1:1") if MODE_TABLE[mode].disaggregated else None,
                 **knobs)

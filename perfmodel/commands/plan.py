@@ -153,6 +153,8 @@ def _marks(r: dict[str, Any]) -> str:
         marks.append("^")
     if r.get("beyond_calibrated_gpu_type"):
         marks.append("~")
+    if r.get("backbone_not_calibrated"):
+        marks.append("?")
     return " ".join(marks)
 
 
@@ -257,6 +259,8 @@ def plan_lines(summary: dict[str, Any]) -> list[str]:
         legend.append("^ beyond the calibrated scale")
     if any(r.get("beyond_calibrated_gpu_type") for r in shown):
         legend.append("~ GPU type not calibrated")
+    if any(r.get("backbone_not_calibrated") for r in shown):
+        legend.append("? backbone not calibrated (docs/backbones.md)")
     lines.append("(" + "; ".join(legend) + ")")
     return lines
 

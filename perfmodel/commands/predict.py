@@ -254,6 +254,10 @@ def interval_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
         else:
             what = f"extrapolation: {ext.get('note', 'no calibrated scale')}"
         rows.append(("warning", what))
+    if ext and ext.get("backbone_not_calibrated"):
+        rows.append(("warning", f"extrapolation: no published throughput calibrates {p['backbone']}: shared parameters "
+                                "from the calibration, GPU costs from its shapes, its MFUs and host work bracketed over "
+                                "the calibrated backbones' (docs/backbones.md)"))
     if ext and ext.get("beyond_calibrated_gpu_type"):
         other = (iv or {}).get("gpu_type_other_end")
         rows.append(("warning", f"extrapolation: costs calibrated on {ext['calibrated_gpu_type']} are carried to "

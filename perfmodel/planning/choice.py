@@ -212,7 +212,8 @@ def _thr(r: dict[str, Any]) -> str:
     beyond = [what for what, flag in (
         ("extrapolated beyond the calibrated scale", r.get("beyond_calibrated_scale", r.get("extrapolation"))),
         (f"on a GPU type not calibrated ({(r.get('plan') or {}).get('cluster', {}).get('gpu', '?')})",
-         r.get("beyond_calibrated_gpu_type"))) if flag]
+         r.get("beyond_calibrated_gpu_type")),
+        ("backbone not calibrated: docs/backbones.md", r.get("backbone_not_calibrated"))) if flag]
     if r.get("throughput_low") is not None:
         s += f" (90% interval {r['throughput_low']:.1f}..{r['throughput_high']:.1f}" + "".join(
             f", {b}" for b in beyond) + ")"

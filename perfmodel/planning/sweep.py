@@ -248,6 +248,8 @@ def evaluate(spec: SweepSpec, profile: Profile, c: Combo) -> dict[str, Any]:
     row["beyond_calibrated_scale"] = bool(ext.get("beyond_calibrated_gpus") or ext.get("beyond_calibrated_nodes"))
     row["beyond_calibrated_gpu_type"] = bool(ext.get("beyond_calibrated_gpu_type"))
     row["extrapolation"] = row["beyond_calibrated_scale"] or row["beyond_calibrated_gpu_type"]
+    if ext.get("backbone_not_calibrated"):  # a profile from shapes (perfmodel.calibration.uncalibrated)
+        row["backbone_not_calibrated"] = True
     return row
 
 

@@ -39,10 +39,16 @@ def fragment(plan: Plan, backbone: str | None = None) -> dict[str, Any]:
     # (workers/rollout/hf/async_huggingface_worker.py), so the disaggregated modes emit false.
     offload = plan.enable_offload and not m.disaggregated
     model: dict[str, Any] = {"num_action_chunks": w.num_action_chunks}
-    if backbone == "pi05":  # RLinf openpi: train_expert_only freezes the VLM
+    openpi, gr00t = backbone in ("pi05", "pi0"), backbone in ("gr00t_n15", "gr00t_n16")
+    if openpi:  # RLinf openpi: train_expert_only freezes the VLM
         model["openpi"] = {"train_expert_only": plan.trained_part == "action_expert"}
-    elif backbone == "gr00t_n15":  # GR00T's own fine-tuning switches for the VLM
+    elif gr00t:  # GR00T's own fine-tuning switches for the VLM
         model["tune_llm"] = model["tune_visual"] = plan.trained_part == "full"
+    # the policy's shape where the plan has its own (perfmodel.costs.with_policy_shape)
+    if plan.denoising_steps is not None:
+        model["denoising_steps" if gr00t else "num_steps"] = plan.denoising_steps
+    if plan.action_horizon is not None and openpi:
+        model["openpi"]["action_chunk"] = plan.action_horizon
     actor: dict[str, Any] = {"micro_batch_size": w.micro_batch_size, "global_batch_size": w.global_batch_size,
                              "enable_offload": offload, "model": model,
                              "fsdp_config": {"sharding_strategy": plan.sharding_strategy}}

@@ -41,8 +41,15 @@ VLAPERF_KEYS = ("mode", "b_max", "t_max_s", "gpu", "profile", "placement_strateg
 # (algorithm.adv_type, algorithm.loss_type) -> the workload's algorithm.
 ALGORITHMS = {("gae", "actor_critic"): "ppo", ("gae", "decoupled_actor_critic"): "ppo",
               ("grpo", "actor"): "grpo", ("grpo", "decoupled_actor"): "grpo"}
-# Denoising steps the bundled profiles' inference and training costs are for (perfmodel/backbones.py).
-PROFILED_DENOISING_STEPS = {"pi05": 4, "gr00t_n15": 4}
+# RLinf model types -> bundled profiles. RLinf's model/gr00t.yaml is GR00T N1.5 (n1d6, n1d7 have
+# their own model types); gr00t_n1d7 has no published shapes here.
+# dexbotic_pi: Dexbotic's pi0 (RLinf model/dexbotic_pi.yaml: two images, flow matching, an action
+# expert trained alone), costed with openpi pi0's shapes: assumed, and said in a warning.
+MODEL_TYPES = {"gr00t": "gr00t_n15", "gr00t_n1d6": "gr00t_n16", "openvla_oft": "openvla_oft", "dexbotic_pi": "pi0"}
+PROFILED = ("openpi pi0.5 -> pi05", "openpi pi0 -> pi0", "gr00t -> gr00t_n15", "gr00t_n1d6 -> gr00t_n16",
+            "openvla_oft -> openvla_oft", "dexbotic_pi -> pi0")
+ASSUMED_SHAPES = {"dexbotic_pi": "Dexbotic's pi0 costed with openpi pi0's shapes (PaliGemma 3B + 300M action expert; "
+                                 "assumed the same architecture, not checked against Dexbotic's code)"}
 MAX_DENOISING_STEPS = 10_000  # flow-matching policies use a handful (RLinf's: 4-10)
 ASYNC_LOOKING = re.compile(r"async|stream|dynamic_batch|staleness|max_batch|batch_timeout|decoupled|training_pipeline|"
                            r"queue_size", re.I)
@@ -66,22 +73,24 @@ class Imported:
 
 
 def backbone_of(c: Composed) -> str:
-    """actor.model.model_type (and openpi.config_name) -> a profiled backbone, or refusal."""
+    """actor.model.model_type (and openpi.config_name) -> a bundled profile's backbone, or refusal."""
     mt = c.get("actor.model.model_type", None)
     if mt is None:
         raise ConfigError("actor.model.model_type", "is missing: vlaperf maps it to a profile (openpi pi0.5 -> pi05, "
-                                                     "gr00t -> gr00t_n15)")
+                                                     "openpi pi0 -> pi0, gr00t -> gr00t_n15, gr00t_n1d6 -> gr00t_n16, "
+                                                     "openvla_oft -> openvla_oft)")
     if mt == "openpi":
         name = str(c.get("actor.model.openpi.config_name", ""))
         if name.startswith("pi05"):
             return "pi05"
-        raise ConfigError("actor.model.model_type", f"openpi {name or '(no openpi.config_name)'} is pi0, not pi0.5: "
-                                                    "no profile for it (profiled: pi05, gr00t_n15); measure one with "
-                                                    "`executor profile` and pass --profile")
-    if mt == "gr00t":  # RLinf's model/gr00t.yaml is GR00T N1.5 (n1d6, n1d7 have their own model types)
-        return "gr00t_n15"
-    raise ConfigError("actor.model.model_type", f"{mt!r} has no profile (profiled: openpi pi0.5 -> pi05, gr00t -> "
-                                                f"gr00t_n15); measure one with `executor profile` and pass --profile")
+        if name.startswith("pi0"):  # openpi's pi0 configs (pi0_libero, ...): PaliGemma + action expert
+            return "pi0"
+        raise ConfigError("actor.model.openpi.config_name", f"{name or '(none)'} is neither an openpi pi0 nor a pi0.5 "
+                                                            "config: no profile for it (pi0*, pi05*)")
+    if mt in MODEL_TYPES:
+        return MODEL_TYPES[mt]
+    raise ConfigError("actor.model.model_type", f"{mt!r} has no profile (profiled: {', '.join(PROFILED)}); measure one "
+                                                f"with `executor profile` and pass --profile")
 
 
 def parse_gpus(text: Any, total: int, key: str) -> list[int]:
@@ -375,9 +384,15 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
 
     # Model, training and memory settings.
     trained = "full"
-    if c.get("actor.model.model_type", None) == "openpi":
-        trained = "action_expert" if c.get_bool("actor.model.openpi.train_expert_only", False) else "full"
-    elif backbone == "gr00t_n15":
+    mt = c.get("actor.model.model_type", None)
+    if mt in ("openpi", "dexbotic_pi"):
+        key = "openpi" if mt == "openpi" else "dexbotic"
+        trained = "action_expert" if c.get_bool(f"actor.model.{key}.train_expert_only", False) else "full"
+        if mt in ASSUMED_SHAPES and "profile" not in block and profile_ref is None:
+            warnings.append(f"actor.model.model_type: {ASSUMED_SHAPES[mt]}")
+    elif backbone == "openvla_oft":
+        trained = "full"  # no action expert: RLinf trains the whole policy (FSDP over it)
+    elif backbone in ("gr00t_n15", "gr00t_n16"):
         # RLinf 0.3.0 loads GR00T with tune_visual=False, tune_llm=False whatever the config says
         # (models/embodiment/gr00t/gr00t_n1d5/__init__.py): the action head trains.
         trained = "action_expert"
@@ -389,14 +404,7 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     if c.get_bool("actor.model.is_lora", False):
         warnings.append("actor.model.is_lora: LoRA training is not modelled; costed as training the "
                         f"{trained.replace('_', ' ')} in full")
-    steps_field = "actor.model.num_steps" if c.has("actor.model.num_steps") else "actor.model.denoising_steps"
-    denoise = c.get(steps_field, None)
-    if denoise is not None:
-        denoise = _int(c, steps_field, most=MAX_DENOISING_STEPS)
-    profiled = PROFILED_DENOISING_STEPS.get(profile.backbone)
-    if denoise is not None and profiled is not None and denoise != profiled:
-        warnings.append(f"{steps_field}: {denoise} denoising steps; the profile's inference and training costs are "
-                        f"for {profiled} (not rescaled)")
+    shape = _policy_shape(c, profile.backbone, warnings)
     shard = c.get("actor.fsdp_config.sharding_strategy", "full_shard")
     if shard not in ("no_shard", "full_shard"):
         raise ConfigError("actor.fsdp_config.sharding_strategy", f"must be no_shard or full_shard (modelled), got {shard!r}")
@@ -427,6 +435,7 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
         "sharding_strategy": shard,
         "trained_part": trained,
         "enable_offload": offload,
+        **shape,
     }
     if "allocation_ratio" in block and not isinstance(block["allocation_ratio"], str):
         raise ConfigError("vlaperf.allocation_ratio", "must be a quoted string like '3:1' (YAML reads an unquoted 3:1 "
@@ -465,6 +474,40 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
         raise ConfigError(_rlinf_key(e.field, block), f"{e.message} (from {c.source})") from None
     c.check_near_misses()
     return Imported(p, profile.backbone, c.source, warnings, total)
+
+
+def _policy_shape(c: Composed, backbone: str, warnings: list[str]) -> dict[str, int]:
+    """The plan's ``denoising_steps`` and ``action_horizon`` where the config's differ from the
+    profile's backbone's (perfmodel.backbones): the costs rescale by FLOPs (perfmodel.costs).
+    Steps: GR00T reads ``denoising_steps``, openpi ``openpi.num_steps`` (``num_steps``); the
+    horizon: openpi's ``openpi.action_chunk``, OFT's ``num_action_chunks``; GR00T's DiT keeps its
+    own horizon (num_action_chunks is what the env executes of it)."""
+    from perfmodel.backbones import BACKBONES
+
+    spec = BACKBONES.get(backbone)
+    gr00t = str(c.get("actor.model.model_type", "")).startswith("gr00t")
+    order = (("actor.model.denoising_steps", "actor.model.num_steps") if gr00t else
+             ("actor.model.num_steps", "actor.model.openpi.num_steps", "actor.model.dexbotic.num_steps",
+              "actor.model.denoising_steps"))
+    steps_field = next((k for k in order if c.has(k)), None)
+    out: dict[str, int] = {}
+    if steps_field is not None:
+        steps = _int(c, steps_field, most=MAX_DENOISING_STEPS)
+        if spec is None:
+            warnings.append(f"{steps_field}: {steps} denoising steps; profile backbone {backbone} has no shapes in "
+                            "vlaperf to rescale its costs by (not rescaled)")
+        elif spec.parallel_decoding:
+            pass  # one forward pass: no denoising to count
+        elif steps != spec.denoise_steps:
+            out["denoising_steps"] = steps
+    horizon_field = next((k for k in ("actor.model.openpi.action_chunk", "actor.model.dexbotic.action_chunk",
+                                      "actor.model.num_action_chunks")
+                          if c.has(k)), None)
+    if spec is not None and spec.horizon_from_config and horizon_field is not None:
+        horizon = _int(c, horizon_field, most=MAX_DENOISING_STEPS)
+        if horizon != spec.action_chunk:
+            out["action_horizon"] = horizon
+    return out
 
 
 def _rlinf_key(field_name: str, block: dict[str, Any] | None = None) -> str:

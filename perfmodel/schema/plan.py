@@ -32,6 +32,7 @@ SHARDING_STRATEGIES = ("no_shard", "full_shard")
 # Which parameters train: the RL-VLA3 fork's model/pi0_5.yaml (and RLinf's) set
 # openpi.train_expert_only: True; GR00T trains its action head with the VLM frozen.
 TRAINED_PARTS = ("action_expert", "full")
+MAX_DENOISE_OR_HORIZON = 10_000  # plan.denoising_steps / action_horizon: flow matching uses a handful, chunks tens
 
 # Field ranges: far beyond any real config (RLinf LIBERO: 480-512 env steps per episode, 5-10
 # action chunks, rollout_epoch <= 16), they stop absurd sizes at the door with the range in the
@@ -305,6 +306,11 @@ class Plan:
     # optimizer step, as RLinf's actor steps and RL-VLA3's "weights are refreshed between
     # steps"; staleness counted in optimizer steps). Synchronous modes are the same under both.
     version_granularity: str = "iteration"
+    # Denoising steps and action horizon of the policy (an RLinf config's num_steps / action_chunk);
+    # None: the profile's backbone's own (perfmodel.backbones). Other values rescale the inference
+    # and training slopes by the FLOP ratio (perfmodel.costs.StageCosts).
+    denoising_steps: int | None = None
+    action_horizon: int | None = None
 
     @property
     def mechanisms(self) -> Mode:
@@ -440,6 +446,8 @@ class Plan:
         b_max = f.any("b_max", None)
         if b_max is not None:
             b_max = f.int("b_max")
+        shape = {k: (f.int(k, min=1, max=MAX_DENOISE_OR_HORIZON) if f.any(k, None) is not None else None)
+                 for k in ("denoising_steps", "action_horizon")}
         plan = cls(
             mode=mode,
             workload=workload,
@@ -455,6 +463,7 @@ class Plan:
             trained_part=f.str("trained_part", "action_expert", choices=TRAINED_PARTS),
             enable_offload=f.bool("enable_offload", False),
             version_granularity=f.str("version_granularity", "iteration", choices=VERSION_GRANULARITIES),
+            **shape,
         )
         f.done()
         plan.check(path)
@@ -490,6 +499,7 @@ class Plan:
             "enable_offload": d["enable_offload"],
             # only when not the default, so plans written before the field read back the same
             **({"version_granularity": d["version_granularity"]} if d["version_granularity"] != "iteration" else {}),
+            **{k: d[k] for k in ("denoising_steps", "action_horizon") if d[k] is not None},
             "profile": d["profile"],
             "workload": d["workload"],
             "cluster": d["cluster"],

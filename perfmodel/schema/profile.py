@@ -22,7 +22,9 @@ CURVE_MODELS = ("linear", "table")
 # group, one env's step stepping by itself (dynamic batching), one env's reset
 ENV_DENSITY_KINDS = ("step_lockstep", "step_free", "reset")
 DENSITY_MATCH_REL = 0.02  # a plan's envs per core within 2 % of a measured point reads that point
-PROVENANCE_KINDS = ("measured", "fitted")
+# transferred: a backbone no published point calibrates, with the shared parameters of a fitted
+# calibration and its own costs from its shapes (perfmodel.calibration.uncalibrated)
+PROVENANCE_KINDS = ("measured", "fitted", "transferred")
 # The repository's top-level profiles/ folder is the source of truth; pyproject.toml maps it to
 # the package ``perfmodel.profiles`` so that wheels and `pip install .` carry it as package data.
 _CHECKOUT_DIR = Path(__file__).resolve().parents[2] / "profiles"
