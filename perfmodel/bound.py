@@ -60,7 +60,8 @@ def actor_iteration_s(costs: StageCosts) -> float:
     total = 0.0
     for size, count in global_batch_runs(w.samples_per_iteration, w.global_batch_size):
         steps, per_rank = costs.micro_batching(size)
-        total += count * w.update_epoch * (steps * costs.micro_batch_s(per_rank) + costs.optimizer_step_s())
+        total += count * (w.update_epoch * (steps * costs.micro_batch_s(per_rank) + costs.optimizer_step_s())
+                          + costs.intake_s(size))
     return total
 
 

@@ -320,13 +320,14 @@ class Costs:
         backward, no activation checkpointing: RLinf's openpi configs do not support it). The
         GPU-memory check counts them (StageCosts.gpu_memory_gb); 0 / absent: not measured, not
         counted.
-    channel_hop_s, sync_per_generator_s, ring_step_s: costs that grow with the cluster's workers
+    channel_hop_s, sync_per_generator_s, ring_step_s, intake_per_sample_s: costs that grow with the cluster's workers
         or nodes (perfmodel.costs; docs/metrics.md "Between 32 and 256 GPUs"), each 0 (absent)
         unless a calibration alternative fitted it: seconds per message hop through RLinf's
         data channels, one process on node 0, for env workers off node 0 (``channel_hop_s``);
         seconds per generator of the actor's weight sync, served one after another
         (``sync_per_generator_s``); seconds per ring step of each actor collective
-        (``ring_step_s``).
+        (``ring_step_s``); seconds per trajectory sample that the node-0 channel hands to an
+        actor rank off node 0, one after another (``intake_per_sample_s``).
     """
 
     env_step_core_s: float
@@ -355,6 +356,7 @@ class Costs:
     channel_hop_s: float = 0.0
     sync_per_generator_s: float = 0.0
     ring_step_s: float = 0.0
+    intake_per_sample_s: float = 0.0
 
     @classmethod
     def from_dict(cls, obj: Any, path: str) -> "Costs":
@@ -388,6 +390,7 @@ class Costs:
             channel_hop_s=f.float("channel_hop_s", 0.0, min=0.0),
             sync_per_generator_s=f.float("sync_per_generator_s", 0.0, min=0.0),
             ring_step_s=f.float("ring_step_s", 0.0, min=0.0),
+            intake_per_sample_s=f.float("intake_per_sample_s", 0.0, min=0.0),
         )
         f.done()
         for name in ("infer_s", "train_micro_batch_s"):
@@ -429,7 +432,7 @@ class Costs:
 
 DRIVER_KINDS = ("lockstep", "dynamic")
 # Costs that grow with the cluster's workers or nodes (Costs docstring): absent = 0 = not modelled.
-GROWTH_COSTS = ("channel_hop_s", "sync_per_generator_s", "ring_step_s")
+GROWTH_COSTS = ("channel_hop_s", "sync_per_generator_s", "ring_step_s", "intake_per_sample_s")
 
 
 def _float_table(obj: Any, path: str, keys: tuple[str, ...]) -> dict[str, float]:
