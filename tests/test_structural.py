@@ -248,3 +248,30 @@ def test_ratio_interval_joins_the_members_ratios():
             assert s["drives_width"] == "channel" and s["ratio"] > r0["ratio"]  # channel slows lock-step colocated more
             assert r1["high"] == pytest.approx(r0["high"] * s["ratio"] / r0["ratio"])
             assert r1["low"] == r0["low"]
+
+
+def test_readme_interval_widths_are_what_the_code_gives():
+    """README "How far to trust it": rollout_async 1:1 interval widths at 32, 64 and 256 GPUs, both
+    backbones, at the published workload and with --scale-global-batch, as predict gives them."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    rows = {int(m[1]): m for m in re.finditer(
+        r"^\| (\d+) \| ([\d.]+) % \| ([\d.]+) % \| (?:([\d.]+) % / ([\d.]+) %)? ?\|$", text, re.M)}
+    assert sorted(rows) == [32, 64, 256]
+
+    def width(backbone: str, gpus: int, scaled: bool) -> float:
+        prof = load_profile(backbone)
+        plan = published_plan(prof, "rollout_async", gpus, "1:1")
+        if scaled:
+            plan = plan.with_whole_global_batch()
+        return predict(plan, prof)["throughput_interval"]["width_pct"]
+
+    for gpus, m in rows.items():
+        for col, backbone in ((2, "pi05"), (3, "gr00t_n15")):
+            shown = m[col]
+            assert width(backbone, gpus, False) == pytest.approx(float(shown), abs=0.051 if "." in shown else 0.51)
+        if m[4]:
+            for col, backbone in ((4, "pi05"), (5, "gr00t_n15")):
+                assert width(backbone, gpus, True) == pytest.approx(float(m[col]), abs=0.51)
