@@ -175,7 +175,13 @@ def per_gpu_figure(series: list[dec.PerGpuSeries], calibrated: list[int]):
         ax.set_ylabel("env steps / s per GPU")
         ax.set_title(f"{s.backbone}: best plan per mode (band: interval; black edge: published)", fontsize=9)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, loc="lower left")
+    # one legend below the panels (the bands fill the panels): every label once, in panel order
+    seen: dict[str, Any] = {}
+    for ax in axes[0]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=5, fontsize=8,
+               bbox_to_anchor=(0.5, -0.02 - 0.045 * math.ceil(len(seen) / 5)))
     return fig
 
 
