@@ -669,7 +669,8 @@ class Trainer:
             # with their mean and variance (central limit; error measured in the tests).
             cv = self.costs.profile.variability.train_cv
             train = max(0.0, float(self.dur.rng.normal(draws * mean, mean * cv * math.sqrt(draws))))
-        train += count * intake
+        if intake:
+            train += count * intake
         start = t
         rec.span("train", self.name, "train", start, start + train, units=ranks)
         rec.span("optimizer_step", self.name, "train", start + train, start + train + passes * opt, units=ranks)
