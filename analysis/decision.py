@@ -278,3 +278,41 @@ def cv_points(cv: dict[str, Any]) -> list[dict[str, Any]]:
 def mape(points: list[dict[str, Any]]) -> float | None:
     errs = [abs(p["error_pct"]) for p in points if p.get("error_pct") is not None]
     return sum(errs) / len(errs) if errs else None
+
+
+@dataclass
+class PerGpuSeries:
+    """One backbone's per-GPU throughput against GPU count: each mode's best plan per GPU count
+    from a sweep (env steps/s per GPU, with its interval where the sweep has one) and the
+    published points of the same backbone (per GPU)."""
+
+    backbone: str
+    modes: dict[str, list[tuple[int, float, float | None, float | None]]]  # mode -> (gpus, per GPU, low, high)
+    published: dict[str, list[tuple[int, float]]]  # mode -> (gpus, per GPU)
+
+
+def per_gpu_series(sweeps: list[dict[str, Any]], references: list[str]) -> list[PerGpuSeries]:
+    """A PerGpuSeries per sweep's backbone (sweeps of one backbone: the first one's rows), with
+    the published points of that backbone from the reference CSVs overlaid."""
+    from perfmodel.calibration.reference import load_reference
+
+    points = [p for ref in references for p in load_reference(ref)]
+    out: dict[str, PerGpuSeries] = {}
+    for doc in sweeps:
+        b = str(doc.get("backbone") or doc.get("profile") or "?")
+        if b in out:
+            continue
+        modes: dict[str, list[tuple[int, float, float | None, float | None]]] = {}
+        for e in sorted(doc["summary"]["best_per_mode"], key=lambda e: e["gpus"]):
+            g = e["gpus"]
+            low, high = e.get("throughput_low"), e.get("throughput_high")
+            modes.setdefault(e["mode"], []).append((g, e["throughput_env_steps_per_s"] / g,
+                                                    None if low is None else low / g,
+                                                    None if high is None else high / g))
+        published: dict[str, list[tuple[int, float]]] = {}
+        for p in sorted(points, key=lambda p: p.gpus):
+            if p.backbone == b:
+                published.setdefault(p.mode, []).append((p.gpus, p.throughput_env_steps_per_s / p.gpus))
+        out[b] = PerGpuSeries(b, dict(sorted(modes.items(), key=lambda kv: mode_order(kv[0]))),
+                              dict(sorted(published.items(), key=lambda kv: mode_order(kv[0]))))
+    return list(out.values())

@@ -152,6 +152,43 @@ def scaling(sweeps: list[dict[str, Any]], calibrated: list[int]) -> bytes:
     return _png(fig)
 
 
+def per_gpu_figure(series: list[dec.PerGpuSeries], calibrated: list[int]):
+    """Per-GPU throughput against GPU count, one panel per backbone: a line per mode (its best
+    plan at each GPU count), its interval shaded, the published points as filled black-edged
+    markers of the mode's style. Returns the matplotlib Figure (``per_gpu`` renders it)."""
+    fig, axes = plt.subplots(1, len(series), figsize=(6.2 * len(series), 4.6), squeeze=False)
+    for ax, s in zip(axes[0], series):
+        gpus = sorted({g for pts in s.modes.values() for g, *_ in pts} | {g for pts in s.published.values()
+                                                                         for g, _ in pts})
+        _shade(ax, calibrated, gpus, label=ax is axes[0][0])
+        for mode, pts in s.modes.items():
+            if all(lo is not None and hi is not None for _, _, lo, hi in pts):
+                ax.fill_between([g for g, *_ in pts], [lo for _, _, lo, _ in pts], [hi for *_, hi in pts],
+                                color=mode_style(mode).color, alpha=0.15, lw=0, label=f"_{mode} interval")
+            ax.plot([g for g, *_ in pts], [y for _, y, *_ in pts], label=mode, **_mode_kw(mode))
+        for mode, pts in s.published.items():
+            kw = {**_mode_kw(mode, line=False), "markerfacecolor": mode_style(mode).color, "markeredgecolor": "black"}
+            ax.plot([g for g, _ in pts], [y for _, y in pts], label=f"published {mode}", zorder=5, **kw)
+        _gpu_ticks(ax, gpus, None)
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("GPUs")
+        ax.set_ylabel("env steps / s per GPU")
+        ax.set_title(f"{s.backbone}: best plan per mode (band: interval; black edge: published)", fontsize=9)
+        ax.grid(True, alpha=0.3)
+    # one legend below the panels (the bands fill the panels): every label once, in panel order
+    seen: dict[str, Any] = {}
+    for ax in axes[0]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=5, fontsize=8,
+               bbox_to_anchor=(0.5, -0.02 - 0.045 * math.ceil(len(seen) / 5)))
+    return fig
+
+
+def per_gpu(series: list[dec.PerGpuSeries], calibrated: list[int]) -> bytes:
+    return _png(per_gpu_figure(series, calibrated))
+
+
 def utilization(sources: list[tuple[str, str | None, dict[str, Any]]]) -> bytes:
     stages = [s for s in STAGES if any(src["utilization"]["stages"].get(s, 0) > 0 for _, _, src in sources)]
     fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(sources) + 3), 4.5))

@@ -181,6 +181,39 @@ def time_cost(points: list[dec.PlanPoint], chosen: dec.PlanPoint | None, target:
                         "(each point: a mode's best plan at one GPU count; down-left is better)")
 
 
+def per_gpu(series: list[dec.PerGpuSeries], calibrated: list[int]) -> go.Figure:
+    """Per-GPU throughput against GPU count, a panel per backbone (as figures.per_gpu)."""
+    fig = make_subplots(rows=1, cols=max(1, len(series)), subplot_titles=[s.backbone for s in series])
+    seen = set()
+    for col, s in enumerate(series, start=1):
+        gpus = sorted({g for pts in s.modes.values() for g, *_ in pts})
+        shade_extrapolation(fig, calibrated, gpus, row=1, col=col, label=False)
+        for mode, pts in s.modes.items():
+            xs = [g for g, *_ in pts]
+            if all(lo is not None and hi is not None for _, _, lo, hi in pts):
+                fig.add_trace(go.Scatter(x=xs + xs[::-1], y=[hi for *_, hi in pts] + [lo for _, _, lo, _ in pts][::-1],
+                                         fill="toself", fillcolor=mode_style(mode).color, opacity=0.15,
+                                         line={"width": 0}, hoverinfo="skip", showlegend=False, legendgroup=mode,
+                                         meta={"mode": mode, "role": "interval"}), row=1, col=col)
+            fig.add_trace(go.Scatter(x=xs, y=[y for _, y, *_ in pts], mode="lines+markers", name=mode, legendgroup=mode,
+                                     showlegend=mode not in seen, marker=_marker(mode), line=_line(mode),
+                                     meta={"mode": mode, "role": "best"}, hoverinfo="text",
+                                     hovertext=[f"{s.backbone} {mode} {g} GPUs: {y:,.1f} env steps/s per GPU"
+                                                + (f" [{lo:,.1f}, {hi:,.1f}]" if lo is not None else "")
+                                                for g, y, lo, hi in pts]), row=1, col=col)
+            seen.add(mode)
+        for mode, pts in s.published.items():
+            fig.add_trace(go.Scatter(x=[g for g, _ in pts], y=[y for _, y in pts], mode="markers",
+                                     name=f"published {mode}", legendgroup=mode, showlegend=False,
+                                     marker={**_marker(mode, 14), "line": {"color": "black", "width": 2}},
+                                     meta={"mode": mode, "role": "published"}, hoverinfo="text",
+                                     hovertext=[f"published {s.backbone} {mode} {g} GPUs: {y:,.1f}" for g, y in pts]),
+                          row=1, col=col)
+        fig.update_xaxes(type="log", tickvals=gpus, ticktext=[str(g) for g in gpus], title_text="GPUs", row=1, col=col)
+        fig.update_yaxes(title_text="env steps / s per GPU", rangemode="tozero", row=1, col=col)
+    return _layout(fig, "Per-GPU throughput against GPUs, best plan per mode (band: interval; black ring: published)")
+
+
 def scaling(sweeps: list[dict[str, Any]], calibrated: list[int]) -> go.Figure:
     fig = make_subplots(rows=1, cols=2, subplot_titles=(
         "Scaling efficiency (thr(N)/N) / (thr(N0)/N0)", "Gain over colocated at the same GPUs (%)"))

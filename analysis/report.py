@@ -30,6 +30,8 @@ FIGURES = (
                  "chosen plan; shaded: beyond the calibrated scale"),
     ("time_cost", "Time and cost to reach the target number of env steps (bars: intervals when given; grey "
                   "ring: extrapolated beyond the calibrated scale)"),
+    ("per_gpu", "Per-GPU throughput against GPUs for each backbone swept: a line per mode (its best plan), its "
+                "interval shaded, the published points overlaid (--reference, else the bundled CSV)"),
     ("scaling", "Scaling efficiency against linear and gain over colocated, best plan per mode"),
     ("utilization", "Per-stage utilization (busy fraction of the stage's resource, docs/metrics.md)"),
     ("timeline", "Timeline (Gantt) of one iteration: simulated, then measured"),
@@ -39,6 +41,7 @@ FIGURES = (
 NEEDS = {
     "decision": "no sweep given (--sweep FILE from `perfmodel sweep -o`)",
     "time_cost": "no sweep given (--sweep)",
+    "per_gpu": "no sweep given (--sweep; one per backbone for a panel each)",
     "scaling": "no sweep given (--sweep)",
     "utilization": "no prediction, plan choice, sweep or run record with utilization given",
     "timeline": "no trace given (--trace-sim, --trace-run, or --choice to simulate the chosen plan)",
@@ -244,8 +247,17 @@ def cv_mape(inp: Inputs, b: Built) -> tuple[float, dict[str, float]]:
             {k: x for k, x in base.items() if isinstance(x, (int, float))})
 
 
+def per_gpu_series(inp: Inputs) -> list[dec.PerGpuSeries]:
+    """The per-GPU figure's series: the sweeps, with the published points of --reference (else
+    the bundled reference CSV: the published 8- and 16-GPU points) overlaid."""
+    from perfmodel.schema.profile import BUNDLED_REFERENCE
+
+    return dec.per_gpu_series([d for _, d in inp.sweeps], list(inp.references) or [BUNDLED_REFERENCE])
+
+
 def available(inp: Inputs, b: Built) -> dict[str, bool]:
-    return {"decision": bool(b.points), "time_cost": bool(b.points), "scaling": bool(inp.sweeps),
+    return {"decision": bool(b.points), "time_cost": bool(b.points), "per_gpu": bool(inp.sweeps),
+            "scaling": bool(inp.sweeps),
             "utilization": bool(b.util), "timeline": bool(b.gantt),
             "validation": bool(b.validation or b.cv_points),
             "predicted_vs_measured": any(p["predicted"] for p in b.comparison)}
@@ -257,6 +269,7 @@ def interactive_figures(inp: Inputs, b: Built) -> dict[str, Any]:
         "decision": lambda: interactive.throughput_pareto(b.points, b.chosen, b.calibrated, inp.price,
                                                           inp.target_env_steps),
         "time_cost": lambda: interactive.time_cost(b.points, b.chosen, inp.target_env_steps),
+        "per_gpu": lambda: interactive.per_gpu(per_gpu_series(inp), b.calibrated),
         "scaling": lambda: interactive.scaling([d for _, d in inp.sweeps], b.calibrated),
         "utilization": lambda: interactive.utilization(b.util)[0],
         "timeline": lambda: interactive.gantt(b.gantt),
@@ -274,6 +287,7 @@ def png_figures(inp: Inputs, b: Built) -> dict[str, bytes]:
     makers: dict[str, Callable[[], bytes]] = {
         "decision": lambda: figures.throughput_pareto(b.points, b.chosen, b.calibrated, inp.price),
         "time_cost": lambda: figures.time_cost(b.points, b.chosen, inp.target_env_steps),
+        "per_gpu": lambda: figures.per_gpu(per_gpu_series(inp), b.calibrated),
         "scaling": lambda: figures.scaling([d for _, d in inp.sweeps], b.calibrated),
         "utilization": lambda: figures.utilization(b.util),
         "timeline": lambda: figures.timeline(b.gantt),

@@ -9,12 +9,15 @@ adds one physical parameter to the bundled fit (``calibrate.GROWTH_PARAMS``):
   (``Costs.channel_hop_s``, ``StageCosts.channel_s``);
 - ``sync_fanout``: actor rank 0 sends the weights to each generator in turn over host paths
   (``Costs.sync_per_generator_s``);
-- ``ring``: a fixed time per ring step of each actor collective (``Costs.ring_step_s``).
+- ``ring``: a fixed time per ring step of each actor collective (``Costs.ring_step_s``);
+- ``intake``: the actor's trajectories through the node-0 channel, one message after another
+  for the ranks off node 0, once per global batch (``Costs.intake_per_sample_s``,
+  ``StageCosts.intake_s``).
 
 Each is fitted on every published point (what it would ship as) and judged by cross-validation,
 both designs, at the same budget as the bundled model (``none``). Writes one JSON per
 alternative (``--out DIR/<name>.json``: the full fit's values, in-sample error and both designs'
-summaries) and prints one line each. About 4 minutes per alternative on 2 free cores.
+summaries) and prints one line each. About 2.5 minutes per alternative on 2 cores (intake, 2026-12-05, under load).
 
     python benchmarks/growth_mechanisms.py --out benchmarks/results/growth [--only channel ring]
 """

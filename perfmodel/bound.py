@@ -61,6 +61,9 @@ def actor_iteration_s(costs: StageCosts) -> float:
     for size, count in global_batch_runs(w.samples_per_iteration, w.global_batch_size):
         steps, per_rank = costs.micro_batching(size)
         total += count * w.update_epoch * (steps * costs.micro_batch_s(per_rank) + costs.optimizer_step_s())
+        intake = costs.intake_s(size)  # once per global batch (StageCosts.intake_s; 0 unless fitted)
+        if intake:
+            total += count * intake
     return total
 
 

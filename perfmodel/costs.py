@@ -338,6 +338,31 @@ class StageCosts:
             adam /= self.plan.actor_gpus
         return self.allreduce_s() + adam + c.optimizer_fixed_s
 
+    @property
+    def actor_ranks_off_node0(self) -> int:
+        """Actor ranks on nodes other than node 0, where RLinf hosts the channels."""
+        _, actor = self.plan.placement.slots()
+        return sum(1 for d in actor if d // self.plan.cluster.gpus_per_node != 0)
+
+    def intake_s(self, batch: int) -> float:
+        """The actor's intake of one global batch of ``batch`` trajectory samples through the
+        node-0 channel (``Costs.intake_per_sample_s``; 0 unless a calibration alternative fitted
+        it). Env workers put their trajectories into the actor channel
+        (workers/env/env_worker.py:899-909, RLinf 0.3.0), one process on node 0
+        (runners/embodied_runner.py:94-98, scheduler/channel/channel.py:182-187), and each actor
+        rank gets its split from it (workers/actor/fsdp_actor_worker.py:1137-1155): the samples of
+        ranks off node 0 cross the network through that one process, one message after another,
+        while the ranks' compute is parallel. So the intake of a global batch is the same at any
+        actor size while its training shrinks with the ranks: a serial share that grows with the
+        actor (16 GPUs 1:1: 1 actor node; 32: 2). RLinf's synchronous runner awaits it before
+        training; its asynchronous PPO worker receives in a thread (async_ppo_fsdp_worker.py:78-104),
+        where this is the reading in which the channel does not keep ahead of the actor (the
+        structural ensemble's bracket, not the point prediction)."""
+        per = self.profile.costs.intake_per_sample_s
+        if per <= 0:
+            return 0.0
+        return per * batch * self.actor_ranks_off_node0 / self.plan.actor_gpus
+
     # --- weight sync and model swaps ---
     def weight_sync_s(self) -> float:
         """The actor sends the bf16 weights to every generator (RLinf: each rollout rank

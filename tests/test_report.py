@@ -171,13 +171,13 @@ def interactive_bundle_marker() -> str:
 def test_missing_inputs_are_one_line_not_a_figure(inputs):
     out = inputs["dir"] / "r.html"
     res = write_report(load_inputs(sweeps=[str(inputs["sweep"])]), out)
-    assert res["figures"] == ["decision", "time_cost", "scaling", "utilization"]
+    assert res["figures"] == ["decision", "time_cost", "per_gpu", "scaling", "utilization"]
     text = out.read_text()
     missing = re.findall(r"<p class='missing' data-figure='([a-z_]+)'>([^<]+)</p>", text)
     assert [m for m, _ in missing] == ["timeline", "validation", "predicted_vs_measured"]
     assert all("given" in line and len(line) < 250 for _, line in missing)
     md = Path(res["markdown"]).read_text()
-    assert len(re.findall(r"!\[", md)) == 4 and md.count("*Not drawn") == 3
+    assert len(re.findall(r"!\[", md)) == 5 and md.count("*Not drawn") == 3
     assert sorted(p.name for p in Path(res["figures_dir"]).iterdir()) == sorted(f"{f}.png" for f in res["figures"])
 
 

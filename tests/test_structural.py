@@ -1,5 +1,5 @@
 """Structural intervals (perfmodel.calibration.structural) and the growth mechanisms they carry
-(perfmodel.costs: channel_s, sync_per_generator_s, ring_step_s)."""
+(perfmodel.costs: channel_s, sync_per_generator_s, ring_step_s, intake_s)."""
 
 from __future__ import annotations
 
@@ -51,9 +51,49 @@ def test_sync_and_ring_costs_grow_with_generators_and_ranks():
         assert r.fsdp_gather_s() - b.fsdp_gather_s() == pytest.approx(0.01 * (plan.actor_gpus - 1))
 
 
+def test_intake_is_serial_for_the_actor_ranks_off_node_zero():
+    """The actor's share of a global batch through the node-0 channel: batch x per-sample time x
+    the share of ranks off node 0; the same at 16 and 32 GPUs 1:1 while training halves."""
+    base = load_profile("pi05")
+    prof = _with_costs(base, intake_per_sample_s=1e-3)
+    cases = {(8, "rollout_async"): 0.0,  # the actor's 4 ranks share node 0
+             (16, "rollout_async"): 1.0,  # packed 1:1: the actor is node 1
+             (16, "colocated"): 0.5, (32, "rollout_async"): 1.0, (32, "colocated"): 0.75}
+    for (gpus, mode), share in cases.items():
+        plan = published_plan(prof, mode, gpus, None if mode == "colocated" else "1:1")
+        c = StageCosts(plan, prof)
+        assert c.actor_ranks_off_node0 == round(share * plan.actor_gpus)
+        assert c.intake_s(1024) == pytest.approx(1e-3 * 1024 * share)
+        assert StageCosts(plan, base).intake_s(1024) == 0.0
+
+
+@pytest.mark.parametrize("mode", ["disaggregated", "rollout_async", "streamer"])
+def test_intake_is_charged_once_per_global_batch_in_every_timeline(mode):
+    """The collapsed trainer, the event-by-event one and the closed-form actor time agree: one
+    intake per global batch, before its passes."""
+    from perfmodel.bound import actor_iteration_s
+    from perfmodel.simulate import simulate
+
+    base = load_profile("pi05")
+    prof = _with_costs(base, intake_per_sample_s=2e-3)
+    plan = published_plan(prof, mode, 16, "1:1")
+    c, c0 = StageCosts(plan, prof), StageCosts(plan, base)
+    w = plan.workload
+    batches = w.samples_per_iteration // w.global_batch_size
+    assert actor_iteration_s(c) - actor_iteration_s(c0) == pytest.approx(batches * 2e-3 * w.global_batch_size)
+    fast, slow = simulate(plan, prof), simulate(plan, prof, collapse=False)
+    assert fast.throughput_env_steps_per_s == pytest.approx(slow.throughput_env_steps_per_s, rel=1e-12)
+    # the actor's busy time over the measured iterations grows by whole iterations' intakes
+    busy = fast.stage_time_s["train"] - simulate(plan, base).stage_time_s["train"]
+    per_iteration = batches * 2e-3 * w.global_batch_size
+    assert round(busy / per_iteration) >= 1
+    assert busy == pytest.approx(round(busy / per_iteration) * per_iteration, rel=1e-9)
+
+
 def test_growth_costs_default_to_zero_and_round_trip():
     prof = load_profile("pi05")
-    assert (prof.costs.channel_hop_s, prof.costs.sync_per_generator_s, prof.costs.ring_step_s) == (0, 0, 0)
+    assert (prof.costs.channel_hop_s, prof.costs.sync_per_generator_s, prof.costs.ring_step_s,
+            prof.costs.intake_per_sample_s) == (0, 0, 0, 0)
     d = prof.costs.to_dict()
     assert "channel_hop_s" not in d  # absent = not modelled: profiles written before read the same
     c2 = Costs.from_dict({**d, "ring_step_s": 0.003}, "costs")
@@ -112,7 +152,7 @@ def _with_member(prof, mechanism="channel", end="fit", **extra):
 def test_members_are_checked_at_use():
     prof = load_profile("pi05")
     assert {(m.mechanism, m.end) for m in members_of(prof)} == {  # the bundled ensemble
-        (k, e) for k in ("channel", "ring", "sync_fanout") for e in ("fit", "upper")}
+        (k, e) for k in ("channel", "ring", "sync_fanout", "intake") for e in ("fit", "upper")}
     assert members_of(replace(prof, provenance={k: v for k, v in prof.provenance.items() if k != "structural"})) == []
     bad = _with_member(prof, "wormholes", channel_hop_s=0.01)
     with pytest.raises(ConfigError, match=r"provenance.structural.members\[0\].mechanism"):
@@ -208,3 +248,30 @@ def test_ratio_interval_joins_the_members_ratios():
             assert s["drives_width"] == "channel" and s["ratio"] > r0["ratio"]  # channel slows lock-step colocated more
             assert r1["high"] == pytest.approx(r0["high"] * s["ratio"] / r0["ratio"])
             assert r1["low"] == r0["low"]
+
+
+def test_readme_interval_widths_are_what_the_code_gives():
+    """README "How far to trust it": rollout_async 1:1 interval widths at 32, 64 and 256 GPUs, both
+    backbones, at the published workload and with --scale-global-batch, as predict gives them."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    rows = {int(m[1]): m for m in re.finditer(
+        r"^\| (\d+) \| ([\d.]+) % \| ([\d.]+) % \| (?:([\d.]+) % / ([\d.]+) %)? ?\|$", text, re.M)}
+    assert sorted(rows) == [32, 64, 256]
+
+    def width(backbone: str, gpus: int, scaled: bool) -> float:
+        prof = load_profile(backbone)
+        plan = published_plan(prof, "rollout_async", gpus, "1:1")
+        if scaled:
+            plan = plan.with_whole_global_batch()
+        return predict(plan, prof)["throughput_interval"]["width_pct"]
+
+    for gpus, m in rows.items():
+        for col, backbone in ((2, "pi05"), (3, "gr00t_n15")):
+            shown = m[col]
+            assert width(backbone, gpus, False) == pytest.approx(float(shown), abs=0.051 if "." in shown else 0.51)
+        if m[4]:
+            for col, backbone in ((4, "pi05"), (5, "gr00t_n15")):
+                assert width(backbone, gpus, True) == pytest.approx(float(m[col]), abs=0.51)

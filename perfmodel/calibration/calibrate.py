@@ -164,6 +164,16 @@ GROWTH_PARAMS = {
     # latency is ~10 us over RDMA; tens of units and Python hooks put the sum up to ~0.5 s.
     "ring": Param("ring_step_s", 1e-5, 0.5, 0.005, "s", True,
                   "fixed time per ring step of one actor collective (all FSDP units of a micro-batch)"),
+    # The actor's trajectories pass through the node-0 channel, one message after another, to
+    # the ranks off node 0 (StageCosts.intake_s): serial while the ranks' compute is parallel, so
+    # its share of the actor's time doubles when the actor's ranks do (32 GPUs 1:1: two actor
+    # nodes). A sample is two 224 px RGB images (perfmodel.backbones: 0.3 MB as uint8) plus its
+    # action chunk and log-probs: 10 us is that over a 400 Gb/s NIC at line rate (the floor;
+    # 1e-6 leaves the fit room to say "absent"), 3 ms is 100 MB/s, a single Python process
+    # pickling it through an object-store put and get.
+    "intake": Param("intake_per_sample_s", 1e-6, 3e-3, 1e-4, "s", True,
+                    "time per trajectory sample the node-0 channel hands to an actor rank off node 0 "
+                    "(the channel serves one message at a time)"),
 }
 GROWTH_MECHANISMS = tuple(GROWTH_PARAMS)
 

@@ -41,6 +41,8 @@ SETTLE = {
                "two nodes), or fit your own multi-node runs (perfmodel calibrate --from-rlinf-run)",
     "sync_fanout": "time one weight sync to 2, 4 and 8 generators across two nodes with NCCL_P2P_DISABLE=1 "
                    "(executor profile --comm across two nodes), or your own multi-node runs",
+    "intake": "time an actor rank on a second node getting one global batch of trajectories from the node-0 "
+              "channel (executor profile --comm across two nodes), or your own runs with the actor on two nodes",
     "ring": "time an all-gather over 8 and 16 ranks across two nodes with NCCL_P2P_DISABLE=1 "
             "(executor profile --comm --comm-ranks 8,16 across two nodes), or your own multi-node runs",
 }
@@ -49,6 +51,7 @@ WHAT = {
     "channel": "the node-0 data channel's hops",
     "sync_fanout": "the actor's weight syncs, fanned out to each generator,",
     "ring": "the actor's collective ring steps",
+    "intake": "the actor's trajectory intakes through the node-0 channel",
 }
 
 

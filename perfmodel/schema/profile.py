@@ -322,13 +322,14 @@ class Costs:
         backward, no activation checkpointing: RLinf's openpi configs do not support it). The
         GPU-memory check counts them (StageCosts.gpu_memory_gb); 0 / absent: not measured, not
         counted.
-    channel_hop_s, sync_per_generator_s, ring_step_s: costs that grow with the cluster's workers
+    channel_hop_s, sync_per_generator_s, ring_step_s, intake_per_sample_s: costs that grow with the cluster's workers
         or nodes (perfmodel.costs; docs/metrics.md "Between 32 and 256 GPUs"), each 0 (absent)
         unless a calibration alternative fitted it: seconds per message hop through RLinf's
         data channels, one process on node 0, for env workers off node 0 (``channel_hop_s``);
         seconds per generator of the actor's weight sync, served one after another
         (``sync_per_generator_s``); seconds per ring step of each actor collective
-        (``ring_step_s``).
+        (``ring_step_s``); seconds per trajectory sample that the node-0 channel hands to an
+        actor rank off node 0, one after another (``intake_per_sample_s``).
     env_cpu_share: per mode, the share of their cores the env processes got in a run of that
         mode on the profiled host (``env_step``, ``env_reset``; 1.0: all of it): the rest went
         to the run's own driver, Ray and the generator and trainer actors on the same cores
@@ -364,6 +365,7 @@ class Costs:
     channel_hop_s: float = 0.0
     sync_per_generator_s: float = 0.0
     ring_step_s: float = 0.0
+    intake_per_sample_s: float = 0.0
     env_cpu_share: dict = field(default_factory=dict)
 
     @classmethod
@@ -398,6 +400,7 @@ class Costs:
             channel_hop_s=f.float("channel_hop_s", 0.0, min=0.0),
             sync_per_generator_s=f.float("sync_per_generator_s", 0.0, min=0.0),
             ring_step_s=f.float("ring_step_s", 0.0, min=0.0),
+            intake_per_sample_s=f.float("intake_per_sample_s", 0.0, min=0.0),
             env_cpu_share=_env_cpu_share(f.any("env_cpu_share", {}), f.sub("env_cpu_share")),
         )
         f.done()
@@ -440,7 +443,7 @@ class Costs:
 
 DRIVER_KINDS = ("lockstep", "dynamic")
 # Costs that grow with the cluster's workers or nodes (Costs docstring): absent = 0 = not modelled.
-GROWTH_COSTS = ("channel_hop_s", "sync_per_generator_s", "ring_step_s")
+GROWTH_COSTS = ("channel_hop_s", "sync_per_generator_s", "ring_step_s", "intake_per_sample_s")
 
 
 def _float_table(obj: Any, path: str, keys: tuple[str, ...]) -> dict[str, float]:

@@ -573,6 +573,12 @@ class Trainer:
             self.rec.counter("samples_waiting/actor", env.now, self.buffer.level.level)
         slots = yield from self._acquire()
         try:
+            intake = self.costs.intake_s(size)  # the batch's trajectories through the node-0 channel
+            if intake > 0:
+                start = env.now
+                yield env.timeout(intake)
+                self.rec.span("train", self.name, "train", start, env.now, units=self.ranks, batch=0,
+                              version=self.weights.version)
             for p in range(w.update_epoch):
                 got = 0
                 for _ in range(micro_steps):
@@ -622,6 +628,7 @@ class Trainer:
         w, rec, ranks = self.costs.plan.workload, self.rec, self.ranks
         steps, per_rank = self.costs.micro_batching(size)
         opt = self.costs.optimizer_step_s()
+        intake = self.costs.intake_s(size)  # once per global batch, before its first pass
         passes = count * w.update_epoch
         draws = passes * steps
         deterministic = self.dur.rng is None or self.costs.profile.variability.train_cv <= 0
@@ -637,7 +644,12 @@ class Trainer:
             train_span = rec.spans_of("train", self.name, "train", batch=per_rank * ranks, version=v)
             opt_span = rec.spans_of("optimizer_step", self.name, "train", batch=size, version=v)
             published = []
+            intake_span = rec.spans_of("train", self.name, "train", batch=0, version=v) if intake > 0 else None
             for i in range(passes):
+                if intake_span is not None and i % w.update_epoch == 0:
+                    end = t + intake
+                    intake_span((t, end, ranks))
+                    t = end
                 for _ in range(steps):
                     end = t + (mean if deterministic else draw())
                     train_span((t, end, ranks))
@@ -657,6 +669,8 @@ class Trainer:
             # with their mean and variance (central limit; error measured in the tests).
             cv = self.costs.profile.variability.train_cv
             train = max(0.0, float(self.dur.rng.normal(draws * mean, mean * cv * math.sqrt(draws))))
+        if intake:
+            train += count * intake
         start = t
         rec.span("train", self.name, "train", start, start + train, units=ranks)
         rec.span("optimizer_step", self.name, "train", start + train, start + train + passes * opt, units=ranks)
