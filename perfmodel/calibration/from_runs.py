@@ -166,9 +166,9 @@ def fit_runs(points: list[RunPoint], facts: dict[str, Any], *, max_evals: int = 
     from scipy.optimize import least_squares
 
     from perfmodel.backbones import get_backbone
-    from perfmodel.calibration.calibrate import (BOUND_TOL, IDENT_TOL, _param, build_profile, identification_probe,
-                                                 param_bounds,
-                                                 measured_env_memory_gb, parameter_names, predict_points)
+    from perfmodel.calibration.calibrate import (IDENT_TOL, _param, build_profile, capped, identification_probe,
+                                                 measured_env_memory_gb, on_physical_bound, parameter_names,
+                                                 predict_points)
 
     backbones = sorted({p.backbone for p in points})
     prior, bundled_sd, _ = prior_of(backbones)
@@ -176,8 +176,8 @@ def fit_runs(points: list[RunPoint], facts: dict[str, Any], *, max_evals: int = 
     s = max(bundled_sd, data_sd_log or 0.0, 1e-3)
     names = parameter_names(backbones)
     mem, _ = measured_env_memory_gb()
-    lo = np.log([param_bounds(n)[0] for n in names])
-    hi = np.log([param_bounds(n)[1] for n in names])
+    lo = np.log([_param(n).lo for n in names])
+    hi = np.log([_param(n).hi for n in names])
     x_prior = np.clip(np.log([prior.get(n, _param(n).init) for n in names]), lo, hi)
     prior_sd = (hi - lo) / math.sqrt(12.0)
     measured = np.array([p.throughput_env_steps_per_s for p in points])
@@ -229,9 +229,9 @@ def fit_runs(points: list[RunPoint], facts: dict[str, Any], *, max_evals: int = 
         except Budget:
             pass  # the best point seen within the budget
     x_best = full(best[1])
-    values = {**{n: float(v) for n, v in zip(names, np.exp(x_best))}, **(fixed or {})}
+    values = {**capped({n: float(v) for n, v in zip(names, np.exp(x_best))}), **(fixed or {})}
     predicted = list(np.exp(predict_log(x_best)) * measured)
-    on_bound = [names[i] for i in free if min(x_best[i] - lo[i], hi[i] - x_best[i]) < BOUND_TOL]
+    on_bound = [names[i] for i in free if on_physical_bound(names[i], values[names[i]])]
     return RunFit(values, points, [float(p) for p in predicted], evals, time.time() - t0,
                   [names[i] for i in range(len(names)) if i not in free], on_bound, s)
 
