@@ -9,9 +9,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Collection
 
-from perfmodel.commands.common import Say, fail, to_stderr
+from perfmodel.commands.common import Say, fail, node_options, to_stderr
 from perfmodel.commands.planning import (check_common, load_profile_of, portable_plan, profile_ref, rlinf_base,
                                          sweep_profile, sweep_rows, sweep_spec)
+from perfmodel.schema.node import NODE_FIELDS
 from perfmodel.schema.plan import MAX_GPUS, Plan
 
 
@@ -34,7 +35,9 @@ def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: 
          objective: str = "throughput", env_steps: float | None = None, within_hours: float | None = None,
          emit: str | None = None, sweep_path: str | None = None, out: str | None = None,
          details: str | None = None, given_options: Collection[str] = (),
-         progress: Callable[[int, int], None] | None = None, say: Say | None = None) -> PlanAnswer:
+         progress: Callable[[int, int], None] | None = None, say: Say | None = None,
+         cpu_cores_per_node: int | None = None, gpus_per_node: int | None = None,
+         nic_gbps: float | None = None, node_ram_gb: float | None = None) -> PlanAnswer:
     """Choose the best plan (``perfmodel plan``'s options, by name; the list options are
     comma-separated text as on the command line). ``given_options``: the parameters the caller
     set, for ``--sweep`` (an option left at its default never contradicts the sweep's).
@@ -62,8 +65,12 @@ def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: 
     if sweep_path and gpu:
         fail("--gpu", f"contradicts --sweep {sweep_path}: its plans were predicted on their own accelerator; "
                       "leave it out, or sweep again with --gpu")
+    node = node_options(cpu_cores_per_node, gpus_per_node, nic_gbps, node_ram_gb)
+    if sweep_path and node:
+        fail(next(iter(NODE_FIELDS[f][0] for f in node)), f"contradicts --sweep {sweep_path}: its plans were predicted "
+                                                           "on their own node; leave it out, or sweep again with it")
     ref, base, pipeline_stages, imported = rlinf_base(rlinf_config, backbone, profile_path, gpu, pipeline_stages,
-                                                      modes, say)
+                                                      modes, say, node)
     if gpus is None:
         if imported is None:
             fail("--gpus", "is required (an integer >= 1) unless --rlinf-config gives it")
@@ -95,7 +102,7 @@ def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: 
         choice["ratio_unavailable"] = choice.get("ratio_unavailable") or why
     else:
         spec = sweep_spec(ref or profile_ref(backbone, profile_path), modes, None, ratios, pipeline_stages, b_max,
-                          t_max, price, replications, seed, staleness, base, gpu, scale_global_batch)
+                          t_max, price, replications, seed, staleness, base, gpu, scale_global_batch, node)
         _, profile = load_profile_of(None, ref) if ref else load_profile_of(backbone, profile_path)
         choice, _ = plan_best(spec, profile, gpus, objective, jobs=jobs, progress=progress, target=target)
     chosen = chosen_plan(choice)

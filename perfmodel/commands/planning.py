@@ -83,7 +83,8 @@ def sweep_profile(doc: dict[str, Any], sweep_path: str):
     return None, f"the sweep's profile {ref!r} cannot be loaded here ({why}): no ratio intervals"
 
 
-def rlinf_base(rlinf_config, backbone, profile_path, gpu, pipeline_stages, modes=None, say: Say | None = None):
+def rlinf_base(rlinf_config, backbone, profile_path, gpu, pipeline_stages, modes=None, say: Say | None = None,
+               node: dict[str, Any] | None = None):
     """(profile ref, base plan dict, pipeline stages) for a sweep over an RLinf config; one of
     ``--modes`` stands for a config whose own mode vlaperf cannot name."""
     check_gpu(gpu)
@@ -92,7 +93,7 @@ def rlinf_base(rlinf_config, backbone, profile_path, gpu, pipeline_stages, modes
     from perfmodel.rlinf.importer import UnnamedModeError
 
     try:
-        im = load_rlinf_config(rlinf_config, backbone, profile_path, gpu, say=say)
+        im = load_rlinf_config(rlinf_config, backbone, profile_path, gpu, say=say, node=node)
     except UnnamedModeError as e:
         # The sweep sets each row's mode anyway: one of --modes stands for the config, the first
         # that keeps its placement (shared or disjoint GPUs), else the first.
@@ -104,7 +105,7 @@ def rlinf_base(rlinf_config, backbone, profile_path, gpu, pipeline_stages, modes
             raise
         check_modes(listed)
         same = [m for m in listed if MODE_TABLE[m].disaggregated == e.disaggregated]
-        im = load_rlinf_config(rlinf_config, backbone, profile_path, gpu, (same or listed)[0], say)
+        im = load_rlinf_config(rlinf_config, backbone, profile_path, gpu, (same or listed)[0], say, node)
     stages = pipeline_stages if pipeline_stages is not None else str(im.plan.pipeline_stage_num)
     ref = im.plan.profile  # a bundled name, or a file: absolute, as _cp_ref makes it
     if Path(ref).is_file():
@@ -128,12 +129,12 @@ def parse_lists(modes, ratios, pipeline_stages, b_max, t_max) -> dict[str, tuple
 
 
 def sweep_spec(profile_ref, modes, gpus, ratios, pipeline_stages, b_max, t_max, price, replications, seed,
-             staleness, base_plan=None, gpu=None, scale_global_batch=False):
+             staleness, base_plan=None, gpu=None, scale_global_batch=False, node=None):
     from perfmodel.planning.sweep import SweepSpec
 
     kw: dict[str, Any] = {"profile_ref": profile_ref, "gpu_hour_price": price, "replications": replications,
                           "seed": seed, "max_staleness": staleness, "base_plan": base_plan, "gpu": gpu,
-                          "scale_global_batch": scale_global_batch}
+                          "scale_global_batch": scale_global_batch, "node": node or None}
     lists = {**parse_lists(modes, ratios, pipeline_stages, b_max, t_max), "gpus": gpus}
     kw.update({k: v for k, v in lists.items() if v is not None})
     spec = SweepSpec(**kw)

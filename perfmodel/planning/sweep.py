@@ -91,6 +91,9 @@ class SweepSpec:
     # instead of keeping the workload's at every GPU count (the published setup; RLinf refuses
     # a split that is not whole, and the planner warns).
     scale_global_batch: bool = False
+    # The node's shape where the user gave it (perfmodel/schema/node.py: CPU cores, GPUs, NIC
+    # bandwidth per GPU, host RAM), over the profile's node; None or {} = the profile's.
+    node: dict[str, Any] | None = None
 
     def check(self) -> None:
         check_modes(self.modes)
@@ -198,6 +201,11 @@ def build_plan(spec: SweepSpec, profile: Profile, c: Combo) -> Plan:
         from perfmodel.gpu import cluster_on
 
         plan = plan.with_(cluster=cluster_on(plan.cluster, spec.gpu))
+    if spec.node:
+        from perfmodel.schema.node import with_node
+
+        plan = plan.with_(cluster=with_node(plan.cluster, spec.node))
+        plan.check()
     if spec.scale_global_batch:
         plan = plan.with_whole_global_batch()
     return plan.with_(profile=spec.profile_ref)
