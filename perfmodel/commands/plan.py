@@ -107,6 +107,16 @@ def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: 
         choice, _ = plan_best(spec, profile, gpus, objective, jobs=jobs, progress=progress, target=target)
     chosen = chosen_plan(choice)
     summary = choice_summary(choice)
+    repair_note = None
+    if emit == "rlinf":  # emit only what RLinf runs: a micro-batch that splits the global batch whole
+        from perfmodel.costs import rlinf_batch_repair
+
+        repaired, repair_note = rlinf_batch_repair(chosen)
+        if repaired is None:
+            key, _, why = (repair_note or "").partition(": ")
+            fail(key, f"{why} (the chosen plan, {chosen.mode} {chosen.allocation_ratio or ''} on {chosen.cluster.gpus} "
+                      "GPUs, cannot be emitted as it is)")
+        chosen = repaired
     try:
         if out:
             write_json_atomic(out, portable_plan(chosen.to_dict(), out))
@@ -116,12 +126,14 @@ def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: 
         fail("--out", f"must be a writable path; {e.strerror}: {e.filename}")
     if choice.get("ratio_unavailable"):  # on stderr whatever stdout carries (text, JSON, YAML)
         say(f"note: {choice['ratio_unavailable']}")
+    if repair_note:
+        say(f"note: emitted: {repair_note}")
     from perfmodel.costs import batch_split_warning
 
     split = batch_split_warning(chosen)  # from the plan itself: a sweep file may predate the warning
     for w in [w for w in (choice["best"].get("prediction") or {}).get("warnings") or []
               if not w.startswith("workload.global_batch_size:")] + ([split] if split and emit != "rlinf" else []):
-        say(f"warning: chosen plan: {w}")  # (--emit rlinf writes the split's into the fragment)
+        say(f"warning: chosen plan: {w}")  # (--emit rlinf repairs the split instead, said above)
     return PlanAnswer(choice, summary, chosen)
 
 

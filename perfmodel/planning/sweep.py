@@ -256,6 +256,11 @@ def evaluate(spec: SweepSpec, profile: Profile, c: Combo) -> dict[str, Any]:
     row["beyond_calibrated_scale"] = bool(ext.get("beyond_calibrated_gpus") or ext.get("beyond_calibrated_nodes"))
     row["beyond_calibrated_gpu_type"] = bool(ext.get("beyond_calibrated_gpu_type"))
     row["extrapolation"] = row["beyond_calibrated_scale"] or row["beyond_calibrated_gpu_type"]
+    # whether `plan --emit rlinf` gives RLinf a config it accepts: the split whole, or made whole by
+    # a smaller micro-batch with the same global batch (costs.rlinf_batch_repair)
+    from perfmodel.costs import rlinf_batch_repair
+
+    row["rlinf_runs_as_emitted"] = rlinf_batch_repair(plan)[0] is not None
     return row
 
 
@@ -527,7 +532,7 @@ CSV_COLUMNS = ("index", "status", "mode", "gpus", "allocation_ratio", "rollout_g
                "throughput_ci95_high", "iteration_time_s", "bound_env_steps_per_s", "bottleneck",
                "scaling_efficiency", "scaling_baseline_gpus", "gain_over_colocated_pct",
                "env_steps_per_gpu_hour", "env_steps_per_dollar", "util_env_cpu", "util_rollout_gpu",
-               "util_actor_gpu", "util_gpu", "reason")
+               "util_actor_gpu", "util_gpu", "rlinf_runs_as_emitted", "reason")
 
 
 def csv_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
