@@ -245,7 +245,13 @@ def _cp_options(f):
         click.option("--pipeline-stages", "pipeline_stages", help="comma-separated pipeline_stage_num values (default 1)"),
         click.option("--b-max", "b_max", help="comma-separated dynamic-batching b_max values, 'null' = one worker's envs (default null)"),
         click.option("--t-max", "t_max", help="comma-separated dynamic-batching t_max_s values (default 0.02, RLinf's)"),
-        click.option("--staleness", type=int, help="max_staleness for every plan (default: the plan default, 1)"),
+        click.option("--staleness", help="comma-separated max_staleness values for the asynchronous modes (default: "
+                     "the config's or plan default, 1); more than one is a search axis"),
+        click.option("--envs-per-gpu", "envs_per_gpu", help="comma-separated envs per GPU to search (default: sweep "
+                     "the config's or published count; plan with --rlinf-config also tries 2, 4 and 6 times the "
+                     "config's, up to 4 envs per CPU core; what does not fit node RAM or GPU memory is infeasible)"),
+        click.option("--micro-batch-sizes", "micro_batch_sizes", help="comma-separated actor micro_batch_size values "
+                     "to search (default: the config's); one that does not divide the global batch is infeasible"),
         click.option("--gpu-hour-price", "price", type=float, help="dollars per GPU-hour, for env steps per dollar"),
         click.option("--replications", type=int, default=1, show_default=True, help="simulations per plan (intervals when > 1)"),
         click.option("--seed", type=int, default=0, show_default=True),
@@ -271,8 +277,8 @@ def _cp_options(f):
 @click.option("--show-infeasible", is_flag=True, help="list the combinations that cannot run, with the reason")
 @click.option("--address", help="run the predictions as Ray tasks on this cluster (host:port, auto; local = a new local one)")
 @click.option("--no-interval", is_flag=True, help="skip the prediction intervals (a few simulations fewer per plan)")
-def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max, staleness, price, replications,
-              seed, jobs, quiet, rlinf_config, gpu, scale_global_batch, cpu_cores_per_node, gpus_per_node, nic_gbps,
+def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max, staleness, envs_per_gpu,
+              micro_batch_sizes, price, replications, seed, jobs, quiet, rlinf_config, gpu, scale_global_batch, cpu_cores_per_node, gpus_per_node, nic_gbps,
               node_ram_gb, gpus_text, out, csv_out, as_json, show_infeasible, address, no_interval) -> None:
     """Predict every mode x GPU count x ratio x knob combination; table, CSV and JSON."""
     from perfmodel.commands.sweep import sweep
@@ -285,7 +291,8 @@ def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_m
                     replications=replications, seed=seed, jobs=jobs, rlinf_config=rlinf_config, gpu=gpu,
                     scale_global_batch=scale_global_batch, out=out, csv_out=csv_out, address=address,
                     interval=not no_interval, progress=bar, say=_say, cpu_cores_per_node=cpu_cores_per_node,
-                    gpus_per_node=gpus_per_node, nic_gbps=nic_gbps, node_ram_gb=node_ram_gb)
+                    gpus_per_node=gpus_per_node, nic_gbps=nic_gbps, node_ram_gb=node_ram_gb, envs_per_gpu=envs_per_gpu,
+                    micro_batch_sizes=micro_batch_sizes)
     finally:
         bar.close()
     if as_json:
@@ -315,8 +322,8 @@ def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_m
 @click.option("--details", "details", type=click.Path(dir_okay=False),
               help="write the choice (prediction, runner-up, explanation) as JSON")
 @click.option("--json", "as_json", is_flag=True, help="print the choice as JSON")
-def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max, staleness, price, replications,
-             seed, jobs, quiet, rlinf_config, gpu, scale_global_batch, cpu_cores_per_node, gpus_per_node, nic_gbps,
+def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max, staleness, envs_per_gpu,
+             micro_batch_sizes, price, replications, seed, jobs, quiet, rlinf_config, gpu, scale_global_batch, cpu_cores_per_node, gpus_per_node, nic_gbps,
              node_ram_gb, gpus, objective, env_steps, within_hours, emit, sweep_path, out, details, as_json) -> None:
     """Choose the best plan for N GPUs and explain the choice."""
     from perfmodel.commands.plan import emit_rlinf, format_plan, plan
@@ -334,7 +341,7 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
                       within_hours=within_hours, emit=emit, sweep_path=sweep_path, out=out, details=details,
                       given_options=_given_options(), progress=bar, say=_say,
                       cpu_cores_per_node=cpu_cores_per_node, gpus_per_node=gpus_per_node, nic_gbps=nic_gbps,
-                      node_ram_gb=node_ram_gb)
+                      node_ram_gb=node_ram_gb, envs_per_gpu=envs_per_gpu, micro_batch_sizes=micro_batch_sizes)
     finally:
         bar.close()
     if as_json:

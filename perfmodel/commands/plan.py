@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Collection
 
 from perfmodel.commands.common import Say, fail, node_options, to_stderr
-from perfmodel.commands.planning import (check_common, load_profile_of, portable_plan, profile_ref, rlinf_base,
+from perfmodel.commands.planning import (check_common, envs_candidates, load_profile_of, portable_plan, profile_ref, rlinf_base,
                                          sweep_profile, sweep_rows, sweep_spec)
+from perfmodel.schema.modes import MODE_TABLE
 from perfmodel.schema.node import NODE_FIELDS
 from perfmodel.schema.plan import MAX_GPUS, Plan
 
@@ -29,7 +30,7 @@ class PlanAnswer:
 
 def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: str | None = None,
          modes: str | None = None, ratios: str | None = None, pipeline_stages: str | None = None,
-         b_max: str | None = None, t_max: str | None = None, staleness: int | None = None,
+         b_max: str | None = None, t_max: str | None = None, staleness: int | str | None = None,
          price: float | None = None, replications: int = 1, seed: int = 0, jobs: int | None = None,
          rlinf_config: str | None = None, gpu: str | None = None, scale_global_batch: bool = False,
          objective: str = "throughput", env_steps: float | None = None, within_hours: float | None = None,
@@ -37,7 +38,8 @@ def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: 
          details: str | None = None, given_options: Collection[str] = (),
          progress: Callable[[int, int], None] | None = None, say: Say | None = None,
          cpu_cores_per_node: int | None = None, gpus_per_node: int | None = None,
-         nic_gbps: float | None = None, node_ram_gb: float | None = None) -> PlanAnswer:
+         nic_gbps: float | None = None, node_ram_gb: float | None = None, envs_per_gpu: str | None = None,
+         micro_batch_sizes: str | None = None) -> PlanAnswer:
     """Choose the best plan (``perfmodel plan``'s options, by name; the list options are
     comma-separated text as on the command line). ``given_options``: the parameters the caller
     set, for ``--sweep`` (an option left at its default never contradicts the sweep's).
@@ -66,6 +68,9 @@ def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: 
         fail("--gpu", f"contradicts --sweep {sweep_path}: its plans were predicted on their own accelerator; "
                       "leave it out, or sweep again with --gpu")
     node = node_options(cpu_cores_per_node, gpus_per_node, nic_gbps, node_ram_gb)
+    for option, value in (("--envs-per-gpu", envs_per_gpu), ("--micro-batch-sizes", micro_batch_sizes)):
+        if sweep_path and value is not None:
+            fail(option, f"contradicts --sweep {sweep_path}: a saved sweep is chosen from as it is; sweep again with it")
     if sweep_path and node:
         fail(next(iter(NODE_FIELDS[f][0] for f in node)), f"contradicts --sweep {sweep_path}: its plans were predicted "
                                                            "on their own node; leave it out, or sweep again with it")
@@ -102,11 +107,14 @@ def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: 
         choice["ratio_unavailable"] = choice.get("ratio_unavailable") or why
     else:
         spec = sweep_spec(ref or profile_ref(backbone, profile_path), modes, None, ratios, pipeline_stages, b_max,
-                          t_max, price, replications, seed, staleness, base, gpu, scale_global_batch, node)
+                          t_max, price, replications, seed, staleness, base, gpu, scale_global_batch, node,
+                          envs_per_gpu if envs_per_gpu is not None else envs_candidates(base, node), micro_batch_sizes)
         _, profile = load_profile_of(None, ref) if ref else load_profile_of(backbone, profile_path)
-        choice, _ = plan_best(spec, profile, gpus, objective, jobs=jobs, progress=progress, target=target)
+        choice, doc = plan_best(spec, profile, gpus, objective, jobs=jobs, progress=progress, target=target)
     chosen = chosen_plan(choice)
     summary = choice_summary(choice)
+    if imported is not None:  # what each knob the search moved gains over the config's own value
+        summary["config_gains"] = config_gains(choice["best"], doc["rows"], imported.plan)
     repair_note = None
     if emit == "rlinf":  # emit only what RLinf runs: a micro-batch that splits the global batch whole
         from perfmodel.costs import rlinf_batch_repair
@@ -135,6 +143,50 @@ def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: 
               if not w.startswith("workload.global_batch_size:")] + ([split] if split and emit != "rlinf" else []):
         say(f"warning: chosen plan: {w}")  # (--emit rlinf repairs the split instead, said above)
     return PlanAnswer(choice, summary, chosen)
+
+
+KNOBS = (("envs_per_gpu", "envs per GPU"), ("micro_batch_size", "micro_batch_size"),
+         ("max_staleness", "staleness bound"))
+
+
+def _knob_value(r: dict[str, Any], knob: str) -> Any:
+    """A row's value of a searched knob, read from its plan (the same whether or not it was an axis)."""
+    p = r["plan"]
+    if knob == "envs_per_gpu":
+        return p["workload"]["total_num_envs"] // p["cluster"]["gpus"]
+    if knob == "micro_batch_size":
+        return p["workload"]["micro_batch_size"]
+    return p.get("max_staleness") if MODE_TABLE[r["mode"]].async_training else None
+
+
+def config_gains(best: dict[str, Any], rows: list[dict[str, Any]], config: Plan) -> dict[str, Any]:
+    """What the chosen plan gains over the user's config: per knob the search moved away from the
+    config's value, the chosen row against the same row with that knob at the config's value; and
+    the chosen plan against the config's own mode and split with all its own values, when swept."""
+    own = {"envs_per_gpu": config.workload.total_num_envs // config.cluster.gpus,
+           "micro_batch_size": config.workload.micro_batch_size,
+           "max_staleness": config.max_staleness if config.mechanisms.async_training else None}
+    ok = [r for r in rows if r["status"] == "ok" and r["gpus"] == best["gpus"]]
+    same = ("mode", "allocation_ratio", "pipeline_stage_num", "b_max", "t_max_s")
+    out: dict[str, Any] = {"knobs": []}
+    thr = best["throughput_env_steps_per_s"]
+    for knob, name in KNOBS:
+        mine = _knob_value(best, knob)
+        if mine is None or own[knob] is None or mine == own[knob]:
+            continue
+        twin = next((r for r in ok if all(r[k] == best[k] for k in same) and _knob_value(r, knob) == own[knob]
+                     and all(_knob_value(r, k) == _knob_value(best, k) for k, _ in KNOBS if k != knob)), None)
+        out["knobs"].append({"knob": knob, "name": name, "config": own[knob], "chosen": mine,
+                             "gain_pct": None if twin is None else 100 * (thr / twin["throughput_env_steps_per_s"] - 1)})
+    mode, ratio = config.mode, config.allocation_ratio
+    base = next((r for r in ok if r["mode"] == mode and r["allocation_ratio"] == ratio
+                 and r["pipeline_stage_num"] == config.pipeline_stage_num
+                 and all(_knob_value(r, k) == own[k] for k, _ in KNOBS)), None)
+    if base is not None and base is not best:
+        out["over_config"] = {"mode": mode, "allocation_ratio": ratio,
+                              "throughput_env_steps_per_s": base["throughput_env_steps_per_s"],
+                              "gain_pct": 100 * (thr / base["throughput_env_steps_per_s"] - 1)}
+    return out
 
 
 def emit_rlinf(answer: PlanAnswer) -> str:
@@ -181,8 +233,9 @@ def plan_table(summary: dict[str, Any]) -> list[list[str]]:
 
     price = any(r.get("env_steps_per_dollar") for r in summary.get("top_candidates") or [])
     time = summary.get("goal") is not None
-    head = ["#", "mode", "gpus", "rollout:actor", "stages", "b_max", "t_max s", "staleness", "env steps/s",
-            "90% interval", "env steps/GPU-h"] + (["$/M env steps"] if price else []) + (
+    workload = any("envs_per_gpu" in r or "micro_batch_size" in r for r in summary.get("top_candidates") or [])
+    head = ["#", "mode", "gpus", "rollout:actor", "stages", "b_max", "t_max s", "staleness"] + (
+        ["envs/GPU", "micro"] if workload else []) + ["env steps/s", "90% interval", "env steps/GPU-h"] + (["$/M env steps"] if price else []) + (
         ["h to target"] if time else []) + ["bottleneck", "marks"]
     rows = [head]
     for r in summary.get("top_candidates") or []:
@@ -191,6 +244,7 @@ def plan_table(summary: dict[str, Any]) -> list[list[str]]:
                _knob(r["b_max"], m.dynamic_batching, lambda v: "worker" if v is None else str(v)),
                _knob(r["t_max_s"], m.dynamic_batching, lambda v: f"{v:g}"),
                _knob(r.get("max_staleness"), m.async_training, lambda v: "-" if v is None else str(v)),
+               *([str(r["total_num_envs"] // r["gpus"]), str(r.get("micro_batch_size") or "config")] if workload else []),
                f"{r['throughput_env_steps_per_s']:.1f}", _interval(r), f"{r['env_steps_per_gpu_hour']:.0f}"]
         if price:
             row.append(f"{1e6 / r['env_steps_per_dollar']:.2f}" if r.get("env_steps_per_dollar") else "-")
@@ -246,6 +300,17 @@ def plan_lines(summary: dict[str, Any]) -> list[str]:
     elif margin and not margin["resolvable"]:
         lines.append(f"The runner-up ({runner['mode']}) is within the model's residual error "
                      f"({margin['model_error_pct']:.1f}%): the model cannot tell the two apart.")
+    gains = summary.get("config_gains") or {}
+    moved = [f"{k['name']} {k['config']} -> {k['chosen']}"
+             + (f" ({k['gain_pct']:+.1f}% env steps/s, the rest as chosen)" if k["gain_pct"] is not None else "")
+             for k in gains.get("knobs") or []]
+    if moved:
+        lines.append("Over your config's values: " + "; ".join(moved) + ".")
+    if gains.get("over_config"):
+        o = gains["over_config"]
+        lines.append(f"Over your config as written ({o['mode']}" + (f" {o['allocation_ratio']}" if o["allocation_ratio"]
+                                                                    else "")
+                     + f", {o['throughput_env_steps_per_s']:.1f} env steps/s on these GPUs): {o['gain_pct']:+.1f}%.")
     colocated, over = summary.get("colocated"), summary.get("colocated_ratio")
     if colocated is not None and best["mode"] != "colocated":
         lines.append(f"Over colocated on the same {best['gpus']} GPUs: {best['gain_over_colocated_pct']:+.1f}%"
@@ -289,7 +354,7 @@ def format_plan(summary: dict[str, Any]) -> str:
              + ":")
     rows = plan_table(summary)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    numeric = {"#", "gpus", "stages", "env steps/s", "env steps/GPU-h", "$/M env steps", "h to target"}
+    numeric = {"#", "gpus", "stages", "envs/GPU", "env steps/s", "env steps/GPU-h", "$/M env steps", "h to target"}
     table = ["  ".join(c.rjust(w) if h in numeric else c.ljust(w) for c, w, h in zip(r, widths, rows[0])).rstrip()
              for r in rows]
     return "\n".join([title, *table, "", *plan_lines(summary)])

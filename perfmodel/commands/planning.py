@@ -128,13 +128,58 @@ def parse_lists(modes, ratios, pipeline_stages, b_max, t_max) -> dict[str, tuple
             for (field, option, kind, allowed), text in zip(LIST_OPTIONS, texts)}
 
 
+def staleness_values(staleness) -> tuple[int, ...] | None:
+    """``--staleness``: one integer (an int from a Python caller) or a comma-separated list."""
+    if staleness is None:
+        return None
+    if isinstance(staleness, int) and not isinstance(staleness, bool):
+        return (staleness,)
+    return parse_list("--staleness", staleness, int, "integers >= 0")
+
+
+# Envs per GPU the planner tries above a config's own when --envs-per-gpu is not given: the own
+# count times these, up to MAX_ENVS_PER_CORE per CPU core of a GPU's share of the node (the
+# published setup runs 3: 48 envs per GPU on 16 cores); node RAM and GPU memory then drop what
+# does not fit (rows "envs do not fit node RAM").
+ENV_MULTIPLES = (1, 2, 4, 6)
+MAX_ENVS_PER_CORE = 4
+
+
+def envs_candidates(base_plan: dict[str, Any] | None, node: dict[str, Any] | None = None) -> tuple[int, ...] | None:
+    """The envs per GPU ``plan`` searches for an RLinf config (its own count first), or None
+    (no config: the published setup's own count only)."""
+    if base_plan is None:
+        return None
+    plan = Plan.from_dict(base_plan, "base plan")
+    own = plan.workload.total_num_envs / plan.cluster.gpus
+    if not float(own).is_integer():
+        return None
+    own = int(own)
+    cap = MAX_ENVS_PER_CORE * plan.cluster.cpu_cores_per_gpu
+    return tuple(dict.fromkeys([own] + [own * k for k in ENV_MULTIPLES if own * k <= cap]))
+
+
 def sweep_spec(profile_ref, modes, gpus, ratios, pipeline_stages, b_max, t_max, price, replications, seed,
-             staleness, base_plan=None, gpu=None, scale_global_batch=False, node=None):
+             staleness, base_plan=None, gpu=None, scale_global_batch=False, node=None, envs_per_gpu=None,
+             micro_batch_sizes=None):
+    """The SweepSpec of the options (lists as comma-separated text; ``envs_per_gpu`` may also be
+    a tuple the caller chose, e.g. ``envs_candidates``)."""
     from perfmodel.planning.sweep import SweepSpec
 
+    stale = staleness_values(staleness)
     kw: dict[str, Any] = {"profile_ref": profile_ref, "gpu_hour_price": price, "replications": replications,
-                          "seed": seed, "max_staleness": staleness, "base_plan": base_plan, "gpu": gpu,
+                          "seed": seed, "max_staleness": stale[0] if stale and len(stale) == 1 else None,
+                          "base_plan": base_plan, "gpu": gpu,
                           "scale_global_batch": scale_global_batch, "node": node or None}
+    if stale and len(stale) > 1:
+        kw["staleness"] = stale
+    envs = envs_per_gpu if isinstance(envs_per_gpu, tuple) else parse_list("--envs-per-gpu", envs_per_gpu, int,
+                                                                          "integers >= 1")
+    micro = parse_list("--micro-batch-sizes", micro_batch_sizes, int, "integers >= 1")
+    if envs:
+        kw["envs_per_gpu"] = envs
+    if micro:
+        kw["micro_batch_sizes"] = micro
     lists = {**parse_lists(modes, ratios, pipeline_stages, b_max, t_max), "gpus": gpus}
     kw.update({k: v for k, v in lists.items() if v is not None})
     spec = SweepSpec(**kw)
@@ -171,6 +216,11 @@ def sweep_rows(sweep_path, backbone, profile_path, modes, ratios, pipeline_stage
                            "leave it out or sweep again")
     if given("scale_global_batch") and bool(spec.get("scale_global_batch")) != scale_global_batch:
         fail("--scale-global-batch", f"contradicts --sweep {sweep_path}, swept without it; leave it out or sweep again")
+    stale = staleness_values(staleness)
+    if stale is not None and len(stale) > 1:
+        fail("--staleness", f"takes one value with --sweep {sweep_path} (a saved sweep is chosen from as it is); "
+                            "sweep again with the list")
+    staleness = stale[0] if stale else None
     for name, option, value in (("staleness", "--staleness", staleness), ("replications", "--replications",
                                                                           replications), ("seed", "--seed", seed)):
         key = "max_staleness" if name == "staleness" else name

@@ -94,6 +94,12 @@ class SweepSpec:
     # The node's shape where the user gave it (perfmodel/schema/node.py: CPU cores, GPUs, NIC
     # bandwidth per GPU, host RAM), over the profile's node; None or {} = the profile's.
     node: dict[str, Any] | None = None
+    # Workload axes (issue 32): envs per GPU (None = the base plan's), micro_batch_size (None = the
+    # base's; a value that does not divide the global batch is an infeasible row), and staleness
+    # bounds for the asynchronous modes (None = ``max_staleness`` above).
+    envs_per_gpu: tuple[int | None, ...] = (None,)
+    micro_batch_sizes: tuple[int | None, ...] = (None,)
+    staleness: tuple[int | None, ...] = (None,)
 
     def check(self) -> None:
         check_modes(self.modes)
@@ -119,6 +125,12 @@ class SweepSpec:
             raise ConfigError("--replications", f"must be an integer >= 1, got {self.replications}")
         if self.max_staleness is not None and not 0 <= self.max_staleness <= MAX_STALENESS:
             raise ConfigError("--staleness", f"must be an integer in 0..{MAX_STALENESS}, got {self.max_staleness}")
+        for option, values, low, high in (("--envs-per-gpu", self.envs_per_gpu, 1, 100_000),
+                                          ("--micro-batch-sizes", self.micro_batch_sizes, 1, 10**8),
+                                          ("--staleness", self.staleness, 0, MAX_STALENESS)):
+            if not values or any(v is not None and not low <= v <= high for v in values):
+                raise ConfigError(option, f"must be a comma-separated list of integers in {low}..{high}, "
+                                          f"got {list(values)}")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -134,6 +146,15 @@ class Combo:
     pipeline_stage_num: int
     b_max: int | None
     t_max_s: float
+    envs_per_gpu: int | None = None  # None: the base plan's (SweepSpec.envs_per_gpu)
+    micro_batch_size: int | None = None
+    max_staleness: int | None = None
+
+    @property
+    def configuration(self) -> tuple:
+        """What a scaling efficiency compares across GPU counts: everything but the count."""
+        return (self.mode, self.allocation_ratio, self.pipeline_stage_num, self.b_max, self.t_max_s,
+                self.envs_per_gpu, self.micro_batch_size, self.max_staleness)
 
 
 def splitting_ratios(gpus: int, max_parts: int = ALL_RATIOS_MAX_PARTS) -> list[str]:
@@ -160,10 +181,14 @@ def combinations(spec: SweepSpec) -> list[Combo]:
             dynamic = MODE_TABLE[mode].dynamic_batching
             batching = ([(b, t) for b in dict.fromkeys(spec.b_max) for t in dict.fromkeys(spec.t_max_s)]
                         if dynamic else [(None, DEFAULT_T_MAX_S)])
+            stale = dict.fromkeys(spec.staleness) if MODE_TABLE[mode].async_training else [None]
             for ratio in ratios:
                 for p in dict.fromkeys(spec.pipeline_stages):
                     for b, t in batching:
-                        out.append(Combo(len(out), mode, g, ratio, p, b, float(t)))
+                        for e in dict.fromkeys(spec.envs_per_gpu):
+                            for mb in dict.fromkeys(spec.micro_batch_sizes):
+                                for st in stale:
+                                    out.append(Combo(len(out), mode, g, ratio, p, b, float(t), e, mb, st))
     return out
 
 
@@ -175,6 +200,8 @@ def _category(err: ConfigError) -> str:
         return "envs per worker do not divide into the pipeline stages"
     if f.endswith("total_num_envs"):
         return "envs do not divide over the env workers"
+    if f.endswith("micro_batch_size") or f.endswith("global_batch_size"):
+        return "micro-batch does not divide the global batch"
     return f
 
 
@@ -184,6 +211,8 @@ def build_plan(spec: SweepSpec, profile: Profile, c: Combo) -> Plan:
     knobs: dict[str, Any] = {"pipeline_stage_num": c.pipeline_stage_num, "b_max": c.b_max, "t_max_s": c.t_max_s}
     if spec.max_staleness is not None:
         knobs["max_staleness"] = spec.max_staleness
+    if c.max_staleness is not None:
+        knobs["max_staleness"] = c.max_staleness
     if spec.base_plan is None:
         plan = published_plan(profile, c.mode, c.gpus, c.allocation_ratio, **knobs)
     else:
@@ -206,6 +235,14 @@ def build_plan(spec: SweepSpec, profile: Profile, c: Combo) -> Plan:
 
         plan = plan.with_(cluster=with_node(plan.cluster, spec.node))
         plan.check()
+    if c.envs_per_gpu is not None or c.micro_batch_size is not None:
+        from dataclasses import replace
+
+        w = plan.workload
+        plan = plan.with_(workload=replace(
+            w, total_num_envs=w.total_num_envs if c.envs_per_gpu is None else c.envs_per_gpu * c.gpus,
+            micro_batch_size=w.micro_batch_size if c.micro_batch_size is None else c.micro_batch_size))
+        plan.check()
     if spec.scale_global_batch:
         plan = plan.with_whole_global_batch()
     return plan.with_(profile=spec.profile_ref)
@@ -219,6 +256,11 @@ def evaluate(spec: SweepSpec, profile: Profile, c: Combo) -> dict[str, Any]:
 
     row: dict[str, Any] = {"index": c.index, "mode": c.mode, "gpus": c.gpus, "allocation_ratio": c.allocation_ratio,
                            "pipeline_stage_num": c.pipeline_stage_num, "b_max": c.b_max, "t_max_s": c.t_max_s}
+    # the workload axes, only when swept (a sweep without them keeps its rows as they were)
+    for key, value in (("envs_per_gpu", c.envs_per_gpu), ("micro_batch_size", c.micro_batch_size),
+                       ("max_staleness", c.max_staleness)):
+        if value is not None:
+            row[key] = value
     try:
         plan = build_plan(spec, profile, c)
     except ConfigError as e:
@@ -283,20 +325,26 @@ def _run_one(c: Combo) -> dict[str, Any]:
     return evaluate(_WORKER["spec"], _WORKER["profile"], c)
 
 
+def configuration(r: dict[str, Any]) -> tuple:
+    """A row's configuration (Combo.configuration): what its scaling efficiency compares across
+    GPU counts."""
+    return (r["mode"], r["allocation_ratio"], r["pipeline_stage_num"], r["b_max"], r["t_max_s"],
+            r.get("envs_per_gpu"), r.get("micro_batch_size"), r.get("max_staleness"))
+
+
 def derive(rows: list[dict[str, Any]], price: float | None) -> None:
     """Add scaling efficiency, gain over colocated and cost columns in place."""
     ok = [r for r in rows if r["status"] == "ok"]
     base: dict[tuple, dict[str, Any]] = {}
     for r in sorted(ok, key=lambda r: (r["gpus"], r["index"])):
-        key = (r["mode"], r["allocation_ratio"], r["pipeline_stage_num"], r["b_max"], r["t_max_s"])
-        base.setdefault(key, r)
+        base.setdefault(configuration(r), r)
     coloc: dict[int, float] = {}
     for r in ok:
         if r["mode"] == "colocated":
             coloc[r["gpus"]] = max(coloc.get(r["gpus"], 0.0), r["throughput_env_steps_per_s"])
     for r in ok:
         thr, n = r["throughput_env_steps_per_s"], r["gpus"]
-        b = base[(r["mode"], r["allocation_ratio"], r["pipeline_stage_num"], r["b_max"], r["t_max_s"])]
+        b = base[configuration(r)]
         r["scaling_baseline_gpus"] = b["gpus"]
         r["scaling_efficiency"] = (thr / n) / (b["throughput_env_steps_per_s"] / b["gpus"])
         c = coloc.get(n)
@@ -413,7 +461,10 @@ def _cost_order(combos: list[Combo]) -> list[Combo]:
     process records the worker once and replays it for the others (perfmodel.sim.workers)."""
     return sorted(combos, key=lambda c: (not MODE_TABLE[c.mode].dynamic_batching, MODES.index(c.mode),
                                          c.allocation_ratio or "", c.pipeline_stage_num,
-                                         -1 if c.b_max is None else c.b_max, c.t_max_s, c.gpus, c.index))
+                                         -1 if c.b_max is None else c.b_max, c.t_max_s,
+                                         -1 if c.envs_per_gpu is None else c.envs_per_gpu,
+                                         -1 if c.micro_batch_size is None else c.micro_batch_size,
+                                         -1 if c.max_staleness is None else c.max_staleness, c.gpus, c.index))
 
 
 def _chunks(combos: list[Combo], parts: int) -> list[list[Combo]]:
