@@ -138,3 +138,33 @@ def test_bad_block_value_names_the_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as e:
         load_rlinf(cfg)
     assert e.value.field == "vlaperf.gpus_per_node"
+
+
+def test_extrapolation_names_the_workload_fields_beyond_the_calibration() -> None:
+    """Issue 32 item 4: the published workload is the calibrated one (nothing flagged); a plan at
+    another envs per GPU, batch or epoch count names those fields, and the interval says why it is
+    not widened for them."""
+    from perfmodel.prediction import predict
+
+    profile = load_profile("pi05")
+    plan = published_plan(profile, "rollout_async", 16, "1:1")
+    ext = predict(plan, profile, interval=False)["extrapolation"]
+    assert ext["beyond_calibrated_workload"] == [] and ext["calibrated_workload"]["envs_per_gpu"] == 48
+    other = plan.with_(workload=replace(plan.workload, total_num_envs=8 * 16, global_batch_size=2048, update_epoch=4))
+    ext = predict(other, profile, interval=False)["extrapolation"]
+    assert ext["beyond_calibrated_workload"] == ["envs_per_gpu", "update_epoch", "global_batch_size"]
+    assert ext["workload"] == {"envs_per_gpu": 8, "update_epoch": 4, "global_batch_size": 2048}
+    assert "cross-validation" in ext["workload_interval"]
+
+
+@pytest.mark.skipif(not PI05_CONFIG.is_file(), reason="the reference RLinf configs are not beside the checkout")
+def test_predict_json_flags_the_configs_workload_and_denoising_steps() -> None:
+    import json
+
+    r = run_cli("predict", "--rlinf-config", str(PI05_CONFIG), "--json", "--no-interval")
+    assert r.returncode == 0, r.stderr
+    ext = json.loads(r.stdout)["extrapolation"]
+    assert {"envs_per_gpu", "global_batch_size", "denoising_steps"} <= set(ext["beyond_calibrated_workload"])
+    assert (ext["workload"]["denoising_steps"], ext["calibrated_workload"]["denoising_steps"]) == (5, 4)
+    r = run_cli("predict", "--rlinf-config", str(PI05_CONFIG), "--no-interval")
+    assert "workload beyond the calibrated one: envs_per_gpu 8 (calibrated 48)" in r.stdout

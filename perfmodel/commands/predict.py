@@ -197,6 +197,12 @@ def predict(mode: str | None = None, gpus: int | None = None, *, backbone: str |
     notes = list(unused)
     if imported:
         out["rlinf_import"] = imported[0].to_dict()
+        ext = out.get("extrapolation") or {}
+        if imported[0].denoising_steps and "beyond_calibrated_workload" in ext:
+            config_steps, profiled = imported[0].denoising_steps
+            ext["beyond_calibrated_workload"].append("denoising_steps")
+            ext["workload"]["denoising_steps"] = config_steps
+            ext["calibrated_workload"]["denoising_steps"] = profiled
         notes += [f"{rlinf_config}: {w}" for w in imported[0].warnings]
     return PredictAnswer(out, notes)
 
@@ -265,6 +271,11 @@ def interval_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
         else:
             what = f"extrapolation: {ext.get('note', 'no calibrated scale')}"
         rows.append(("warning", what))
+    if ext and ext.get("beyond_calibrated_workload"):
+        cal = ext["calibrated_workload"]
+        rows.append(("warning", "extrapolation: workload beyond the calibrated one: "
+                                + ", ".join(f"{f} {v:g} (calibrated {cal[f]:g})" for f, v in ext["workload"].items())
+                                + "; the interval is not widened for it (docs/metrics.md: Beyond the calibrated workload)"))
     if ext and ext.get("beyond_calibrated_gpu_type"):
         other = (iv or {}).get("gpu_type_other_end")
         rows.append(("warning", f"extrapolation: costs calibrated on {ext['calibrated_gpu_type']} are carried to "
