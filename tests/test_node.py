@@ -168,3 +168,17 @@ def test_predict_json_flags_the_configs_workload_and_denoising_steps() -> None:
     assert (ext["workload"]["denoising_steps"], ext["calibrated_workload"]["denoising_steps"]) == (5, 4)
     r = run_cli("predict", "--rlinf-config", str(PI05_CONFIG), "--no-interval")
     assert "workload beyond the calibrated one: envs_per_gpu 8 (calibrated 48)" in r.stdout
+
+
+def test_emitted_fragment_names_the_algorithm_change(tmp_path: Path) -> None:
+    """Issue 32 item 5: a plan that turns synchronous PPO into decoupled PPO with a staleness bound
+    says so first in the fragment's header and on the terminal."""
+    cfg = write_config(tmp_path, envs=64)
+    r = run_cli("plan", "--rlinf-config", str(cfg), "--gpus", "8", "--modes", "rollout_async", "--ratios", "1:1",
+                "--emit", "rlinf", "--quiet")
+    assert r.returncode == 0, r.stderr
+    header = [ln for ln in r.stdout.splitlines() if ln.startswith("#")]
+    assert any(ln.startswith("# ALGORITHM CHANGE: your config trains synchronous PPO") for ln in header)
+    assert "note: algorithm change: your config trains synchronous PPO" in r.stderr
+    r = run_cli("plan", "--rlinf-config", str(cfg), "--gpus", "8", "--modes", "colocated", "--emit", "rlinf", "--quiet")
+    assert r.returncode == 0 and "ALGORITHM CHANGE" not in r.stdout and "algorithm change" not in r.stderr

@@ -115,6 +115,10 @@ def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: 
     summary = choice_summary(choice)
     if imported is not None:  # what each knob the search moved gains over the config's own value
         summary["config_gains"] = config_gains(choice["best"], doc["rows"], imported.plan)
+    if imported is not None:
+        change = algorithm_change(imported.plan, chosen)
+        if change:
+            summary["algorithm_change"] = change
     repair_note = None
     if emit == "rlinf":  # emit only what RLinf runs: a micro-batch that splits the global batch whole
         from perfmodel.costs import rlinf_batch_repair
@@ -136,6 +140,8 @@ def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: 
         say(f"note: {choice['ratio_unavailable']}")
     if repair_note:
         say(f"note: emitted: {repair_note}")
+    if summary.get("algorithm_change"):
+        say(f"note: algorithm change: {summary['algorithm_change']}")
     from perfmodel.costs import batch_split_warning
 
     split = batch_split_warning(chosen)  # from the plan itself: a sweep file may predate the warning
@@ -189,14 +195,37 @@ def config_gains(best: dict[str, Any], rows: list[dict[str, Any]], config: Plan)
     return out
 
 
+def algorithm_change(config: Plan, chosen: Plan) -> str | None:
+    """What the chosen plan changes in the RL algorithm of the user's config (synchronous PPO or
+    GRPO -> decoupled with a staleness bound, or another bound), or None."""
+    was, now = config.mechanisms.async_training, chosen.mechanisms.async_training
+    algo = chosen.workload.algorithm.upper()
+    loss = "decoupled_actor_critic" if chosen.workload.algorithm == "ppo" else "decoupled_actor"
+    if now and not was:
+        return (f"your config trains synchronous {algo}; this plan trains asynchronously ({loss}, "
+                f"staleness_threshold {chosen.max_staleness}: rollouts may use a policy up to {chosen.max_staleness} "
+                "version(s) old), which can change the env steps needed to reach a success rate")
+    if was and not now:
+        return f"your config trains asynchronously (staleness {config.max_staleness}); this plan trains synchronous {algo}"
+    if now and was and chosen.max_staleness != config.max_staleness:
+        return f"staleness_threshold {config.max_staleness} -> {chosen.max_staleness}"
+    return None
+
+
 def emit_rlinf(answer: PlanAnswer) -> str:
-    """The chosen plan as an RLinf config fragment (YAML to paste), the choice in its header."""
+    """The chosen plan as an RLinf config fragment (YAML to paste), the choice in its header, and
+    first of all any change of the RL algorithm and what the moved knobs gain."""
     import textwrap
 
     from perfmodel.rlinf.emit import emit_yaml
     from perfmodel.schema.profile import load_profile
 
-    header = "\n".join(textwrap.wrap(answer.choice["explanation"], 100))
+    lines = []
+    if answer.summary.get("algorithm_change"):
+        lines += textwrap.wrap("ALGORITHM CHANGE: " + answer.summary["algorithm_change"] + ".", 100)
+    gains = [g for g in plan_lines(answer.summary) if g.startswith("Over your config")]
+    lines += [w for g in gains for w in textwrap.wrap(g, 100)]
+    header = "\n".join(lines + textwrap.wrap(answer.choice["explanation"], 100))
     return emit_yaml(answer.plan, load_profile(answer.plan.profile).backbone, header)
 
 
