@@ -322,9 +322,13 @@ def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_m
 @click.option("--details", "details", type=click.Path(dir_okay=False),
               help="write the choice (prediction, runner-up, explanation) as JSON")
 @click.option("--json", "as_json", is_flag=True, help="print the choice as JSON")
+@click.option("--sample-efficiency", "sample_efficiency", multiple=True, metavar="MODE=FACTOR",
+              help="env steps MODE needs per env step of a synchronous run to reach the same success (e.g. "
+                   "rollout_async=1.2; repeatable): the cost and time objectives count env steps times it")
 def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max, staleness, envs_per_gpu,
              micro_batch_sizes, price, replications, seed, jobs, quiet, rlinf_config, gpu, scale_global_batch, cpu_cores_per_node, gpus_per_node, nic_gbps,
-             node_ram_gb, gpus, objective, env_steps, within_hours, emit, sweep_path, out, details, as_json) -> None:
+             node_ram_gb, gpus, objective, env_steps, within_hours, emit, sweep_path, out, details, as_json,
+             sample_efficiency) -> None:
     """Choose the best plan for N GPUs and explain the choice."""
     from perfmodel.commands.plan import emit_rlinf, format_plan, plan
 
@@ -341,7 +345,8 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
                       within_hours=within_hours, emit=emit, sweep_path=sweep_path, out=out, details=details,
                       given_options=_given_options(), progress=bar, say=_say,
                       cpu_cores_per_node=cpu_cores_per_node, gpus_per_node=gpus_per_node, nic_gbps=nic_gbps,
-                      node_ram_gb=node_ram_gb, envs_per_gpu=envs_per_gpu, micro_batch_sizes=micro_batch_sizes)
+                      node_ram_gb=node_ram_gb, envs_per_gpu=envs_per_gpu, micro_batch_sizes=micro_batch_sizes,
+                      sample_efficiency=sample_efficiency)
     finally:
         bar.close()
     if as_json:

@@ -466,3 +466,25 @@ def test_sweep_axes_envs_micro_batch_and_staleness():
         assert r["plan"]["workload"]["micro_batch_size"] == 64
         if r["mode"] == "rollout_async":
             assert r["plan"]["max_staleness"] == r["max_staleness"]
+
+
+def test_sample_efficiency_changes_time_and_cost_to_target():
+    """Issue 32 item 5: --sample-efficiency MODE=FACTOR says an asynchronous mode needs FACTOR times
+    the env steps; the time objective's hours, GPU-hours and dollars count them, and a plan that no
+    longer finishes in time is not chosen."""
+    from perfmodel.commands.plan import plan
+
+    kw = dict(backbone="pi05", objective="time", env_steps=2e8, within_hours=48, price=2.5, modes="colocated,rollout_async",
+              ratios="1:1,3:1", jobs=1, say=lambda _: None)
+    plain = plan(64, **kw).summary
+    slow = plan(64, **kw, sample_efficiency=("rollout_async=1.3",)).summary
+    assert plain["best"]["mode"] == "rollout_async" and plain["best"]["gpus"] == 32
+    # 32 GPUs needed 39.6 h; 1.3 times the env steps take 51.5 h, past the 48 h deadline
+    assert slow["best"]["gpus"] == 64 and slow["sample_efficiency"] == {"rollout_async": 1.3}
+    t = slow["goal"]["best"]
+    assert t["env_steps"] == pytest.approx(2.6e8)
+    assert t["hours"] == pytest.approx(2.6e8 / slow["best"]["throughput_env_steps_per_s"] / 3600)
+    assert t["dollars"] == pytest.approx(t["hours"] * 64 * 2.5)
+    with pytest.raises(ConfigError) as e:
+        plan(64, **kw, sample_efficiency=("fast=2",))
+    assert e.value.field == "--sample-efficiency"

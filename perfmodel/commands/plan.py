@@ -39,7 +39,8 @@ def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: 
          progress: Callable[[int, int], None] | None = None, say: Say | None = None,
          cpu_cores_per_node: int | None = None, gpus_per_node: int | None = None,
          nic_gbps: float | None = None, node_ram_gb: float | None = None, envs_per_gpu: str | None = None,
-         micro_batch_sizes: str | None = None) -> PlanAnswer:
+         micro_batch_sizes: str | None = None, sample_efficiency: Collection[str] | dict[str, float] = ()
+         ) -> PlanAnswer:
     """Choose the best plan (``perfmodel plan``'s options, by name; the list options are
     comma-separated text as on the command line). ``given_options``: the parameters the caller
     set, for ``--sweep`` (an option left at its default never contradicts the sweep's).
@@ -61,6 +62,11 @@ def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: 
         target = (env_steps, within_hours)
     if objective in OBJECTIVES:
         check_target(objective, target)
+    efficiency = parse_sample_efficiency(sample_efficiency)
+    if efficiency and objective == "throughput":
+        say("note: --sample-efficiency: the throughput objective ranks env steps/s as they are; the factors act "
+            "on the cost and time objectives (env steps per GPU-hour, time and money to --env-steps)")
+
     if sweep_path and rlinf_config:  # the sweep fixed the workload and cluster; the config would not apply
         fail("--rlinf-config", f"contradicts --sweep {sweep_path}: a saved sweep's plans are chosen from as they are; "
                                "leave it out, or sweep the config (perfmodel sweep --rlinf-config)")
@@ -103,16 +109,19 @@ def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: 
                     r["env_steps_per_dollar"] = r["env_steps_per_gpu_hour"] / price
             doc["spec"]["gpu_hour_price"] = price
         profile, why = sweep_profile(doc, sweep_path)
-        choice = choose(doc, gpus, objective, target, profile=profile)
+        choice = choose(doc, gpus, objective, target, profile=profile, sample_efficiency=efficiency)
         choice["ratio_unavailable"] = choice.get("ratio_unavailable") or why
     else:
         spec = sweep_spec(ref or profile_ref(backbone, profile_path), modes, None, ratios, pipeline_stages, b_max,
                           t_max, price, replications, seed, staleness, base, gpu, scale_global_batch, node,
                           envs_per_gpu if envs_per_gpu is not None else envs_candidates(base, node), micro_batch_sizes)
         _, profile = load_profile_of(None, ref) if ref else load_profile_of(backbone, profile_path)
-        choice, doc = plan_best(spec, profile, gpus, objective, jobs=jobs, progress=progress, target=target)
+        choice, doc = plan_best(spec, profile, gpus, objective, jobs=jobs, progress=progress, target=target,
+                                sample_efficiency=efficiency)
     chosen = chosen_plan(choice)
     summary = choice_summary(choice)
+    if efficiency:
+        summary["sample_efficiency"] = efficiency
     if imported is not None:  # what each knob the search moved gains over the config's own value
         summary["config_gains"] = config_gains(choice["best"], doc["rows"], imported.plan)
     if imported is not None:
@@ -192,6 +201,29 @@ def config_gains(best: dict[str, Any], rows: list[dict[str, Any]], config: Plan)
         out["over_config"] = {"mode": mode, "allocation_ratio": ratio,
                               "throughput_env_steps_per_s": base["throughput_env_steps_per_s"],
                               "gain_pct": 100 * (thr / base["throughput_env_steps_per_s"] - 1)}
+    return out
+
+
+def parse_sample_efficiency(items: Collection[str] | dict[str, float]) -> dict[str, float]:
+    """``--sample-efficiency MODE=FACTOR`` (repeatable): the env steps a mode needs per env step
+    of a synchronous run to reach the same success (stated by the user: the model predicts speed,
+    not learning), a finite number > 0."""
+    if isinstance(items, dict):
+        items = [f"{m}={f}" for m, f in items.items()]
+    out: dict[str, float] = {}
+    for item in items:
+        mode, sep, text = str(item).partition("=")
+        mode = mode.strip()
+        if not sep or mode not in MODE_TABLE:
+            fail("--sample-efficiency", f"must be MODE=FACTOR with MODE one of {', '.join(MODE_TABLE)}; got {item!r}")
+        try:
+            factor = float(text)
+        except ValueError:
+            factor = float("nan")
+        if not (factor > 0 and math.isfinite(factor)):
+            fail("--sample-efficiency", f"{mode}: FACTOR must be a finite number > 0 (env steps per synchronous env "
+                                        f"step, e.g. 1.2), got {text!r}")
+        out[mode] = factor
     return out
 
 
@@ -278,7 +310,7 @@ def plan_table(summary: dict[str, Any]) -> list[list[str]]:
         if price:
             row.append(f"{1e6 / r['env_steps_per_dollar']:.2f}" if r.get("env_steps_per_dollar") else "-")
         if time:
-            row.append(f"{summary['goal']['target_env_steps'] / r['throughput_env_steps_per_s'] / 3600:.2f}")
+            row.append(f"{summary['goal']['target_env_steps'] * r.get('env_steps_factor', 1.0) / r['throughput_env_steps_per_s'] / 3600:.2f}")
         rows.append(row + [r["bottleneck"], _marks(r)])
     return rows
 
