@@ -488,3 +488,22 @@ def test_sample_efficiency_changes_time_and_cost_to_target():
     with pytest.raises(ConfigError) as e:
         plan(64, **kw, sample_efficiency=("fast=2",))
     assert e.value.field == "--sample-efficiency"
+
+
+def test_within_model_error_the_simpler_mode_is_chosen():
+    """Issue 32 item 5: train_async 0.3 % below rollout_async, well inside the model's residual
+    error, is chosen (stock RLinf's simpler runner); 10 % below it is not."""
+    from perfmodel.planning.choice import candidates
+
+    def row(i, mode, thr):
+        return {"index": i, "status": "ok", "mode": mode, "gpus": 32, "throughput_env_steps_per_s": thr,
+                "env_steps_per_gpu_hour": thr * 3600 / 32,
+                "prediction": {"throughput_interval": {"components_pct": {"model_pct": 4.6}}}}
+
+    near = [row(0, "train_async", 1000.0), row(1, "rollout_async", 1003.0), row(2, "streamer", 1003.0)]
+    assert candidates(near, 32, "throughput")[0]["mode"] == "train_async"
+    far = [row(0, "train_async", 1000.0), row(1, "rollout_async", 1100.0)]
+    assert candidates(far, 32, "throughput")[0]["mode"] == "rollout_async"
+    # without a model-error estimate (no intervals) only a tie goes to the simpler mode
+    bare = [{**r, "prediction": {}} for r in near]
+    assert candidates(bare, 32, "throughput")[0]["mode"] == "rollout_async"

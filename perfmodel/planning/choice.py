@@ -68,7 +68,23 @@ def candidates(rows: list[dict[str, Any]], gpus: int, objective: str,
     # as in the sweep's own summary, not to the float rounding.
     lead = leader(ranked, ("throughput_env_steps_per_s",) if objective == "throughput"
                   else ("env_steps_per_gpu_hour", "throughput_env_steps_per_s"))
+    lead = simplest_within_model_error(lead, ranked, objective)
     return [lead] + [r for r in ranked if r is not lead]
+
+
+def simplest_within_model_error(lead: dict[str, Any], ranked: list[dict[str, Any]], objective: str) -> dict[str, Any]:
+    """The best row of the simplest mode (``MODES`` order: fewer mechanisms, stock RLinf before
+    the fork) whose gap to ``lead`` on the objective's measure is within the model's residual
+    error (``runner_up_margin``: not resolvable), else ``lead``: the model cannot say the more
+    complex mode is faster, and the simpler one changes less (issue 32)."""
+    from perfmodel.schema.modes import MODES
+
+    for mode in MODES[:MODES.index(lead["mode"])]:
+        first = next((r for r in ranked if r["mode"] == mode), None)
+        m = runner_up_margin(lead, first, objective) if first is not None else None
+        if m is not None and m["model_error_pct"] is not None and not m["resolvable"]:
+            return first
+    return lead
 
 
 def check_target(objective: str, target: tuple[float, float] | None) -> None:
@@ -148,6 +164,12 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
         margin["tied_modes"] = [best["mode"], runner["mode"], *also]
     explanation = explain(best, runner, colocated[0] if colocated else None, objective, gpus, price, len(cands),
                           margin, ratio, over_colocated)
+    top = max(cands, key=objective_key(objective))
+    m = runner_up_margin(best, top, objective) if top is not best and top["mode"] != best["mode"] else None
+    if m is not None and not m["tie"] and m["model_error_pct"] is not None:
+        explanation += (f" {best['mode']} is chosen over {top['mode']}, which predicts {m['gap_pct']:.1f}% more "
+                        f"{m['measure']}, less than the model's residual error ({m['model_error_pct']:.1f}%): the "
+                        "model cannot tell them apart, and the simpler mode changes less.")
     if goal is not None:
         explanation = _time_sentence(goal, best, runner) + " " + explanation
     not_run: dict[str, int] = {}
