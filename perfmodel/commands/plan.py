@@ -149,6 +149,8 @@ def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: 
         say(f"note: {choice['ratio_unavailable']}")
     if repair_note:
         say(f"note: emitted: {repair_note}")
+    if choice["best"].get("note"):  # a repair the sweep made (envs rounded to divide over the workers)
+        say(f"note: chosen plan: {choice['best']['note']}")
     if summary.get("algorithm_change"):
         say(f"note: algorithm change: {summary['algorithm_change']}")
     from perfmodel.costs import batch_split_warning

@@ -205,7 +205,48 @@ def _category(err: ConfigError) -> str:
     return f
 
 
+# Envs rounded to a count that divides over the env workers (and their pipeline stages) when the
+# nearest such count is at most this far (relative) from the one asked for: a small repair, said
+# in the row's note, instead of an infeasible row (issue 32: 256 envs over 24 env workers -> 264).
+ENV_REPAIR_REL = 0.1
+
+
+def whole_envs(plan: Plan) -> tuple[Plan, str | None]:
+    """``plan`` with total_num_envs moved to the nearest count (ties: the smaller) within
+    ENV_REPAIR_REL that divides over its env workers and pipeline stages (and groups), and the
+    note saying so; unchanged (no note) when it divides already or no such count is near."""
+    from dataclasses import replace
+
+    w = plan.workload
+    try:
+        plan.check()
+        return plan, None
+    except ConfigError as e:
+        if not (e.field.endswith("total_num_envs") or e.field.endswith("pipeline_stage_num")):
+            raise
+        first = e
+    unit = plan.rollout_gpus * plan.pipeline_stage_num * w.group_size // math.gcd(plan.rollout_gpus * plan.pipeline_stage_num,
+                                                                                     w.group_size)
+    n = w.total_num_envs
+    for m in sorted({(n // unit) * unit, -(-n // unit) * unit}, key=lambda m: (abs(m - n), m)):
+        if m < unit or abs(m - n) > ENV_REPAIR_REL * n:
+            continue
+        fixed = plan.with_(workload=replace(w, total_num_envs=m))
+        try:
+            fixed.check()
+        except ConfigError:
+            continue
+        return fixed, (f"total_num_envs {n} -> {m}: {n} do not divide over {plan.rollout_gpus} env workers x "
+                       f"{plan.pipeline_stage_num} stage(s); {m} is the nearest count that does")
+    raise first
+
+
 def build_plan(spec: SweepSpec, profile: Profile, c: Combo) -> Plan:
+    return build_plan_noted(spec, profile, c)[0]
+
+
+def build_plan_noted(spec: SweepSpec, profile: Profile, c: Combo) -> tuple[Plan, str | None]:
+    """The combination's plan, and the note of a repair it needed (envs rounded: ``whole_envs``)."""
     from perfmodel.calibration.reference import published_plan
 
     knobs: dict[str, Any] = {"pipeline_stage_num": c.pipeline_stage_num, "b_max": c.b_max, "t_max_s": c.t_max_s}
@@ -225,7 +266,6 @@ def build_plan(spec: SweepSpec, profile: Profile, c: Combo) -> Plan:
         plan = base.with_(mode=c.mode, allocation_ratio=(c.allocation_ratio or "1:1") if disagg else None,
                           workload=base.workload.__class__(**{**base.workload.__dict__, "total_num_envs": int(envs)}),
                           cluster=base.cluster.__class__(**{**base.cluster.__dict__, "gpus": c.gpus}), **knobs)
-        plan.check()
     if spec.gpu is not None and spec.gpu != plan.cluster.gpu:
         from perfmodel.gpu import cluster_on
 
@@ -234,7 +274,6 @@ def build_plan(spec: SweepSpec, profile: Profile, c: Combo) -> Plan:
         from perfmodel.schema.node import with_node
 
         plan = plan.with_(cluster=with_node(plan.cluster, spec.node))
-        plan.check()
     if c.envs_per_gpu is not None or c.micro_batch_size is not None:
         from dataclasses import replace
 
@@ -242,10 +281,10 @@ def build_plan(spec: SweepSpec, profile: Profile, c: Combo) -> Plan:
         plan = plan.with_(workload=replace(
             w, total_num_envs=w.total_num_envs if c.envs_per_gpu is None else c.envs_per_gpu * c.gpus,
             micro_batch_size=w.micro_batch_size if c.micro_batch_size is None else c.micro_batch_size))
-        plan.check()
+    plan, note = whole_envs(plan)
     if spec.scale_global_batch:
         plan = plan.with_whole_global_batch()
-    return plan.with_(profile=spec.profile_ref)
+    return plan.with_(profile=spec.profile_ref), note
 
 
 def evaluate(spec: SweepSpec, profile: Profile, c: Combo) -> dict[str, Any]:
@@ -262,9 +301,11 @@ def evaluate(spec: SweepSpec, profile: Profile, c: Combo) -> dict[str, Any]:
         if value is not None:
             row[key] = value
     try:
-        plan = build_plan(spec, profile, c)
+        plan, note = build_plan_noted(spec, profile, c)
     except ConfigError as e:
         return {**row, "status": "infeasible", "reason_kind": _category(e), "reason": str(e)}
+    if note:
+        row["note"] = note
     try:
         check_fits(plan, StageCosts(plan, profile))
     except ConfigError as e:
@@ -583,7 +624,7 @@ CSV_COLUMNS = ("index", "status", "mode", "gpus", "allocation_ratio", "rollout_g
                "throughput_ci95_high", "iteration_time_s", "bound_env_steps_per_s", "bottleneck",
                "scaling_efficiency", "scaling_baseline_gpus", "gain_over_colocated_pct",
                "env_steps_per_gpu_hour", "env_steps_per_dollar", "util_env_cpu", "util_rollout_gpu",
-               "util_actor_gpu", "util_gpu", "rlinf_runs_as_emitted", "reason")
+               "util_actor_gpu", "util_gpu", "rlinf_runs_as_emitted", "note", "reason")
 
 
 def csv_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -666,6 +707,10 @@ def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
     lines.append("note: bottleneck = the resource that bounds the plan analytically; +wait = the simulation is "
                  f"over {100 * WAIT_BOUND_GAP:.0f}% below that bound with no resource {100 * WAIT_BUSY:.0f}% busy: "
                  "waiting (inference round trips, barriers, hand-offs) limits it, not that resource")
+    rounded = sum(1 for r in doc["rows"] if r["status"] == "ok" and r.get("note"))
+    if rounded:
+        lines.append(f"note: {rounded} row(s) run total_num_envs rounded to the nearest count that divides over their "
+                     f"env workers (within {100 * ENV_REPAIR_REL:.0f}%; each row's note, --json or --csv)")
     uneven = sum(not split_is_whole(r) for r in doc["rows"] if r["status"] == "ok")
     if uneven:
         lines.append(f"warning: {uneven} row(s) split workload.global_batch_size unevenly over their actor GPUs (not a "
