@@ -23,8 +23,9 @@ STATUSES = ("ok", "infeasible", "error")
 # Raised whenever a change to the model moves predictions that sweep files already hold, so that
 # `plan --sweep` can say a file predates it (2: a plan on part of a node has that part of its cores
 # and RAM, 2026-12-04; 3: intervals beyond the calibrated scale hold the structural ensemble,
-# perfmodel.calibration.structural, 2026-12-04).
-MODEL_REVISION = 3
+# perfmodel.calibration.structural, 2026-12-04; 4: asynchronous rollout's env groups start spread
+# over a chunk step, and envs that do not divide over the workers are rounded, issue 32, 2026-12-05).
+MODEL_REVISION = 4
 
 
 def _check_ci95(ci: Any, field: str) -> None:
