@@ -624,7 +624,8 @@ CSV_COLUMNS = ("index", "status", "mode", "gpus", "allocation_ratio", "rollout_g
                "throughput_ci95_high", "iteration_time_s", "bound_env_steps_per_s", "bottleneck",
                "scaling_efficiency", "scaling_baseline_gpus", "gain_over_colocated_pct",
                "env_steps_per_gpu_hour", "env_steps_per_dollar", "util_env_cpu", "util_rollout_gpu",
-               "util_actor_gpu", "util_gpu", "rlinf_runs_as_emitted", "note", "reason")
+               "util_actor_gpu", "util_gpu", "envs_per_gpu", "micro_batch_size", "max_staleness",
+               "rlinf_runs_as_emitted", "note", "reason")
 
 
 def csv_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -636,6 +637,11 @@ def csv_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
         res = (r.get("prediction") or {}).get("utilization", {}).get("resources", {})
         for k in ("env_cpu", "rollout_gpu", "actor_gpu", "gpu"):
             row[f"util_{k}"] = res.get(k)
+        p = r.get("plan")
+        if p:  # the workload knobs each row ran, swept or not
+            row["envs_per_gpu"] = p["workload"]["total_num_envs"] / p["cluster"]["gpus"]
+            row["micro_batch_size"] = p["workload"]["micro_batch_size"]
+            row["max_staleness"] = p.get("max_staleness") if MODE_TABLE[r["mode"]].async_training else None
         out.append({k: ("" if v is None else v) for k, v in row.items()})
     return out
 
