@@ -334,6 +334,20 @@ def _ratio_text(r: dict[str, Any] | None, what: str) -> str:
             + verdict)
 
 
+def _rlinf_verdict(plan: dict[str, Any]) -> str:
+    """Whether `perfmodel plan --emit rlinf` gives RLinf a config it accepts (perfmodel.costs.rlinf_batch_repair)."""
+    from perfmodel.costs import rlinf_batch_repair
+    from perfmodel.schema.plan import Plan
+
+    try:
+        fixed, note = rlinf_batch_repair(Plan.from_dict(plan, "plan"))
+    except ConfigError as e:
+        return f"unknown ({e})"
+    if fixed is None:
+        return f"no: {note}"
+    return "yes" + (f", {note.split(':')[0]}" if note else "")
+
+
 def chosen_rows(inp: Inputs, b: Built) -> list[tuple[str, str]]:
     c = inp.choice[1]
     best, p = c["best"], b.chosen
@@ -356,6 +370,7 @@ def chosen_rows(inp: Inputs, b: Built) -> list[tuple[str, str]]:
     rows.append(("predicted throughput", f"{num(best['throughput_env_steps_per_s'])} env steps/s"))
     rows.append(("interval", dec.fmt_interval(p).replace("none given", "none in the input (no uncertainty estimate)")))
     rows.append(("iteration time", f"{num(best['iteration_time_s'])} s"))
+    rows.append(("runs in RLinf as emitted", _rlinf_verdict(plan)))
     rows.append(("bottleneck", f"{best['bottleneck']} (analytic bound {num(best['bound_env_steps_per_s'])} env steps/s)"))
     res = (best.get("prediction") or {}).get("utilization", {}).get("resources") or {}
     if res:

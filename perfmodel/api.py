@@ -43,23 +43,28 @@ def predict(mode: str | None = None, gpus: int | None = None, *, backbone: str |
             pipeline_stages: int | None = None, b_max: int | None = None, t_max: float | None = None,
             staleness: int | None = None, replications: int = 1, seed: int = 0, trace: str | None = None,
             rlinf_config: str | None = None, gpu: str | None = None, gpu_hour_price: float | None = None,
-            interval: bool = True, scale_global_batch: bool = False, say: Say | None = None) -> dict[str, Any]:
+            interval: bool = True, scale_global_batch: bool = False, say: Say | None = None,
+            node: dict[str, Any] | None = None) -> dict[str, Any]:
     """``perfmodel predict --json``: one plan's throughput, its 90 % interval
     (``throughput_interval``), bound, bottleneck, utilization and cost per GPU-hour. ``plan`` and
-    ``profile`` are file paths, as ``--plan`` and ``--profile``."""
+    ``profile`` are file paths, as ``--plan`` and ``--profile``. ``node``: the node options by
+    name (``cpu_cores_per_node``, ``gpus_per_node``, ``nic_gbps``, ``node_ram_gb``)."""
     return _predict(mode, gpus, backbone=backbone, ratio=ratio, plan_path=plan, profile_path=profile,
                     pipeline_stage_num=pipeline_stages, b_max=b_max, t_max_s=t_max, max_staleness=staleness,
                     replications=replications, seed=seed, trace=trace, rlinf_config=rlinf_config, gpu=gpu,
-                    price=gpu_hour_price, interval=interval, scale_global_batch=scale_global_batch, say=say).to_json()
+                    price=gpu_hour_price, interval=interval, scale_global_batch=scale_global_batch, say=say,
+                    **(node or {})).to_json()
 
 
 def plan(gpus: int | None = None, *, objective: str = "throughput", backbone: str | None = None,
          profile: str | None = None, modes: ListArg = None, ratios: ListArg = None, pipeline_stages: ListArg = None,
-         b_max: ListArg = None, t_max: ListArg = None, staleness: int | None = None,
+         b_max: ListArg = None, t_max: ListArg = None, staleness: int | ListArg = None,
          gpu_hour_price: float | None = None, env_steps: float | None = None, within_hours: float | None = None,
          replications: int = 1, seed: int = 0, jobs: int | None = None, rlinf_config: str | None = None,
          gpu: str | None = None, scale_global_batch: bool = False, sweep: str | None = None, out: str | None = None,
-         details: str | None = None, say: Say | None = None) -> dict[str, Any]:
+         details: str | None = None, say: Say | None = None, node: dict[str, Any] | None = None,
+         envs_per_gpu: ListArg = None, micro_batch_sizes: ListArg = None,
+         sample_efficiency: dict[str, float] | None = None) -> dict[str, Any]:
     """``perfmodel plan --json``: the best plan for the budget (``plan``, runnable by ``executor
     run``), its prediction (``best``), the runner-up with the interval of their ratio,
     ``top_candidates`` (the table's rows) and the ``explanation``. ``sweep``: choose from this
@@ -72,7 +77,8 @@ def plan(gpus: int | None = None, *, objective: str = "throughput", backbone: st
                  price=gpu_hour_price, replications=replications, seed=seed, jobs=jobs, rlinf_config=rlinf_config,
                  gpu=gpu, scale_global_batch=scale_global_batch, objective=objective, env_steps=env_steps,
                  within_hours=within_hours, sweep_path=sweep, out=out, details=details, given_options=given,
-                 say=say).summary
+                 say=say, envs_per_gpu=_text(envs_per_gpu), micro_batch_sizes=_text(micro_batch_sizes),
+                 sample_efficiency=sample_efficiency or {}, **(node or {})).summary
 
 
 def sweep(gpus: ListArg = None, *, backbone: str | None = None, profile: str | None = None, modes: ListArg = None,
@@ -80,14 +86,16 @@ def sweep(gpus: ListArg = None, *, backbone: str | None = None, profile: str | N
           staleness: int | None = None, gpu_hour_price: float | None = None, replications: int = 1, seed: int = 0,
           jobs: int | None = None, rlinf_config: str | None = None, gpu: str | None = None,
           scale_global_batch: bool = False, out: str | None = None, csv: str | None = None,
-          interval: bool = True, say: Say | None = None) -> dict[str, Any]:
+          interval: bool = True, say: Say | None = None, node: dict[str, Any] | None = None,
+          envs_per_gpu: ListArg = None, micro_batch_sizes: ListArg = None) -> dict[str, Any]:
     """``perfmodel sweep --json``: every combination's prediction (``rows``) and the sweep's
     ``spec``; list arguments take a list or comma-separated text."""
     return _sweep(_text(gpus), backbone=backbone, profile_path=profile, modes=_text(modes), ratios=_text(ratios),
                   pipeline_stages=_text(pipeline_stages), b_max=_text(b_max), t_max=_text(t_max),
                   staleness=staleness, price=gpu_hour_price, replications=replications, seed=seed, jobs=jobs,
                   rlinf_config=rlinf_config, gpu=gpu, scale_global_batch=scale_global_batch, out=out, csv_out=csv,
-                  interval=interval, say=say)
+                  interval=interval, say=say, envs_per_gpu=_text(envs_per_gpu),
+                  micro_batch_sizes=_text(micro_batch_sizes), **(node or {}))
 
 
 def calibrate(reference: str | None = None, *, out_dir: str | None = None, max_evals: int | None = None,

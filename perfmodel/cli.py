@@ -62,6 +62,22 @@ SCALE_GLOBAL_BATCH = click.option(
          "every GPU count, as the published runs did; a split RLinf refuses is warned about)")
 
 
+def node_options(f):
+    """The node's shape (perfmodel/schema/node.py); each not given is the profile's node, printed
+    as assumed with --rlinf-config (an RLinf config cannot say it; its vlaperf: block can)."""
+    for opt in reversed([
+        click.option("--cpu-cores-per-node", type=int, help="CPU cores per node (default: the profile's node, 128 "
+                     "for the bundled H100 ones; env workers share a node's cores)"),
+        click.option("--gpus-per-node", type=int, help="GPUs per node (default: the profile's node, 8)"),
+        click.option("--nic-gbps", type=float, help="inter-node NIC bandwidth per GPU in GB/s (default: the "
+                     "profile's node, 25 = one 200 Gb/s NIC per GPU)"),
+        click.option("--node-ram-gb", type=float, help="host RAM per node in GB (bounds the envs a node holds; "
+                     "default: the profile's node)"),
+    ]):
+        f = opt(f)
+    return f
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @version_option()
 def cli() -> None:
@@ -95,9 +111,10 @@ def cli() -> None:
 @click.option("--no-interval", is_flag=True, help="skip the prediction interval (a few simulations fewer)")
 @no_progress_option  # accepted for scripts that pass it to every command: predict has no bar
 @SCALE_GLOBAL_BATCH
+@node_options
 def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage_num, b_max, t_max_s,
             max_staleness, replications, seed, as_json, trace, rlinf_config, gpu, price, no_interval,
-            quiet, scale_global_batch) -> None:
+            quiet, scale_global_batch, cpu_cores_per_node, gpus_per_node, nic_gbps, node_ram_gb) -> None:
     """Predict throughput for one plan."""
     from perfmodel.commands.predict import format_prediction, predict as run_predict
 
@@ -105,7 +122,8 @@ def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage
                          pipeline_stage_num=pipeline_stage_num, b_max=b_max, t_max_s=t_max_s,
                          max_staleness=max_staleness, replications=replications, seed=seed, trace=trace,
                          rlinf_config=rlinf_config, gpu=gpu, price=price, interval=not no_interval,
-                         scale_global_batch=scale_global_batch, say=_say)
+                         scale_global_batch=scale_global_batch, say=_say, cpu_cores_per_node=cpu_cores_per_node,
+                         gpus_per_node=gpus_per_node, nic_gbps=nic_gbps, node_ram_gb=node_ram_gb)
     if as_json:
         click.echo(strict_json(answer.to_json(), indent=2))
     else:
@@ -227,7 +245,13 @@ def _cp_options(f):
         click.option("--pipeline-stages", "pipeline_stages", help="comma-separated pipeline_stage_num values (default 1)"),
         click.option("--b-max", "b_max", help="comma-separated dynamic-batching b_max values, 'null' = one worker's envs (default null)"),
         click.option("--t-max", "t_max", help="comma-separated dynamic-batching t_max_s values (default 0.02, RLinf's)"),
-        click.option("--staleness", type=int, help="max_staleness for every plan (default: the plan default, 1)"),
+        click.option("--staleness", help="comma-separated max_staleness values for the asynchronous modes (default: "
+                     "the config's or plan default, 1); more than one is a search axis"),
+        click.option("--envs-per-gpu", "envs_per_gpu", help="comma-separated envs per GPU to search (default: sweep "
+                     "the config's or published count; plan with --rlinf-config also tries 2, 4 and 6 times the "
+                     "config's, up to 4 envs per CPU core; what does not fit node RAM or GPU memory is infeasible)"),
+        click.option("--micro-batch-sizes", "micro_batch_sizes", help="comma-separated actor micro_batch_size values "
+                     "to search (default: the config's); one that does not divide the global batch is infeasible"),
         click.option("--gpu-hour-price", "price", type=float, help="dollars per GPU-hour, for env steps per dollar"),
         click.option("--replications", type=int, default=1, show_default=True, help="simulations per plan (intervals when > 1)"),
         click.option("--seed", type=int, default=0, show_default=True),
@@ -240,7 +264,7 @@ def _cp_options(f):
         SCALE_GLOBAL_BATCH,
     ]):
         f = opt(f)
-    return f
+    return node_options(f)
 
 
 @cli.command("sweep")
@@ -253,9 +277,9 @@ def _cp_options(f):
 @click.option("--show-infeasible", is_flag=True, help="list the combinations that cannot run, with the reason")
 @click.option("--address", help="run the predictions as Ray tasks on this cluster (host:port, auto; local = a new local one)")
 @click.option("--no-interval", is_flag=True, help="skip the prediction intervals (a few simulations fewer per plan)")
-def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max, staleness, price, replications,
-              seed, jobs, quiet, rlinf_config, gpu, scale_global_batch, gpus_text, out, csv_out, as_json,
-              show_infeasible, address, no_interval) -> None:
+def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max, staleness, envs_per_gpu,
+              micro_batch_sizes, price, replications, seed, jobs, quiet, rlinf_config, gpu, scale_global_batch, cpu_cores_per_node, gpus_per_node, nic_gbps,
+              node_ram_gb, gpus_text, out, csv_out, as_json, show_infeasible, address, no_interval) -> None:
     """Predict every mode x GPU count x ratio x knob combination; table, CSV and JSON."""
     from perfmodel.commands.sweep import sweep
     from perfmodel.planning.sweep import format_table
@@ -266,7 +290,9 @@ def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_m
                     pipeline_stages=pipeline_stages, b_max=b_max, t_max=t_max, staleness=staleness, price=price,
                     replications=replications, seed=seed, jobs=jobs, rlinf_config=rlinf_config, gpu=gpu,
                     scale_global_batch=scale_global_batch, out=out, csv_out=csv_out, address=address,
-                    interval=not no_interval, progress=bar, say=_say)
+                    interval=not no_interval, progress=bar, say=_say, cpu_cores_per_node=cpu_cores_per_node,
+                    gpus_per_node=gpus_per_node, nic_gbps=nic_gbps, node_ram_gb=node_ram_gb, envs_per_gpu=envs_per_gpu,
+                    micro_batch_sizes=micro_batch_sizes)
     finally:
         bar.close()
     if as_json:
@@ -296,9 +322,13 @@ def sweep_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_m
 @click.option("--details", "details", type=click.Path(dir_okay=False),
               help="write the choice (prediction, runner-up, explanation) as JSON")
 @click.option("--json", "as_json", is_flag=True, help="print the choice as JSON")
-def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max, staleness, price, replications,
-             seed, jobs, quiet, rlinf_config, gpu, scale_global_batch, gpus, objective, env_steps, within_hours, emit,
-             sweep_path, out, details, as_json) -> None:
+@click.option("--sample-efficiency", "sample_efficiency", multiple=True, metavar="MODE=FACTOR",
+              help="env steps MODE needs per env step of a synchronous run to reach the same success (e.g. "
+                   "rollout_async=1.2; repeatable): the cost and time objectives count env steps times it")
+def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_max, staleness, envs_per_gpu,
+             micro_batch_sizes, price, replications, seed, jobs, quiet, rlinf_config, gpu, scale_global_batch, cpu_cores_per_node, gpus_per_node, nic_gbps,
+             node_ram_gb, gpus, objective, env_steps, within_hours, emit, sweep_path, out, details, as_json,
+             sample_efficiency) -> None:
     """Choose the best plan for N GPUs and explain the choice."""
     from perfmodel.commands.plan import emit_rlinf, format_plan, plan
 
@@ -313,7 +343,10 @@ def plan_cmd(backbone, profile_path, modes, ratios, pipeline_stages, b_max, t_ma
                       replications=replications, seed=seed, jobs=jobs, rlinf_config=rlinf_config, gpu=gpu,
                       scale_global_batch=scale_global_batch, objective=objective, env_steps=env_steps,
                       within_hours=within_hours, emit=emit, sweep_path=sweep_path, out=out, details=details,
-                      given_options=_given_options(), progress=bar, say=_say)
+                      given_options=_given_options(), progress=bar, say=_say,
+                      cpu_cores_per_node=cpu_cores_per_node, gpus_per_node=gpus_per_node, nic_gbps=nic_gbps,
+                      node_ram_gb=node_ram_gb, envs_per_gpu=envs_per_gpu, micro_batch_sizes=micro_batch_sizes,
+                      sample_efficiency=sample_efficiency)
     finally:
         bar.close()
     if as_json:

@@ -66,6 +66,34 @@ def with_policy_shape(plan: Plan, profile: Profile) -> Profile:
                                           train_micro_batch_s=scaled(costs.train_micro_batch_s, scales[1])))
 
 
+def rlinf_batch_repair(plan: Plan) -> tuple[Plan | None, str | None]:
+    """(the plan as RLinf runs it, what changed) for a plan whose global batch does not split
+    wholly over its actor GPUs: the micro-batch lowered so that it does, with the same global
+    batch (rules.whole_micro_batch), or (None, which key must change) when no micro-batch can.
+    A whole split comes back unchanged with no note."""
+    from dataclasses import replace
+
+    from perfmodel.schema.rules import whole_micro_batch
+
+    w, ranks = plan.workload, plan.actor_gpus
+    if batch_split_is_whole(w.global_batch_size, ranks, w.micro_batch_size):
+        return plan, None
+    m = whole_micro_batch(w.global_batch_size, ranks, w.micro_batch_size)
+    if m is None:
+        return None, (f"actor.global_batch_size: {w.global_batch_size} does not split over {ranks} actor GPUs with any "
+                      f"micro_batch_size, which RLinf refuses; set it to a multiple of {ranks} x micro_batch_size "
+                      f"(e.g. {-(-w.global_batch_size // (ranks * w.micro_batch_size)) * ranks * w.micro_batch_size}, "
+                      "--scale-global-batch) or choose another rollout:actor ratio")
+    fixed = plan.with_(workload=replace(w, micro_batch_size=m))
+    same = micro_batching(w.global_batch_size, ranks, m) == micro_batching(w.global_batch_size, ranks,
+                                                                           w.micro_batch_size)
+    return fixed, (f"actor.micro_batch_size {w.micro_batch_size} -> {m}: global batch {w.global_batch_size} now splits "
+                   f"whole over {ranks} actor GPUs, as RLinf requires"
+                   + (" (the prediction costed these micro-batches already)" if same else
+                      f" (the prediction costed {w.micro_batch_size}-sample micro-batches: re-check it with "
+                      "perfmodel predict --rlinf-config on the fragment)"))
+
+
 @dataclass(frozen=True)
 class StageCosts:
     plan: Plan

@@ -39,3 +39,40 @@ def extrapolation(plan: Plan, unc: Uncertainty | None, calibrated_gpu_type: str 
     if not cg:
         out["note"] = "the profile records no calibrated scale (measured, or not calibrated against a cluster)"
     return out
+
+
+# The workload fields a calibration is tied to (issue 32): envs per GPU, the episode's length and
+# its chunking, the epochs and the batch sizes. Denoising steps are the config's (an RLinf import
+# knows them: commands.predict adds them).
+WORKLOAD_FIELDS = ("envs_per_gpu", "num_action_chunks", "max_episode_steps", "rollout_epoch", "update_epoch",
+                   "micro_batch_size", "global_batch_size")
+WORKLOAD_INTERVAL_NOTE = ("not widened: every calibrated point runs this one workload (the published setup's, at "
+                          "every GPU count), so no cross-validation fold holds a workload out and nothing measures "
+                          "the error at another; a run of yours at this workload does (perfmodel calibrate "
+                          "--from-rlinf-run)")
+
+
+def calibrated_workload(profile: Profile) -> dict[str, float]:
+    """The workload a profile was calibrated at: its default workload (the published setup's for
+    the bundled profiles: perfmodel/calibration/reference.py scales it with the GPUs at
+    ``envs_per_gpu``)."""
+    from perfmodel.schema.plan import Workload
+
+    w = Workload.from_dict(dict(profile.default_workload), "profile.default_workload")
+    return {"envs_per_gpu": profile.envs_per_gpu, **{f: getattr(w, f) for f in WORKLOAD_FIELDS[1:]}}
+
+
+def workload_extrapolation(plan: Plan, profile: Profile) -> dict[str, Any]:
+    """The workload fields of ``plan`` away from the calibrated workload (``beyond_calibrated_workload``,
+    the values on both sides), or {} for a profile not calibrated against a cluster (measured)."""
+    unc = profile.uncertainty
+    if unc is None or not unc.calibrated_gpus:
+        return {}
+    cal = calibrated_workload(profile)
+    w = plan.workload
+    envs = w.total_num_envs / plan.cluster.gpus
+    now = {"envs_per_gpu": int(envs) if float(envs).is_integer() else round(envs, 4),
+           **{f: getattr(w, f) for f in WORKLOAD_FIELDS[1:]}}
+    beyond = [f for f in WORKLOAD_FIELDS if now[f] != cal[f]]
+    return {"beyond_calibrated_workload": beyond, "calibrated_workload": cal,
+            "workload": {f: now[f] for f in beyond}, "workload_interval": WORKLOAD_INTERVAL_NOTE}

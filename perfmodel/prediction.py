@@ -11,7 +11,7 @@ from typing import Any
 
 from perfmodel.bound import bound
 from perfmodel.costs import StageCosts
-from perfmodel.extrapolation import calibrated_gpu_type, extrapolation
+from perfmodel.extrapolation import calibrated_gpu_type, extrapolation, workload_extrapolation
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.metrics import plan_fields
 from perfmodel.schema.plan import Plan
@@ -72,7 +72,8 @@ def predict(plan: Plan, profile: Profile, *, replications: int = 1, seed: int = 
         # what the costs are not measured for (env costs at another envs per core): never silent
         "warnings": costs.warnings,
         # beyond the calibrated GPU or node counts or GPU type: stated with or without an interval
-        "extrapolation": extrapolation(plan, profile.uncertainty, calibrated_gpu_type(profile)),
+        "extrapolation": {**extrapolation(plan, profile.uncertainty, calibrated_gpu_type(profile)),
+                          **workload_extrapolation(plan, profile)},
     }
     if profile.provenance.get("backbone_calibrated") is False:
         # no published point calibrates this backbone (perfmodel.calibration.uncalibrated): its

@@ -273,7 +273,9 @@ def test_inference_host_latency_leaves_the_gpu_to_other_calls(scenario_dict):
         prof = Profile.from_dict(scenario_dict)
         plan = published_plan(prof, "rollout_async", 2, "1:1", b_max=4)
         got[latency] = simulate(plan, prof, iterations=2, warmup=1, trace=True)
-    resets = [("env_reset", f"group_{g}", 0.0, 0.5) for g in range(4)]
+    # the groups start a quarter chunk step (0.125 s) apart (EnvWorker._group): their first
+    # requests arrive 0.125 s apart, each behind the previous call's GPU time all the same
+    resets = [("env_reset", f"group_{g}", 0.125 * g, 0.125 * g + 0.5) for g in range(4)]
     assert _first_spans(got[0.2]) == resets + [
         ("inference", "inference", 0.7, 0.9), ("env_step", "group_0", 0.9, 1.4),
         ("inference", "inference", 0.9, 1.1), ("env_step", "group_1", 1.1, 1.6),

@@ -340,8 +340,10 @@ def test_a_plan_far_below_its_bound_says_waiting_limits_it(tmp_path):
     saturated: the answer says how far below and that waiting, not a resource, limits it; a plan
     on its bound (the published setup) does not."""
     details = tmp_path / "d.json"
+    # at the config's own 8 envs per GPU (the planner's search of more envs per GPU fills the gaps:
+    # tests/test_node.py)
     r = run_cli("plan", "--rlinf-config", str(ROOT / "examples/rlinf/libero_10_ppo_openpi_pi05.yaml"), "--gpus", "16",
-                "--quiet", "--details", str(details))
+                "--quiet", "--details", str(details), "--envs-per-gpu", "8")
     assert r.returncode == 0, r.stderr
     best = json.loads(details.read_text())["best"]
     below = 100 * (1 - best["throughput_env_steps_per_s"] / best["bound_env_steps_per_s"])
@@ -421,3 +423,87 @@ def test_scale_global_batch_makes_every_split_whole():
     rows = [r for r in run_sweep(spec, pi05, jobs=1)["rows"] if r["status"] == "ok"]
     assert rows and all(batch_split_is_whole(r["plan"]["workload"]["global_batch_size"], r["actor_gpus"],
                                              r["plan"]["workload"]["micro_batch_size"]) for r in rows)
+
+
+def test_plan_searches_envs_per_gpu_and_says_the_gain(tmp_path):
+    """Issue 32: the RLinf example runs 8 envs per GPU; plan tries more (2, 4, 6 times, within 4 per
+    core), picks more where they predict more, says what that gains, and emits them."""
+    cfg = str(ROOT / "examples/rlinf/libero_10_ppo_openpi_pi05.yaml")
+    r = run_cli("plan", "--rlinf-config", cfg, "--gpus", "32", "--modes", "colocated,rollout_async",
+                "--ratios", "1:1", "--quiet", "--details", str(tmp_path / "d.json"))
+    assert r.returncode == 0, r.stderr
+    d = json.loads((tmp_path / "d.json").read_text())
+    envs = d["plan"]["workload"]["total_num_envs"] // 32
+    assert envs > 8
+    knob = next(k for k in d["config_gains"]["knobs"] if k["knob"] == "envs_per_gpu")
+    assert (knob["config"], knob["chosen"]) == (8, envs) and knob["gain_pct"] > 0
+    assert f"envs per GPU 8 -> {envs} ({knob['gain_pct']:+.1f}% env steps/s" in r.stdout
+    r = run_cli("plan", "--rlinf-config", cfg, "--gpus", "32", "--modes", "colocated,rollout_async",
+                "--ratios", "1:1", "--quiet", "--emit", "rlinf")
+    assert r.returncode == 0, r.stderr
+    import yaml
+
+    assert yaml.safe_load(r.stdout)["env"]["train"]["total_num_envs"] == envs * 32
+
+
+def test_sweep_axes_envs_micro_batch_and_staleness():
+    """--envs-per-gpu, --micro-batch-sizes and --staleness take lists: one row per value (staleness
+    for the asynchronous modes only); a micro-batch that does not divide the global batch is an
+    infeasible row, never an error."""
+    from perfmodel.commands.sweep import sweep
+
+    doc = sweep("16", modes="disaggregated,rollout_async", ratios="1:1", envs_per_gpu="24,48",
+                micro_batch_sizes="64,100", staleness="1,2", interval=False, jobs=1, say=lambda _: None)
+    ok = [r for r in doc["rows"] if r["status"] == "ok"]
+    bad = [r for r in doc["rows"] if r["status"] != "ok"]
+    assert {r["micro_batch_size"] for r in bad} == {100}
+    assert {r["reason_kind"] for r in bad} == {"micro-batch does not divide the global batch"}
+    assert {(r["mode"], r["envs_per_gpu"], r.get("max_staleness")) for r in ok} == {
+        ("disaggregated", 24, None), ("disaggregated", 48, None), ("rollout_async", 24, 1), ("rollout_async", 24, 2),
+        ("rollout_async", 48, 1), ("rollout_async", 48, 2)}
+    for r in ok:
+        assert r["plan"]["workload"]["total_num_envs"] == 16 * r["envs_per_gpu"]
+        assert r["plan"]["workload"]["micro_batch_size"] == 64
+        if r["mode"] == "rollout_async":
+            assert r["plan"]["max_staleness"] == r["max_staleness"]
+
+
+def test_sample_efficiency_changes_time_and_cost_to_target():
+    """Issue 32 item 5: --sample-efficiency MODE=FACTOR says an asynchronous mode needs FACTOR times
+    the env steps; the time objective's hours, GPU-hours and dollars count them, and a plan that no
+    longer finishes in time is not chosen."""
+    from perfmodel.commands.plan import plan
+
+    kw = dict(backbone="pi05", objective="time", env_steps=2e8, within_hours=48, price=2.5, modes="colocated,rollout_async",
+              ratios="1:1,3:1", jobs=1, say=lambda _: None)
+    plain = plan(64, **kw).summary
+    slow = plan(64, **kw, sample_efficiency=("rollout_async=1.3",)).summary
+    assert plain["best"]["mode"] == "rollout_async" and plain["best"]["gpus"] == 32
+    # 32 GPUs needed 39.6 h; 1.3 times the env steps take 51.5 h, past the 48 h deadline
+    assert slow["best"]["gpus"] == 64 and slow["sample_efficiency"] == {"rollout_async": 1.3}
+    t = slow["goal"]["best"]
+    assert t["env_steps"] == pytest.approx(2.6e8)
+    assert t["hours"] == pytest.approx(2.6e8 / slow["best"]["throughput_env_steps_per_s"] / 3600)
+    assert t["dollars"] == pytest.approx(t["hours"] * 64 * 2.5)
+    with pytest.raises(ConfigError) as e:
+        plan(64, **kw, sample_efficiency=("fast=2",))
+    assert e.value.field == "--sample-efficiency"
+
+
+def test_within_model_error_the_simpler_mode_is_chosen():
+    """Issue 32 item 5: train_async 0.3 % below rollout_async, well inside the model's residual
+    error, is chosen (stock RLinf's simpler runner); 10 % below it is not."""
+    from perfmodel.planning.choice import candidates
+
+    def row(i, mode, thr):
+        return {"index": i, "status": "ok", "mode": mode, "gpus": 32, "throughput_env_steps_per_s": thr,
+                "env_steps_per_gpu_hour": thr * 3600 / 32,
+                "prediction": {"throughput_interval": {"components_pct": {"model_pct": 4.6}}}}
+
+    near = [row(0, "train_async", 1000.0), row(1, "rollout_async", 1003.0), row(2, "streamer", 1003.0)]
+    assert candidates(near, 32, "throughput")[0]["mode"] == "train_async"
+    far = [row(0, "train_async", 1000.0), row(1, "rollout_async", 1100.0)]
+    assert candidates(far, 32, "throughput")[0]["mode"] == "rollout_async"
+    # without a model-error estimate (no intervals) only a tie goes to the simpler mode
+    bare = [{**r, "prediction": {}} for r in near]
+    assert candidates(bare, 32, "throughput")[0]["mode"] == "rollout_async"

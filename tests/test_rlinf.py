@@ -559,3 +559,50 @@ def test_offload_is_costed_only_where_models_swap(tmp_path: Path) -> None:
     assert "costed as enable_offload True" in warned("    actor,env,rollout: all")
     apart = warned("    actor: 0-3\n    env,rollout: 4-7")
     assert "no effect in mode train_async" in apart and "costed as" not in apart
+
+
+def test_whole_micro_batch_rule() -> None:
+    from perfmodel.schema.rules import batch_split_is_whole, whole_micro_batch
+
+    assert whole_micro_batch(2048, 32, 128) == 64 and whole_micro_batch(2048, 64, 128) == 32
+    assert whole_micro_batch(1536, 8, 128) == 96  # a share above the micro-batch: its largest divisor below
+    assert whole_micro_batch(2048, 24, 128) is None  # no micro-batch splits 2048 over 24 ranks
+    for batch, ranks, micro in ((2048, 32, 128), (1024, 16, 128), (1536, 8, 128), (960, 12, 64)):
+        m = whole_micro_batch(batch, ranks, micro)
+        assert m is not None and m <= micro and batch_split_is_whole(batch, ranks, m)
+
+
+def test_plan_emit_repairs_the_micro_batch_or_refuses(tmp_path: Path) -> None:
+    """Issue 32: at 64 GPUs 1:1 the published batch (1024 over 128 x 32 actor GPUs) is a split RLinf
+    refuses; the fragment carries a micro-batch that splits it whole, said in one stderr line, and
+    the sweep's rows say whether RLinf runs them as emitted."""
+    cfg = write_config(tmp_path, envs=384)
+    r = _cli("plan", "--rlinf-config", str(cfg), "--gpus", "64", "--modes", "rollout_async", "--ratios", "1:1",
+             "--emit", "rlinf", "-o", str(tmp_path / "plan.json"), "--quiet")
+    assert r.returncode == 0, r.stderr
+    notes = [ln for ln in r.stderr.splitlines() if "note: emitted:" in ln]
+    assert len(notes) == 1 and "micro_batch_size 128 -> 32" in notes[0]
+    (tmp_path / "frag.yaml").write_text(r.stdout)
+    back = load_rlinf(tmp_path / "frag.yaml").plan
+    w = back.workload
+    from perfmodel.schema.rules import batch_split_is_whole
+
+    assert (w.global_batch_size, w.micro_batch_size, back.actor_gpus) == (1024, 32, 32)
+    assert w.global_batch_size % (w.micro_batch_size * back.actor_gpus) == 0  # RLinf's assert, written out
+    assert batch_split_is_whole(w.global_batch_size, back.actor_gpus, w.micro_batch_size)
+    assert back.to_dict() == json.loads((tmp_path / "plan.json").read_text())
+    # 1:3 on 32 GPUs: 24 actor GPUs split 1024 with no micro-batch: refused, naming the key
+    cfg = write_config(tmp_path, "eight", envs=64)
+    r = _cli("plan", "--rlinf-config", str(cfg), "--gpus", "32", "--modes", "rollout_async", "--ratios", "1:3",
+             "--emit", "rlinf", "--quiet")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.splitlines()[-1].startswith("error: actor.global_batch_size:")
+    # the sweep's rows and CSV carry the verdict
+    csv = tmp_path / "s.csv"
+    r = _cli("sweep", "--rlinf-config", str(cfg), "--gpus", "32", "--modes", "rollout_async", "--ratios", "1:1,1:3",
+             "--csv", str(csv), "--quiet", "--no-interval")
+    assert r.returncode == 0, r.stderr
+    import csv as csvmod
+
+    rows = {row["allocation_ratio"]: row["rlinf_runs_as_emitted"] for row in csvmod.DictReader(csv.open())}
+    assert rows == {"1:1": "True", "1:3": "False"}

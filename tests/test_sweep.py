@@ -230,3 +230,29 @@ def test_best_per_gpu_count_names_the_modes_it_ties_with():
     doc = run_sweep(spec, load_profile("pi05"), jobs=1)
     line = next(l for l in format_table(doc).splitlines() if l.startswith("best at"))
     assert "rollout_async" in line and "tied with streamer" in line and "colocated" not in line
+
+
+def test_envs_that_do_not_divide_are_rounded_with_a_note():
+    """Issue 32 item 6: 8 envs per GPU on 32 GPUs at 3:1 are 256 envs over 24 env workers, which do
+    not divide: the row runs the nearest count that does (264), says so, and is predicted; a
+    count far from any whole split (beyond 10 %) stays infeasible."""
+    from perfmodel.commands.sweep import sweep
+    from perfmodel.planning.sweep import whole_envs
+    from perfmodel.calibration.reference import published_plan
+    from perfmodel.schema.profile import load_profile
+    from dataclasses import replace
+
+    doc = sweep("32", modes="rollout_async", ratios="3:1", envs_per_gpu="8", interval=False, jobs=1,
+                say=lambda _: None)
+    (r,) = doc["rows"]
+    assert r["status"] == "ok" and r["total_num_envs"] == 264 and r["plan"]["workload"]["total_num_envs"] == 264
+    assert r["note"].startswith("total_num_envs 256 -> 264")
+    prof = load_profile("pi05")
+    plan = published_plan(prof, "rollout_async", 32, "3:1")
+    few = plan.with_(workload=replace(plan.workload, total_num_envs=12))  # 12 over 24 workers: 24 is +100%
+    import pytest as _pytest
+    from perfmodel.schema.errors import ConfigError
+
+    with _pytest.raises(ConfigError):
+        whole_envs(few)
+    assert whole_envs(plan) == (plan, None)

@@ -121,14 +121,17 @@ def test_streamer_gains_only_when_a_global_batch_arrives_in_pieces(scenario_prof
     assert end(True, at_once) == pytest.approx(end(False, at_once)) == pytest.approx(4 * 2.68)
 
 
-def test_streamer_equals_rollout_async_when_deliveries_align(scenario_dict):
-    """Deterministic identical groups deliver whole episodes together: in the scenario an epoch of
-    all groups is 64 samples = 2 whole global batches, so streaming has nothing to start early."""
+def test_streamer_gains_when_deliveries_are_spread(scenario_dict):
+    """Asynchronous rollout's groups start spread over a chunk step (perfmodel/sim/workers.py
+    EnvWorker._group: the independent envs they stand for are not in phase), so with cores to spare
+    their episodes end apart and streaming starts a global batch before all of it has arrived:
+    never slower than rollout_async, here faster (15.98 s against 16.50 s an iteration). Before
+    issue 32 the groups stayed in phase and the two were equal."""
     scenario_dict["node"]["gpus_per_node"] = 2  # the 2-GPU plan has the node to itself (a plan on part of a node gets that part of its cores)
     scenario_profile = Profile.from_dict(scenario_dict)
     a = simulate(published_plan(scenario_profile, "rollout_async", 2, "1:1", max_staleness=0), scenario_profile)
     s = simulate(published_plan(scenario_profile, "streamer", 2, "1:1", max_staleness=0), scenario_profile)
-    assert s.iteration_time_s == a.iteration_time_s
+    assert s.iteration_time_s < a.iteration_time_s
 
 
 def _version_times(prof: Profile, stream: bool, arrivals: list[tuple[float, int]], granularity: str,

@@ -67,17 +67,29 @@ def check_backbone(backbone: str | None, profile: Any, source: str) -> None:
 
 
 def load_rlinf_config(path: str, backbone: str | None, profile_path: str | None, gpu: str | None,
-                      mode: str | None = None, say: Say | None = None):
-    """An RLinf config (``--rlinf-config``) as a plan; its warnings go to ``say``, one a line."""
+                      mode: str | None = None, say: Say | None = None, node: dict[str, Any] | None = None):
+    """An RLinf config (``--rlinf-config``) as a plan; its warnings go to ``say``, one a line, and
+    the node values assumed (``node``: the ones the options gave; perfmodel/schema/node.py)."""
     from perfmodel.rlinf.importer import load_rlinf
     from perfmodel.schema.modes import MODES
 
     ref = backbone_or_profile(backbone, profile_path)
     one_of("--mode", mode, MODES)
-    im = load_rlinf(path, profile_ref=ref, gpu=gpu, mode=mode)
+    im = load_rlinf(path, profile_ref=ref, gpu=gpu, mode=mode, node=node)
     for w in im.warnings:
         (say or to_stderr)(f"warning: {w}")
+    if im.assumed_node:
+        (say or to_stderr)(f"note: {im.assumed_node}")
     return im
+
+
+def node_options(cpu_cores_per_node: int | None = None, gpus_per_node: int | None = None,
+                 nic_gbps: float | None = None, node_ram_gb: float | None = None) -> dict[str, Any]:
+    """The node options given (``--cpu-cores-per-node`` ...) as checked Cluster fields."""
+    from perfmodel.schema.node import check_node
+
+    return check_node({"cpu_cores_per_node": cpu_cores_per_node, "gpus_per_node": gpus_per_node,
+                       "inter_node_bw_GBps": nic_gbps, "node_ram_gb": node_ram_gb})
 
 
 def to_stderr(line: str) -> None:

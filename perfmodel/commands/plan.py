@@ -9,9 +9,11 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Collection
 
-from perfmodel.commands.common import Say, fail, to_stderr
-from perfmodel.commands.planning import (check_common, load_profile_of, portable_plan, profile_ref, rlinf_base,
+from perfmodel.commands.common import Say, fail, node_options, to_stderr
+from perfmodel.commands.planning import (check_common, envs_candidates, load_profile_of, portable_plan, profile_ref, rlinf_base,
                                          sweep_profile, sweep_rows, sweep_spec)
+from perfmodel.schema.modes import MODE_TABLE
+from perfmodel.schema.node import NODE_FIELDS
 from perfmodel.schema.plan import MAX_GPUS, Plan
 
 
@@ -28,13 +30,17 @@ class PlanAnswer:
 
 def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: str | None = None,
          modes: str | None = None, ratios: str | None = None, pipeline_stages: str | None = None,
-         b_max: str | None = None, t_max: str | None = None, staleness: int | None = None,
+         b_max: str | None = None, t_max: str | None = None, staleness: int | str | None = None,
          price: float | None = None, replications: int = 1, seed: int = 0, jobs: int | None = None,
          rlinf_config: str | None = None, gpu: str | None = None, scale_global_batch: bool = False,
          objective: str = "throughput", env_steps: float | None = None, within_hours: float | None = None,
          emit: str | None = None, sweep_path: str | None = None, out: str | None = None,
          details: str | None = None, given_options: Collection[str] = (),
-         progress: Callable[[int, int], None] | None = None, say: Say | None = None) -> PlanAnswer:
+         progress: Callable[[int, int], None] | None = None, say: Say | None = None,
+         cpu_cores_per_node: int | None = None, gpus_per_node: int | None = None,
+         nic_gbps: float | None = None, node_ram_gb: float | None = None, envs_per_gpu: str | None = None,
+         micro_batch_sizes: str | None = None, sample_efficiency: Collection[str] | dict[str, float] = ()
+         ) -> PlanAnswer:
     """Choose the best plan (``perfmodel plan``'s options, by name; the list options are
     comma-separated text as on the command line). ``given_options``: the parameters the caller
     set, for ``--sweep`` (an option left at its default never contradicts the sweep's).
@@ -56,14 +62,26 @@ def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: 
         target = (env_steps, within_hours)
     if objective in OBJECTIVES:
         check_target(objective, target)
+    efficiency = parse_sample_efficiency(sample_efficiency)
+    if efficiency and objective == "throughput":
+        say("note: --sample-efficiency: the throughput objective ranks env steps/s as they are; the factors act "
+            "on the cost and time objectives (env steps per GPU-hour, time and money to --env-steps)")
+
     if sweep_path and rlinf_config:  # the sweep fixed the workload and cluster; the config would not apply
         fail("--rlinf-config", f"contradicts --sweep {sweep_path}: a saved sweep's plans are chosen from as they are; "
                                "leave it out, or sweep the config (perfmodel sweep --rlinf-config)")
     if sweep_path and gpu:
         fail("--gpu", f"contradicts --sweep {sweep_path}: its plans were predicted on their own accelerator; "
                       "leave it out, or sweep again with --gpu")
+    node = node_options(cpu_cores_per_node, gpus_per_node, nic_gbps, node_ram_gb)
+    for option, value in (("--envs-per-gpu", envs_per_gpu), ("--micro-batch-sizes", micro_batch_sizes)):
+        if sweep_path and value is not None:
+            fail(option, f"contradicts --sweep {sweep_path}: a saved sweep is chosen from as it is; sweep again with it")
+    if sweep_path and node:
+        fail(next(iter(NODE_FIELDS[f][0] for f in node)), f"contradicts --sweep {sweep_path}: its plans were predicted "
+                                                           "on their own node; leave it out, or sweep again with it")
     ref, base, pipeline_stages, imported = rlinf_base(rlinf_config, backbone, profile_path, gpu, pipeline_stages,
-                                                      modes, say)
+                                                      modes, say, node)
     if gpus is None:
         if imported is None:
             fail("--gpus", "is required (an integer >= 1) unless --rlinf-config gives it")
@@ -91,15 +109,35 @@ def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: 
                     r["env_steps_per_dollar"] = r["env_steps_per_gpu_hour"] / price
             doc["spec"]["gpu_hour_price"] = price
         profile, why = sweep_profile(doc, sweep_path)
-        choice = choose(doc, gpus, objective, target, profile=profile)
+        choice = choose(doc, gpus, objective, target, profile=profile, sample_efficiency=efficiency)
         choice["ratio_unavailable"] = choice.get("ratio_unavailable") or why
     else:
         spec = sweep_spec(ref or profile_ref(backbone, profile_path), modes, None, ratios, pipeline_stages, b_max,
-                          t_max, price, replications, seed, staleness, base, gpu, scale_global_batch)
+                          t_max, price, replications, seed, staleness, base, gpu, scale_global_batch, node,
+                          envs_per_gpu if envs_per_gpu is not None else envs_candidates(base, node), micro_batch_sizes)
         _, profile = load_profile_of(None, ref) if ref else load_profile_of(backbone, profile_path)
-        choice, _ = plan_best(spec, profile, gpus, objective, jobs=jobs, progress=progress, target=target)
+        choice, doc = plan_best(spec, profile, gpus, objective, jobs=jobs, progress=progress, target=target,
+                                sample_efficiency=efficiency)
     chosen = chosen_plan(choice)
     summary = choice_summary(choice)
+    if efficiency:
+        summary["sample_efficiency"] = efficiency
+    if imported is not None:  # what each knob the search moved gains over the config's own value
+        summary["config_gains"] = config_gains(choice["best"], doc["rows"], imported.plan)
+    if imported is not None:
+        change = algorithm_change(imported.plan, chosen)
+        if change:
+            summary["algorithm_change"] = change
+    repair_note = None
+    if emit == "rlinf":  # emit only what RLinf runs: a micro-batch that splits the global batch whole
+        from perfmodel.costs import rlinf_batch_repair
+
+        repaired, repair_note = rlinf_batch_repair(chosen)
+        if repaired is None:
+            key, _, why = (repair_note or "").partition(": ")
+            fail(key, f"{why} (the chosen plan, {chosen.mode} {chosen.allocation_ratio or ''} on {chosen.cluster.gpus} "
+                      "GPUs, cannot be emitted as it is)")
+        chosen = repaired
     try:
         if out:
             write_json_atomic(out, portable_plan(chosen.to_dict(), out))
@@ -109,23 +147,119 @@ def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: 
         fail("--out", f"must be a writable path; {e.strerror}: {e.filename}")
     if choice.get("ratio_unavailable"):  # on stderr whatever stdout carries (text, JSON, YAML)
         say(f"note: {choice['ratio_unavailable']}")
+    if repair_note:
+        say(f"note: emitted: {repair_note}")
+    if choice["best"].get("note"):  # a repair the sweep made (envs rounded to divide over the workers)
+        say(f"note: chosen plan: {choice['best']['note']}")
+    if summary.get("algorithm_change"):
+        say(f"note: algorithm change: {summary['algorithm_change']}")
     from perfmodel.costs import batch_split_warning
 
     split = batch_split_warning(chosen)  # from the plan itself: a sweep file may predate the warning
     for w in [w for w in (choice["best"].get("prediction") or {}).get("warnings") or []
               if not w.startswith("workload.global_batch_size:")] + ([split] if split and emit != "rlinf" else []):
-        say(f"warning: chosen plan: {w}")  # (--emit rlinf writes the split's into the fragment)
+        say(f"warning: chosen plan: {w}")  # (--emit rlinf repairs the split instead, said above)
     return PlanAnswer(choice, summary, chosen)
 
 
+KNOBS = (("envs_per_gpu", "envs per GPU"), ("micro_batch_size", "micro_batch_size"),
+         ("max_staleness", "staleness bound"))
+
+
+def _knob_value(r: dict[str, Any], knob: str) -> Any:
+    """A row's value of a searched knob, read from its plan (the same whether or not it was an axis)."""
+    p = r["plan"]
+    if knob == "envs_per_gpu":
+        return p["workload"]["total_num_envs"] // p["cluster"]["gpus"]
+    if knob == "micro_batch_size":
+        return p["workload"]["micro_batch_size"]
+    return p.get("max_staleness") if MODE_TABLE[r["mode"]].async_training else None
+
+
+def config_gains(best: dict[str, Any], rows: list[dict[str, Any]], config: Plan) -> dict[str, Any]:
+    """What the chosen plan gains over the user's config: per knob the search moved away from the
+    config's value, the chosen row against the same row with that knob at the config's value; and
+    the chosen plan against the config's own mode and split with all its own values, when swept."""
+    own = {"envs_per_gpu": config.workload.total_num_envs // config.cluster.gpus,
+           "micro_batch_size": config.workload.micro_batch_size,
+           "max_staleness": config.max_staleness if config.mechanisms.async_training else None}
+    ok = [r for r in rows if r["status"] == "ok" and r["gpus"] == best["gpus"]]
+    same = ("mode", "allocation_ratio", "pipeline_stage_num", "b_max", "t_max_s")
+    out: dict[str, Any] = {"knobs": []}
+    thr = best["throughput_env_steps_per_s"]
+    for knob, name in KNOBS:
+        mine = _knob_value(best, knob)
+        if mine is None or own[knob] is None or mine == own[knob]:
+            continue
+        twin = next((r for r in ok if all(r[k] == best[k] for k in same) and _knob_value(r, knob) == own[knob]
+                     and all(_knob_value(r, k) == _knob_value(best, k) for k, _ in KNOBS if k != knob)), None)
+        out["knobs"].append({"knob": knob, "name": name, "config": own[knob], "chosen": mine,
+                             "gain_pct": None if twin is None else 100 * (thr / twin["throughput_env_steps_per_s"] - 1)})
+    mode, ratio = config.mode, config.allocation_ratio
+    base = next((r for r in ok if r["mode"] == mode and r["allocation_ratio"] == ratio
+                 and r["pipeline_stage_num"] == config.pipeline_stage_num
+                 and all(_knob_value(r, k) == own[k] for k, _ in KNOBS)), None)
+    if base is not None and base is not best:
+        out["over_config"] = {"mode": mode, "allocation_ratio": ratio,
+                              "throughput_env_steps_per_s": base["throughput_env_steps_per_s"],
+                              "gain_pct": 100 * (thr / base["throughput_env_steps_per_s"] - 1)}
+    return out
+
+
+def parse_sample_efficiency(items: Collection[str] | dict[str, float]) -> dict[str, float]:
+    """``--sample-efficiency MODE=FACTOR`` (repeatable): the env steps a mode needs per env step
+    of a synchronous run to reach the same success (stated by the user: the model predicts speed,
+    not learning), a finite number > 0."""
+    if isinstance(items, dict):
+        items = [f"{m}={f}" for m, f in items.items()]
+    out: dict[str, float] = {}
+    for item in items:
+        mode, sep, text = str(item).partition("=")
+        mode = mode.strip()
+        if not sep or mode not in MODE_TABLE:
+            fail("--sample-efficiency", f"must be MODE=FACTOR with MODE one of {', '.join(MODE_TABLE)}; got {item!r}")
+        try:
+            factor = float(text)
+        except ValueError:
+            factor = float("nan")
+        if not (factor > 0 and math.isfinite(factor)):
+            fail("--sample-efficiency", f"{mode}: FACTOR must be a finite number > 0 (env steps per synchronous env "
+                                        f"step, e.g. 1.2), got {text!r}")
+        out[mode] = factor
+    return out
+
+
+def algorithm_change(config: Plan, chosen: Plan) -> str | None:
+    """What the chosen plan changes in the RL algorithm of the user's config (synchronous PPO or
+    GRPO -> decoupled with a staleness bound, or another bound), or None."""
+    was, now = config.mechanisms.async_training, chosen.mechanisms.async_training
+    algo = chosen.workload.algorithm.upper()
+    loss = "decoupled_actor_critic" if chosen.workload.algorithm == "ppo" else "decoupled_actor"
+    if now and not was:
+        return (f"your config trains synchronous {algo}; this plan trains asynchronously ({loss}, "
+                f"staleness_threshold {chosen.max_staleness}: rollouts may use a policy up to {chosen.max_staleness} "
+                "version(s) old), which can change the env steps needed to reach a success rate")
+    if was and not now:
+        return f"your config trains asynchronously (staleness {config.max_staleness}); this plan trains synchronous {algo}"
+    if now and was and chosen.max_staleness != config.max_staleness:
+        return f"staleness_threshold {config.max_staleness} -> {chosen.max_staleness}"
+    return None
+
+
 def emit_rlinf(answer: PlanAnswer) -> str:
-    """The chosen plan as an RLinf config fragment (YAML to paste), the choice in its header."""
+    """The chosen plan as an RLinf config fragment (YAML to paste), the choice in its header, and
+    first of all any change of the RL algorithm and what the moved knobs gain."""
     import textwrap
 
     from perfmodel.rlinf.emit import emit_yaml
     from perfmodel.schema.profile import load_profile
 
-    header = "\n".join(textwrap.wrap(answer.choice["explanation"], 100))
+    lines = []
+    if answer.summary.get("algorithm_change"):
+        lines += textwrap.wrap("ALGORITHM CHANGE: " + answer.summary["algorithm_change"] + ".", 100)
+    gains = [g for g in plan_lines(answer.summary) if g.startswith("Over your config")]
+    lines += [w for g in gains for w in textwrap.wrap(g, 100)]
+    header = "\n".join(lines + textwrap.wrap(answer.choice["explanation"], 100))
     return emit_yaml(answer.plan, load_profile(answer.plan.profile).backbone, header)
 
 
@@ -164,8 +298,9 @@ def plan_table(summary: dict[str, Any]) -> list[list[str]]:
 
     price = any(r.get("env_steps_per_dollar") for r in summary.get("top_candidates") or [])
     time = summary.get("goal") is not None
-    head = ["#", "mode", "gpus", "rollout:actor", "stages", "b_max", "t_max s", "staleness", "env steps/s",
-            "90% interval", "env steps/GPU-h"] + (["$/M env steps"] if price else []) + (
+    workload = any("envs_per_gpu" in r or "micro_batch_size" in r for r in summary.get("top_candidates") or [])
+    head = ["#", "mode", "gpus", "rollout:actor", "stages", "b_max", "t_max s", "staleness"] + (
+        ["envs/GPU", "micro"] if workload else []) + ["env steps/s", "90% interval", "env steps/GPU-h"] + (["$/M env steps"] if price else []) + (
         ["h to target"] if time else []) + ["bottleneck", "marks"]
     rows = [head]
     for r in summary.get("top_candidates") or []:
@@ -174,11 +309,12 @@ def plan_table(summary: dict[str, Any]) -> list[list[str]]:
                _knob(r["b_max"], m.dynamic_batching, lambda v: "worker" if v is None else str(v)),
                _knob(r["t_max_s"], m.dynamic_batching, lambda v: f"{v:g}"),
                _knob(r.get("max_staleness"), m.async_training, lambda v: "-" if v is None else str(v)),
+               *([str(r["total_num_envs"] // r["gpus"]), str(r.get("micro_batch_size") or "config")] if workload else []),
                f"{r['throughput_env_steps_per_s']:.1f}", _interval(r), f"{r['env_steps_per_gpu_hour']:.0f}"]
         if price:
             row.append(f"{1e6 / r['env_steps_per_dollar']:.2f}" if r.get("env_steps_per_dollar") else "-")
         if time:
-            row.append(f"{summary['goal']['target_env_steps'] / r['throughput_env_steps_per_s'] / 3600:.2f}")
+            row.append(f"{summary['goal']['target_env_steps'] * r.get('env_steps_factor', 1.0) / r['throughput_env_steps_per_s'] / 3600:.2f}")
         rows.append(row + [r["bottleneck"], _marks(r)])
     return rows
 
@@ -229,6 +365,17 @@ def plan_lines(summary: dict[str, Any]) -> list[str]:
     elif margin and not margin["resolvable"]:
         lines.append(f"The runner-up ({runner['mode']}) is within the model's residual error "
                      f"({margin['model_error_pct']:.1f}%): the model cannot tell the two apart.")
+    gains = summary.get("config_gains") or {}
+    moved = [f"{k['name']} {k['config']} -> {k['chosen']}"
+             + (f" ({k['gain_pct']:+.1f}% env steps/s, the rest as chosen)" if k["gain_pct"] is not None else "")
+             for k in gains.get("knobs") or []]
+    if moved:
+        lines.append("Over your config's values: " + "; ".join(moved) + ".")
+    if gains.get("over_config"):
+        o = gains["over_config"]
+        lines.append(f"Over your config as written ({o['mode']}" + (f" {o['allocation_ratio']}" if o["allocation_ratio"]
+                                                                    else "")
+                     + f", {o['throughput_env_steps_per_s']:.1f} env steps/s on these GPUs): {o['gain_pct']:+.1f}%.")
     colocated, over = summary.get("colocated"), summary.get("colocated_ratio")
     if colocated is not None and best["mode"] != "colocated":
         lines.append(f"Over colocated on the same {best['gpus']} GPUs: {best['gain_over_colocated_pct']:+.1f}%"
@@ -274,7 +421,7 @@ def format_plan(summary: dict[str, Any]) -> str:
              + ":")
     rows = plan_table(summary)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    numeric = {"#", "gpus", "stages", "env steps/s", "env steps/GPU-h", "$/M env steps", "h to target"}
+    numeric = {"#", "gpus", "stages", "envs/GPU", "env steps/s", "env steps/GPU-h", "$/M env steps", "h to target"}
     table = ["  ".join(c.rjust(w) if h in numeric else c.ljust(w) for c, w, h in zip(r, widths, rows[0])).rstrip()
              for r in rows]
     return "\n".join([title, *table, "", *plan_lines(summary)])

@@ -83,7 +83,8 @@ def sweep_profile(doc: dict[str, Any], sweep_path: str):
     return None, f"the sweep's profile {ref!r} cannot be loaded here ({why}): no ratio intervals"
 
 
-def rlinf_base(rlinf_config, backbone, profile_path, gpu, pipeline_stages, modes=None, say: Say | None = None):
+def rlinf_base(rlinf_config, backbone, profile_path, gpu, pipeline_stages, modes=None, say: Say | None = None,
+               node: dict[str, Any] | None = None):
     """(profile ref, base plan dict, pipeline stages) for a sweep over an RLinf config; one of
     ``--modes`` stands for a config whose own mode vlaperf cannot name."""
     check_gpu(gpu)
@@ -92,7 +93,7 @@ def rlinf_base(rlinf_config, backbone, profile_path, gpu, pipeline_stages, modes
     from perfmodel.rlinf.importer import UnnamedModeError
 
     try:
-        im = load_rlinf_config(rlinf_config, backbone, profile_path, gpu, say=say)
+        im = load_rlinf_config(rlinf_config, backbone, profile_path, gpu, say=say, node=node)
     except UnnamedModeError as e:
         # The sweep sets each row's mode anyway: one of --modes stands for the config, the first
         # that keeps its placement (shared or disjoint GPUs), else the first.
@@ -104,7 +105,7 @@ def rlinf_base(rlinf_config, backbone, profile_path, gpu, pipeline_stages, modes
             raise
         check_modes(listed)
         same = [m for m in listed if MODE_TABLE[m].disaggregated == e.disaggregated]
-        im = load_rlinf_config(rlinf_config, backbone, profile_path, gpu, (same or listed)[0], say)
+        im = load_rlinf_config(rlinf_config, backbone, profile_path, gpu, (same or listed)[0], say, node)
     stages = pipeline_stages if pipeline_stages is not None else str(im.plan.pipeline_stage_num)
     ref = im.plan.profile  # a bundled name, or a file: absolute, as _cp_ref makes it
     if Path(ref).is_file():
@@ -127,13 +128,58 @@ def parse_lists(modes, ratios, pipeline_stages, b_max, t_max) -> dict[str, tuple
             for (field, option, kind, allowed), text in zip(LIST_OPTIONS, texts)}
 
 
+def staleness_values(staleness) -> tuple[int, ...] | None:
+    """``--staleness``: one integer (an int from a Python caller) or a comma-separated list."""
+    if staleness is None:
+        return None
+    if isinstance(staleness, int) and not isinstance(staleness, bool):
+        return (staleness,)
+    return parse_list("--staleness", staleness, int, "integers >= 0")
+
+
+# Envs per GPU the planner tries above a config's own when --envs-per-gpu is not given: the own
+# count times these, up to MAX_ENVS_PER_CORE per CPU core of a GPU's share of the node (the
+# published setup runs 3: 48 envs per GPU on 16 cores); node RAM and GPU memory then drop what
+# does not fit (rows "envs do not fit node RAM").
+ENV_MULTIPLES = (1, 2, 4, 6)
+MAX_ENVS_PER_CORE = 4
+
+
+def envs_candidates(base_plan: dict[str, Any] | None, node: dict[str, Any] | None = None) -> tuple[int, ...] | None:
+    """The envs per GPU ``plan`` searches for an RLinf config (its own count first), or None
+    (no config: the published setup's own count only)."""
+    if base_plan is None:
+        return None
+    plan = Plan.from_dict(base_plan, "base plan")
+    own = plan.workload.total_num_envs / plan.cluster.gpus
+    if not float(own).is_integer():
+        return None
+    own = int(own)
+    cap = MAX_ENVS_PER_CORE * plan.cluster.cpu_cores_per_gpu
+    return tuple(dict.fromkeys([own] + [own * k for k in ENV_MULTIPLES if own * k <= cap]))
+
+
 def sweep_spec(profile_ref, modes, gpus, ratios, pipeline_stages, b_max, t_max, price, replications, seed,
-             staleness, base_plan=None, gpu=None, scale_global_batch=False):
+             staleness, base_plan=None, gpu=None, scale_global_batch=False, node=None, envs_per_gpu=None,
+             micro_batch_sizes=None):
+    """The SweepSpec of the options (lists as comma-separated text; ``envs_per_gpu`` may also be
+    a tuple the caller chose, e.g. ``envs_candidates``)."""
     from perfmodel.planning.sweep import SweepSpec
 
+    stale = staleness_values(staleness)
     kw: dict[str, Any] = {"profile_ref": profile_ref, "gpu_hour_price": price, "replications": replications,
-                          "seed": seed, "max_staleness": staleness, "base_plan": base_plan, "gpu": gpu,
-                          "scale_global_batch": scale_global_batch}
+                          "seed": seed, "max_staleness": stale[0] if stale and len(stale) == 1 else None,
+                          "base_plan": base_plan, "gpu": gpu,
+                          "scale_global_batch": scale_global_batch, "node": node or None}
+    if stale and len(stale) > 1:
+        kw["staleness"] = stale
+    envs = envs_per_gpu if isinstance(envs_per_gpu, tuple) else parse_list("--envs-per-gpu", envs_per_gpu, int,
+                                                                          "integers >= 1")
+    micro = parse_list("--micro-batch-sizes", micro_batch_sizes, int, "integers >= 1")
+    if envs:
+        kw["envs_per_gpu"] = envs
+    if micro:
+        kw["micro_batch_sizes"] = micro
     lists = {**parse_lists(modes, ratios, pipeline_stages, b_max, t_max), "gpus": gpus}
     kw.update({k: v for k, v in lists.items() if v is not None})
     spec = SweepSpec(**kw)
@@ -170,6 +216,11 @@ def sweep_rows(sweep_path, backbone, profile_path, modes, ratios, pipeline_stage
                            "leave it out or sweep again")
     if given("scale_global_batch") and bool(spec.get("scale_global_batch")) != scale_global_batch:
         fail("--scale-global-batch", f"contradicts --sweep {sweep_path}, swept without it; leave it out or sweep again")
+    stale = staleness_values(staleness)
+    if stale is not None and len(stale) > 1:
+        fail("--staleness", f"takes one value with --sweep {sweep_path} (a saved sweep is chosen from as it is); "
+                            "sweep again with the list")
+    staleness = stale[0] if stale else None
     for name, option, value in (("staleness", "--staleness", staleness), ("replications", "--replications",
                                                                           replications), ("seed", "--seed", seed)):
         key = "max_staleness" if name == "staleness" else name

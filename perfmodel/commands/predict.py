@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfmodel.commands.common import (BACKBONE_NAMES, Say, check_backbone, check_gpu, check_price,
-                                       check_replications, check_seed, fail, load_rlinf_config, one_of, to_stderr)
+                                       check_replications, check_seed, fail, load_rlinf_config, node_options, one_of,
+                                       to_stderr)
 from perfmodel.schema.errors import ConfigError
 from perfmodel.calibration.structural import note as structural_note
 from perfmodel.schema.modes import MODES
@@ -24,11 +25,12 @@ OPTION_OF_FIELD = {"plan.max_staleness": ("max_staleness", "--staleness"), "plan
 def resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, ratio: str | None,
                  plan_path: str | None, profile_path: str | None, knobs: dict[str, Any],
                  rlinf_config: str | None = None, gpu: str | None = None, imported: list | None = None,
-                 say: Say | None = None):
-    """``_resolve_plan``, with an error about a plan field that an option set naming the option."""
+                 say: Say | None = None, node: dict[str, Any] | None = None):
+    """``_resolve_plan``, with an error about a plan field that an option set naming the option.
+    ``node``: the node options given (commands.common.node_options)."""
     try:
         return _resolve_plan(mode, gpus, backbone, ratio, plan_path, profile_path, knobs, rlinf_config, gpu,
-                             imported, say)
+                             imported, say, node or {})
     except ConfigError as e:
         knob, option = OPTION_OF_FIELD.get(e.field, (None, None))
         if knob is not None and knobs.get(knob) is not None:
@@ -39,12 +41,13 @@ def resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, ratio
 def _resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, ratio: str | None,
                  plan_path: str | None, profile_path: str | None, knobs: dict[str, Any],
                  rlinf_config: str | None = None, gpu: str | None = None, imported: list | None = None,
-                 say: Say | None = None):
+                 say: Say | None = None, node: dict[str, Any] | None = None):
     """The plan and profile of a prediction, from a plan file or an RLinf config and/or options
     (options win). ``imported`` receives the RLinf import (its warnings) when there is one."""
     from perfmodel.schema.profile import load_profile
     from perfmodel.calibration.reference import complete_cluster, published_plan
     from perfmodel.gpu import cluster_on
+    from perfmodel.schema.node import with_node
 
     check_gpu(gpu)
     for option, path in (("--plan", plan_path), ("--profile", profile_path), ("--rlinf-config", rlinf_config)):
@@ -53,7 +56,7 @@ def _resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, rati
     if rlinf_config is not None:
         if plan_path is not None:
             fail("--rlinf-config", "give either --plan or --rlinf-config, not both")
-        im = load_rlinf_config(rlinf_config, backbone, profile_path, gpu, mode, say)
+        im = load_rlinf_config(rlinf_config, backbone, profile_path, gpu, mode, say, node)
         if imported is not None:
             imported.append(im)
         base = im.plan
@@ -101,6 +104,9 @@ def _resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, rati
         plan = published_plan(profile, mode, gpus, ratio, **{k: v for k, v in knobs.items() if v is not None})
         if gpu is not None:
             plan = plan.with_(cluster=cluster_on(plan.cluster, gpu))
+        if node:
+            plan = plan.with_(cluster=with_node(plan.cluster, node))
+            plan.check()
         return plan, profile
     changes: dict[str, Any] = {"mode": mode, "profile": profile.name if profile_path is None else profile_path}
     if gpus is not None:
@@ -117,6 +123,8 @@ def _resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, rati
     plan = base.with_(**changes)
     if gpu is not None:
         plan = plan.with_(cluster=cluster_on(plan.cluster, gpu))
+    if node:
+        plan = plan.with_(cluster=with_node(plan.cluster, node))
     plan.check()
     return plan, profile
 
@@ -142,7 +150,9 @@ def predict(mode: str | None = None, gpus: int | None = None, *, backbone: str |
             pipeline_stage_num: int | None = None, b_max: int | None = None, t_max_s: float | None = None,
             max_staleness: int | None = None, replications: int = 1, seed: int = 0, trace: str | None = None,
             rlinf_config: str | None = None, gpu: str | None = None, price: float | None = None,
-            interval: bool = True, scale_global_batch: bool = False, say: Say | None = None) -> PredictAnswer:
+            interval: bool = True, scale_global_batch: bool = False, say: Say | None = None,
+            cpu_cores_per_node: int | None = None, gpus_per_node: int | None = None, nic_gbps: float | None = None,
+            node_ram_gb: float | None = None) -> PredictAnswer:
     """Predict one plan (``perfmodel predict``'s options, by name). ``say`` receives the stderr
     lines (default: stderr). Bad input raises ConfigError naming the option."""
     from perfmodel.cliutil import check_outputs_apart, check_writable
@@ -154,7 +164,8 @@ def predict(mode: str | None = None, gpus: int | None = None, *, backbone: str |
     plan, profile = resolve_plan(mode, gpus, backbone, ratio, plan_path, profile_path,
                                  {"pipeline_stage_num": pipeline_stage_num, "b_max": b_max,
                                   "t_max_s": t_max_s, "max_staleness": max_staleness},
-                                 rlinf_config=rlinf_config, gpu=gpu, imported=imported, say=say)
+                                 rlinf_config=rlinf_config, gpu=gpu, imported=imported, say=say,
+                                 node=node_options(cpu_cores_per_node, gpus_per_node, nic_gbps, node_ram_gb))
     if scale_global_batch:
         scaled = plan.with_whole_global_batch()
         if scaled is not plan:
@@ -186,6 +197,12 @@ def predict(mode: str | None = None, gpus: int | None = None, *, backbone: str |
     notes = list(unused)
     if imported:
         out["rlinf_import"] = imported[0].to_dict()
+        ext = out.get("extrapolation") or {}
+        if imported[0].denoising_steps and "beyond_calibrated_workload" in ext:
+            config_steps, profiled = imported[0].denoising_steps
+            ext["beyond_calibrated_workload"].append("denoising_steps")
+            ext["workload"]["denoising_steps"] = config_steps
+            ext["calibrated_workload"]["denoising_steps"] = profiled
         notes += [f"{rlinf_config}: {w}" for w in imported[0].warnings]
     return PredictAnswer(out, notes)
 
@@ -258,6 +275,11 @@ def interval_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("warning", f"extrapolation: no published throughput calibrates {p['backbone']}: shared parameters "
                                 "from the calibration, GPU costs from its shapes, its MFUs and host work bracketed over "
                                 "the calibrated backbones' (docs/backbones.md)"))
+    if ext and ext.get("beyond_calibrated_workload"):
+        cal = ext["calibrated_workload"]
+        rows.append(("warning", "extrapolation: workload beyond the calibrated one: "
+                                + ", ".join(f"{f} {v:g} (calibrated {cal[f]:g})" for f, v in ext["workload"].items())
+                                + "; the interval is not widened for it (docs/metrics.md: Beyond the calibrated workload)"))
     if ext and ext.get("beyond_calibrated_gpu_type"):
         other = (iv or {}).get("gpu_type_other_end")
         rows.append(("warning", f"extrapolation: costs calibrated on {ext['calibrated_gpu_type']} are carried to "

@@ -6,17 +6,20 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable
 
-from perfmodel.commands.common import Say, fail
+from perfmodel.commands.common import Say, fail, node_options
 from perfmodel.commands.planning import check_common, load_profile_of, parse_list, profile_ref, rlinf_base, sweep_spec
 
 
 def sweep(gpus: str | None = None, *, backbone: str | None = None, profile_path: str | None = None,
           modes: str | None = None, ratios: str | None = None, pipeline_stages: str | None = None,
-          b_max: str | None = None, t_max: str | None = None, staleness: int | None = None,
+          b_max: str | None = None, t_max: str | None = None, staleness: int | str | None = None,
           price: float | None = None, replications: int = 1, seed: int = 0, jobs: int | None = None,
           rlinf_config: str | None = None, gpu: str | None = None, scale_global_batch: bool = False,
           out: str | None = None, csv_out: str | None = None, address: str | None = None, interval: bool = True,
-          progress: Callable[[int, int], None] | None = None, say: Say | None = None) -> dict[str, Any]:
+          progress: Callable[[int, int], None] | None = None, say: Say | None = None,
+          cpu_cores_per_node: int | None = None, gpus_per_node: int | None = None,
+          nic_gbps: float | None = None, node_ram_gb: float | None = None, envs_per_gpu: str | None = None,
+          micro_batch_sizes: str | None = None) -> dict[str, Any]:
     """The sweep document (``perfmodel sweep --json``; the list options are comma-separated text
     as on the command line), written to ``out`` (JSON) and ``csv_out`` when given."""
     from perfmodel.cliutil import check_outputs_apart, check_writable
@@ -28,9 +31,12 @@ def sweep(gpus: str | None = None, *, backbone: str | None = None, profile_path:
     check_outputs_apart({"--profile": profile_path, "--rlinf-config": rlinf_config}, {"--out": out, "--csv": csv_out})
     check_writable("--out", out)
     check_writable("--csv", csv_out)
-    ref, base, pipeline_stages, _ = rlinf_base(rlinf_config, backbone, profile_path, gpu, pipeline_stages, modes, say)
+    node = node_options(cpu_cores_per_node, gpus_per_node, nic_gbps, node_ram_gb)
+    ref, base, pipeline_stages, _ = rlinf_base(rlinf_config, backbone, profile_path, gpu, pipeline_stages, modes, say,
+                                               node)
     spec = sweep_spec(ref or profile_ref(backbone, profile_path), modes, counts, ratios, pipeline_stages, b_max, t_max,
-                      price, replications, seed, staleness, base, gpu, scale_global_batch)
+                      price, replications, seed, staleness, base, gpu, scale_global_batch, node, envs_per_gpu,
+                      micro_batch_sizes)
     if not interval:
         spec = replace(spec, intervals=False)
     _, profile = load_profile_of(None, ref) if ref else load_profile_of(backbone, profile_path)

@@ -31,13 +31,15 @@ def _budget_ok(r: dict[str, Any], gpus: int, objective: str) -> bool:
 
 
 def hours_to(r: dict[str, Any], env_steps: float) -> float:
-    """Wall-clock hours for a plan to run ``env_steps`` env steps at its predicted throughput."""
-    return env_steps / r["throughput_env_steps_per_s"] / 3600.0
+    """Wall-clock hours for a plan to run ``env_steps`` env steps at its predicted throughput, times
+    the env steps its mode needs per env step of a synchronous run (``env_steps_factor``, set by
+    ``--sample-efficiency``; 1 unless stated)."""
+    return env_steps * r.get("env_steps_factor", 1.0) / r["throughput_env_steps_per_s"] / 3600.0
 
 
 def time_and_money(r: dict[str, Any], env_steps: float, price: float | None) -> dict[str, Any]:
     hours = hours_to(r, env_steps)
-    out = {"env_steps": env_steps, "hours": hours, "gpu_hours": hours * r["gpus"]}
+    out = {"env_steps": env_steps * r.get("env_steps_factor", 1.0), "hours": hours, "gpu_hours": hours * r["gpus"]}
     out["dollars"] = out["gpu_hours"] * price if price else None
     return out
 
@@ -46,7 +48,9 @@ def objective_key(objective: str):
     if objective == "throughput":
         return lambda r: (r["throughput_env_steps_per_s"], -r["index"])
     if objective in ("cost", "time"):  # fewest GPU-hours per env step = most env steps per GPU-hour
-        return lambda r: (r["env_steps_per_gpu_hour"], r["throughput_env_steps_per_s"], -r["index"])
+        # (per env step a synchronous run would need: --sample-efficiency's factor, 1 unless stated)
+        return lambda r: (r["env_steps_per_gpu_hour"] / r.get("env_steps_factor", 1.0), r["throughput_env_steps_per_s"],
+                          -r["index"])
     raise ConfigError("--objective", f"must be one of {', '.join(OBJECTIVES)}; got {objective!r}")
 
 
@@ -64,7 +68,23 @@ def candidates(rows: list[dict[str, Any]], gpus: int, objective: str,
     # as in the sweep's own summary, not to the float rounding.
     lead = leader(ranked, ("throughput_env_steps_per_s",) if objective == "throughput"
                   else ("env_steps_per_gpu_hour", "throughput_env_steps_per_s"))
+    lead = simplest_within_model_error(lead, ranked, objective)
     return [lead] + [r for r in ranked if r is not lead]
+
+
+def simplest_within_model_error(lead: dict[str, Any], ranked: list[dict[str, Any]], objective: str) -> dict[str, Any]:
+    """The best row of the simplest mode (``MODES`` order: fewer mechanisms, stock RLinf before
+    the fork) whose gap to ``lead`` on the objective's measure is within the model's residual
+    error (``runner_up_margin``: not resolvable), else ``lead``: the model cannot say the more
+    complex mode is faster, and the simpler one changes less (issue 32)."""
+    from perfmodel.schema.modes import MODES
+
+    for mode in MODES[:MODES.index(lead["mode"])]:
+        first = next((r for r in ranked if r["mode"] == mode), None)
+        m = runner_up_margin(lead, first, objective) if first is not None else None
+        if m is not None and m["model_error_pct"] is not None and not m["resolvable"]:
+            return first
+    return lead
 
 
 def check_target(objective: str, target: tuple[float, float] | None) -> None:
@@ -79,12 +99,22 @@ def check_target(objective: str, target: tuple[float, float] | None) -> None:
 
 
 def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
-           target: tuple[float, float] | None = None, profile: Profile | None = None) -> dict[str, Any]:
+           target: tuple[float, float] | None = None, profile: Profile | None = None,
+           sample_efficiency: dict[str, float] | None = None) -> dict[str, Any]:
     """The best row for ``gpus`` under ``objective``, the runner-up (the best row of another
     mode, or the second-best row when only one mode is feasible) and the explanation. With the
     sweep's ``profile``, also the interval of the best's throughput over the runner-up's
-    (``runner_up_ratio``): whether the model can order the two at all."""
+    (``runner_up_ratio``): whether the model can order the two at all. ``sample_efficiency``:
+    mode -> env steps it needs per env step of a synchronous run to reach the same success
+    (``--sample-efficiency``): the cost and time objectives rank, and time and money to the
+    target count, env steps times it."""
     objective_key(objective)
+    for r in doc["rows"]:
+        f = (sample_efficiency or {}).get(r["mode"])
+        if f is not None:
+            r["env_steps_factor"] = f
+        else:
+            r.pop("env_steps_factor", None)
     check_target(objective, target)
     cands = candidates(doc["rows"], gpus, objective, target)
     if not cands and objective == "time":
@@ -134,6 +164,12 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
         margin["tied_modes"] = [best["mode"], runner["mode"], *also]
     explanation = explain(best, runner, colocated[0] if colocated else None, objective, gpus, price, len(cands),
                           margin, ratio, over_colocated)
+    top = max(cands, key=objective_key(objective))
+    m = runner_up_margin(best, top, objective) if top is not best and top["mode"] != best["mode"] else None
+    if m is not None and not m["tie"] and m["model_error_pct"] is not None:
+        explanation += (f" {best['mode']} is chosen over {top['mode']}, which predicts {m['gap_pct']:.1f}% more "
+                        f"{m['measure']}, less than the model's residual error ({m['model_error_pct']:.1f}%): the "
+                        "model cannot tell them apart, and the simpler mode changes less.")
     if goal is not None:
         explanation = _time_sentence(goal, best, runner) + " " + explanation
     not_run: dict[str, int] = {}
@@ -397,15 +433,16 @@ def planning_spec(base: SweepSpec, gpus: int, objective: str) -> SweepSpec:
 
 
 def plan_best(base: SweepSpec, profile: Profile, gpus: int, objective: str = "throughput", *,
-              jobs: int | None = None, progress=None, target: tuple[float, float] | None = None
-              ) -> tuple[dict[str, Any], dict[str, Any]]:
+              jobs: int | None = None, progress=None, target: tuple[float, float] | None = None,
+              sample_efficiency: dict[str, float] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Sweep what ``gpus`` and ``objective`` allow and choose; returns (choice, sweep doc)."""
     if gpus < 1:
         raise ConfigError("--gpus", f"must be an integer >= 1, got {gpus}")
     objective_key(objective)
     check_target(objective, target)
     doc = run_sweep(planning_spec(base, gpus, objective), profile, jobs=jobs, progress=progress)
-    return choose(doc, gpus, objective, target, profile=profile if base.intervals else None), doc
+    return choose(doc, gpus, objective, target, profile=profile if base.intervals else None,
+                  sample_efficiency=sample_efficiency), doc
 
 
 def chosen_plan(choice: dict[str, Any]) -> Plan:

@@ -91,6 +91,15 @@ class SweepSpec:
     # instead of keeping the workload's at every GPU count (the published setup; RLinf refuses
     # a split that is not whole, and the planner warns).
     scale_global_batch: bool = False
+    # The node's shape where the user gave it (perfmodel/schema/node.py: CPU cores, GPUs, NIC
+    # bandwidth per GPU, host RAM), over the profile's node; None or {} = the profile's.
+    node: dict[str, Any] | None = None
+    # Workload axes (issue 32): envs per GPU (None = the base plan's), micro_batch_size (None = the
+    # base's; a value that does not divide the global batch is an infeasible row), and staleness
+    # bounds for the asynchronous modes (None = ``max_staleness`` above).
+    envs_per_gpu: tuple[int | None, ...] = (None,)
+    micro_batch_sizes: tuple[int | None, ...] = (None,)
+    staleness: tuple[int | None, ...] = (None,)
 
     def check(self) -> None:
         check_modes(self.modes)
@@ -116,6 +125,12 @@ class SweepSpec:
             raise ConfigError("--replications", f"must be an integer >= 1, got {self.replications}")
         if self.max_staleness is not None and not 0 <= self.max_staleness <= MAX_STALENESS:
             raise ConfigError("--staleness", f"must be an integer in 0..{MAX_STALENESS}, got {self.max_staleness}")
+        for option, values, low, high in (("--envs-per-gpu", self.envs_per_gpu, 1, 100_000),
+                                          ("--micro-batch-sizes", self.micro_batch_sizes, 1, 10**8),
+                                          ("--staleness", self.staleness, 0, MAX_STALENESS)):
+            if not values or any(v is not None and not low <= v <= high for v in values):
+                raise ConfigError(option, f"must be a comma-separated list of integers in {low}..{high}, "
+                                          f"got {list(values)}")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -131,6 +146,15 @@ class Combo:
     pipeline_stage_num: int
     b_max: int | None
     t_max_s: float
+    envs_per_gpu: int | None = None  # None: the base plan's (SweepSpec.envs_per_gpu)
+    micro_batch_size: int | None = None
+    max_staleness: int | None = None
+
+    @property
+    def configuration(self) -> tuple:
+        """What a scaling efficiency compares across GPU counts: everything but the count."""
+        return (self.mode, self.allocation_ratio, self.pipeline_stage_num, self.b_max, self.t_max_s,
+                self.envs_per_gpu, self.micro_batch_size, self.max_staleness)
 
 
 def splitting_ratios(gpus: int, max_parts: int = ALL_RATIOS_MAX_PARTS) -> list[str]:
@@ -157,10 +181,14 @@ def combinations(spec: SweepSpec) -> list[Combo]:
             dynamic = MODE_TABLE[mode].dynamic_batching
             batching = ([(b, t) for b in dict.fromkeys(spec.b_max) for t in dict.fromkeys(spec.t_max_s)]
                         if dynamic else [(None, DEFAULT_T_MAX_S)])
+            stale = dict.fromkeys(spec.staleness) if MODE_TABLE[mode].async_training else [None]
             for ratio in ratios:
                 for p in dict.fromkeys(spec.pipeline_stages):
                     for b, t in batching:
-                        out.append(Combo(len(out), mode, g, ratio, p, b, float(t)))
+                        for e in dict.fromkeys(spec.envs_per_gpu):
+                            for mb in dict.fromkeys(spec.micro_batch_sizes):
+                                for st in stale:
+                                    out.append(Combo(len(out), mode, g, ratio, p, b, float(t), e, mb, st))
     return out
 
 
@@ -172,15 +200,60 @@ def _category(err: ConfigError) -> str:
         return "envs per worker do not divide into the pipeline stages"
     if f.endswith("total_num_envs"):
         return "envs do not divide over the env workers"
+    if f.endswith("micro_batch_size") or f.endswith("global_batch_size"):
+        return "micro-batch does not divide the global batch"
     return f
 
 
+# Envs rounded to a count that divides over the env workers (and their pipeline stages) when the
+# nearest such count is at most this far (relative) from the one asked for: a small repair, said
+# in the row's note, instead of an infeasible row (issue 32: 256 envs over 24 env workers -> 264).
+ENV_REPAIR_REL = 0.1
+
+
+def whole_envs(plan: Plan) -> tuple[Plan, str | None]:
+    """``plan`` with total_num_envs moved to the nearest count (ties: the smaller) within
+    ENV_REPAIR_REL that divides over its env workers and pipeline stages (and groups), and the
+    note saying so; unchanged (no note) when it divides already or no such count is near."""
+    from dataclasses import replace
+
+    w = plan.workload
+    try:
+        plan.check()
+        return plan, None
+    except ConfigError as e:
+        if not (e.field.endswith("total_num_envs") or e.field.endswith("pipeline_stage_num")):
+            raise
+        first = e
+    unit = plan.rollout_gpus * plan.pipeline_stage_num * w.group_size // math.gcd(plan.rollout_gpus * plan.pipeline_stage_num,
+                                                                                     w.group_size)
+    n = w.total_num_envs
+    for m in sorted({(n // unit) * unit, -(-n // unit) * unit}, key=lambda m: (abs(m - n), m)):
+        if m < unit or abs(m - n) > ENV_REPAIR_REL * n:
+            continue
+        fixed = plan.with_(workload=replace(w, total_num_envs=m))
+        try:
+            fixed.check()
+        except ConfigError:
+            continue
+        return fixed, (f"total_num_envs {n} -> {m}: {n} do not divide over {plan.rollout_gpus} env workers x "
+                       f"{plan.pipeline_stage_num} stage(s); {m} is the nearest count that does")
+    raise first
+
+
 def build_plan(spec: SweepSpec, profile: Profile, c: Combo) -> Plan:
+    return build_plan_noted(spec, profile, c)[0]
+
+
+def build_plan_noted(spec: SweepSpec, profile: Profile, c: Combo) -> tuple[Plan, str | None]:
+    """The combination's plan, and the note of a repair it needed (envs rounded: ``whole_envs``)."""
     from perfmodel.calibration.reference import published_plan
 
     knobs: dict[str, Any] = {"pipeline_stage_num": c.pipeline_stage_num, "b_max": c.b_max, "t_max_s": c.t_max_s}
     if spec.max_staleness is not None:
         knobs["max_staleness"] = spec.max_staleness
+    if c.max_staleness is not None:
+        knobs["max_staleness"] = c.max_staleness
     if spec.base_plan is None:
         plan = published_plan(profile, c.mode, c.gpus, c.allocation_ratio, **knobs)
     else:
@@ -193,14 +266,25 @@ def build_plan(spec: SweepSpec, profile: Profile, c: Combo) -> Plan:
         plan = base.with_(mode=c.mode, allocation_ratio=(c.allocation_ratio or "1:1") if disagg else None,
                           workload=base.workload.__class__(**{**base.workload.__dict__, "total_num_envs": int(envs)}),
                           cluster=base.cluster.__class__(**{**base.cluster.__dict__, "gpus": c.gpus}), **knobs)
-        plan.check()
     if spec.gpu is not None and spec.gpu != plan.cluster.gpu:
         from perfmodel.gpu import cluster_on
 
         plan = plan.with_(cluster=cluster_on(plan.cluster, spec.gpu))
+    if spec.node:
+        from perfmodel.schema.node import with_node
+
+        plan = plan.with_(cluster=with_node(plan.cluster, spec.node))
+    if c.envs_per_gpu is not None or c.micro_batch_size is not None:
+        from dataclasses import replace
+
+        w = plan.workload
+        plan = plan.with_(workload=replace(
+            w, total_num_envs=w.total_num_envs if c.envs_per_gpu is None else c.envs_per_gpu * c.gpus,
+            micro_batch_size=w.micro_batch_size if c.micro_batch_size is None else c.micro_batch_size))
+    plan, note = whole_envs(plan)
     if spec.scale_global_batch:
         plan = plan.with_whole_global_batch()
-    return plan.with_(profile=spec.profile_ref)
+    return plan.with_(profile=spec.profile_ref), note
 
 
 def evaluate(spec: SweepSpec, profile: Profile, c: Combo) -> dict[str, Any]:
@@ -211,10 +295,17 @@ def evaluate(spec: SweepSpec, profile: Profile, c: Combo) -> dict[str, Any]:
 
     row: dict[str, Any] = {"index": c.index, "mode": c.mode, "gpus": c.gpus, "allocation_ratio": c.allocation_ratio,
                            "pipeline_stage_num": c.pipeline_stage_num, "b_max": c.b_max, "t_max_s": c.t_max_s}
+    # the workload axes, only when swept (a sweep without them keeps its rows as they were)
+    for key, value in (("envs_per_gpu", c.envs_per_gpu), ("micro_batch_size", c.micro_batch_size),
+                       ("max_staleness", c.max_staleness)):
+        if value is not None:
+            row[key] = value
     try:
-        plan = build_plan(spec, profile, c)
+        plan, note = build_plan_noted(spec, profile, c)
     except ConfigError as e:
         return {**row, "status": "infeasible", "reason_kind": _category(e), "reason": str(e)}
+    if note:
+        row["note"] = note
     try:
         check_fits(plan, StageCosts(plan, profile))
     except ConfigError as e:
@@ -250,6 +341,11 @@ def evaluate(spec: SweepSpec, profile: Profile, c: Combo) -> dict[str, Any]:
     row["extrapolation"] = row["beyond_calibrated_scale"] or row["beyond_calibrated_gpu_type"]
     if ext.get("backbone_not_calibrated"):  # a profile from shapes (perfmodel.calibration.uncalibrated)
         row["backbone_not_calibrated"] = True
+    # whether `plan --emit rlinf` gives RLinf a config it accepts: the split whole, or made whole by
+    # a smaller micro-batch with the same global batch (costs.rlinf_batch_repair)
+    from perfmodel.costs import rlinf_batch_repair
+
+    row["rlinf_runs_as_emitted"] = rlinf_batch_repair(plan)[0] is not None
     return row
 
 
@@ -272,20 +368,26 @@ def _run_one(c: Combo) -> dict[str, Any]:
     return evaluate(_WORKER["spec"], _WORKER["profile"], c)
 
 
+def configuration(r: dict[str, Any]) -> tuple:
+    """A row's configuration (Combo.configuration): what its scaling efficiency compares across
+    GPU counts."""
+    return (r["mode"], r["allocation_ratio"], r["pipeline_stage_num"], r["b_max"], r["t_max_s"],
+            r.get("envs_per_gpu"), r.get("micro_batch_size"), r.get("max_staleness"))
+
+
 def derive(rows: list[dict[str, Any]], price: float | None) -> None:
     """Add scaling efficiency, gain over colocated and cost columns in place."""
     ok = [r for r in rows if r["status"] == "ok"]
     base: dict[tuple, dict[str, Any]] = {}
     for r in sorted(ok, key=lambda r: (r["gpus"], r["index"])):
-        key = (r["mode"], r["allocation_ratio"], r["pipeline_stage_num"], r["b_max"], r["t_max_s"])
-        base.setdefault(key, r)
+        base.setdefault(configuration(r), r)
     coloc: dict[int, float] = {}
     for r in ok:
         if r["mode"] == "colocated":
             coloc[r["gpus"]] = max(coloc.get(r["gpus"], 0.0), r["throughput_env_steps_per_s"])
     for r in ok:
         thr, n = r["throughput_env_steps_per_s"], r["gpus"]
-        b = base[(r["mode"], r["allocation_ratio"], r["pipeline_stage_num"], r["b_max"], r["t_max_s"])]
+        b = base[configuration(r)]
         r["scaling_baseline_gpus"] = b["gpus"]
         r["scaling_efficiency"] = (thr / n) / (b["throughput_env_steps_per_s"] / b["gpus"])
         c = coloc.get(n)
@@ -402,7 +504,10 @@ def _cost_order(combos: list[Combo]) -> list[Combo]:
     process records the worker once and replays it for the others (perfmodel.sim.workers)."""
     return sorted(combos, key=lambda c: (not MODE_TABLE[c.mode].dynamic_batching, MODES.index(c.mode),
                                          c.allocation_ratio or "", c.pipeline_stage_num,
-                                         -1 if c.b_max is None else c.b_max, c.t_max_s, c.gpus, c.index))
+                                         -1 if c.b_max is None else c.b_max, c.t_max_s,
+                                         -1 if c.envs_per_gpu is None else c.envs_per_gpu,
+                                         -1 if c.micro_batch_size is None else c.micro_batch_size,
+                                         -1 if c.max_staleness is None else c.max_staleness, c.gpus, c.index))
 
 
 def _chunks(combos: list[Combo], parts: int) -> list[list[Combo]]:
@@ -521,7 +626,8 @@ CSV_COLUMNS = ("index", "status", "mode", "gpus", "allocation_ratio", "rollout_g
                "throughput_ci95_high", "iteration_time_s", "bound_env_steps_per_s", "bottleneck",
                "scaling_efficiency", "scaling_baseline_gpus", "gain_over_colocated_pct",
                "env_steps_per_gpu_hour", "env_steps_per_dollar", "util_env_cpu", "util_rollout_gpu",
-               "util_actor_gpu", "util_gpu", "reason")
+               "util_actor_gpu", "util_gpu", "envs_per_gpu", "micro_batch_size", "max_staleness",
+               "rlinf_runs_as_emitted", "note", "reason")
 
 
 def csv_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -533,6 +639,11 @@ def csv_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
         res = (r.get("prediction") or {}).get("utilization", {}).get("resources", {})
         for k in ("env_cpu", "rollout_gpu", "actor_gpu", "gpu"):
             row[f"util_{k}"] = res.get(k)
+        p = r.get("plan")
+        if p:  # the workload knobs each row ran, swept or not
+            row["envs_per_gpu"] = p["workload"]["total_num_envs"] / p["cluster"]["gpus"]
+            row["micro_batch_size"] = p["workload"]["micro_batch_size"]
+            row["max_staleness"] = p.get("max_staleness") if MODE_TABLE[r["mode"]].async_training else None
         out.append({k: ("" if v is None else v) for k, v in row.items()})
     return out
 
@@ -604,6 +715,10 @@ def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
     lines.append("note: bottleneck = the resource that bounds the plan analytically; +wait = the simulation is "
                  f"over {100 * WAIT_BOUND_GAP:.0f}% below that bound with no resource {100 * WAIT_BUSY:.0f}% busy: "
                  "waiting (inference round trips, barriers, hand-offs) limits it, not that resource")
+    rounded = sum(1 for r in doc["rows"] if r["status"] == "ok" and r.get("note"))
+    if rounded:
+        lines.append(f"note: {rounded} row(s) run total_num_envs rounded to the nearest count that divides over their "
+                     f"env workers (within {100 * ENV_REPAIR_REL:.0f}%; each row's note, --json or --csv)")
     uneven = sum(not split_is_whole(r) for r in doc["rows"] if r["status"] == "ok")
     if uneven:
         lines.append(f"warning: {uneven} row(s) split workload.global_batch_size unevenly over their actor GPUs (not a "

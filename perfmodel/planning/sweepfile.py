@@ -24,7 +24,8 @@ STATUSES = ("ok", "infeasible", "error")
 # `plan --sweep` can say a file predates it (2: a plan on part of a node has that part of its cores
 # and RAM, 2026-12-04; 3: intervals beyond the calibrated scale hold the structural ensemble,
 # perfmodel.calibration.structural, 2026-12-04; 4: the ensemble holds the actor's trajectory
-# intake through the node-0 channel, 2026-12-05).
+# intake through the node-0 channel, asynchronous rollout's env groups start spread over a chunk
+# step, and envs that do not divide over the workers are rounded, issues 28 and 32, 2026-12-05).
 MODEL_REVISION = 4
 
 

@@ -37,7 +37,9 @@ class UnnamedModeError(ConfigError):
         self.disaggregated = disaggregated
 # vlaperf's own block: what RLinf's schema cannot say (the RL-VLA3 fork's dynamic batching and
 # streaming, the accelerator). RLinf ignores a top-level key it does not read.
-VLAPERF_KEYS = ("mode", "b_max", "t_max_s", "gpu", "profile", "placement_strategy", "allocation_ratio", "trained_part")
+VLAPERF_KEYS = ("mode", "b_max", "t_max_s", "gpu", "profile", "placement_strategy", "allocation_ratio", "trained_part",
+                # the node (perfmodel/schema/node.py): an RLinf config names nodes, not their shape
+                "cpu_cores_per_node", "gpus_per_node", "inter_node_bw_GBps", "node_ram_gb")
 # (algorithm.adv_type, algorithm.loss_type) -> the workload's algorithm.
 ALGORITHMS = {("gae", "actor_critic"): "ppo", ("gae", "decoupled_actor_critic"): "ppo",
               ("grpo", "actor"): "grpo", ("grpo", "decoupled_actor"): "grpo"}
@@ -67,6 +69,9 @@ class Imported:
     source: str
     warnings: list[str] = field(default_factory=list)
     config_gpus: int = 0  # GPUs in the config's cluster (num_nodes x GPUs per node)
+    assumed_node: str | None = None  # the node values neither the caller nor the vlaperf: block gave
+    # (the config's denoising steps, the profile's) where they differ: a workload beyond the calibration
+    denoising_steps: tuple[int, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.source, "backbone": self.backbone, "warnings": list(self.warnings)}
@@ -202,11 +207,12 @@ def _unread_async_keys(c: Composed) -> list[str]:
     return sorted(out)
 
 
-def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None, mode: str | None = None
-            ) -> Imported:
+def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None, mode: str | None = None,
+            node: dict[str, Any] | None = None) -> Imported:
     """Map a composed RLinf config onto a plan. ``profile_ref`` overrides the model -> profile
     mapping (a profile the user measured for this model); ``gpu`` the accelerator; ``mode`` the
-    mode the placement and async settings imply."""
+    mode the placement and async settings imply; ``node`` the node fields the caller gave
+    (perfmodel/schema/node.py; they override the ``vlaperf:`` block's)."""
     from perfmodel.calibration.reference import default_cluster
     from perfmodel.gpu import cluster_on
     from perfmodel.schema.profile import load_profile
@@ -260,6 +266,11 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     base_cluster = default_cluster(profile, 1)
     if gpu is not None:
         base_cluster = cluster_on(base_cluster, gpu)
+    from perfmodel.schema.node import NODE_FIELDS, assumed_note, check_node, with_node
+
+    node_given = {**check_node({f: block.get(f) for f in NODE_FIELDS}, {f: f"vlaperf.{f}" for f in NODE_FIELDS}),
+                  **check_node(node or {})}
+    base_cluster = with_node(base_cluster, node_given)
     total, actor, env, rollout = placement_of(c, base_cluster.gpus_per_node)
     used = sorted(set(actor) | set(rollout) | set(env))
     hybrid = hybrid_placement(actor, env, rollout)  # the RL-VLA3 fork's hyb62-style placements
@@ -473,7 +484,8 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     except ConfigError as e:
         raise ConfigError(_rlinf_key(e.field, block), f"{e.message} (from {c.source})") from None
     c.check_near_misses()
-    return Imported(p, profile.backbone, c.source, warnings, total)
+    steps = (denoise, profiled) if denoise is not None and profiled is not None and denoise != profiled else None
+    return Imported(p, profile.backbone, c.source, warnings, total, assumed_note(p.cluster, node_given), steps)
 
 
 def _policy_shape(c: Composed, backbone: str, warnings: list[str]) -> dict[str, int]:
@@ -540,6 +552,6 @@ def _ranges(ids: list[int]) -> str:
 
 
 def load_rlinf(path: str | Path, profile_ref: str | None = None, gpu: str | None = None,
-               mode: str | None = None) -> Imported:
+               mode: str | None = None, node: dict[str, Any] | None = None) -> Imported:
     """Compose the RLinf config at ``path`` and map it onto a plan."""
-    return to_plan(compose(path), profile_ref=profile_ref, gpu=gpu, mode=mode)
+    return to_plan(compose(path), profile_ref=profile_ref, gpu=gpu, mode=mode, node=node)

@@ -52,6 +52,17 @@ def batch_split_is_whole(batch: int, ranks: int, micro_batch_size: int) -> bool:
     return batch % (micro_batch_size * ranks) == 0
 
 
+def whole_micro_batch(batch: int, ranks: int, micro_batch_size: int) -> int | None:
+    """The largest micro_batch_size at or below ``micro_batch_size`` with which RLinf accepts the
+    split of the same global ``batch`` over ``ranks`` actor ranks (``batch_split_is_whole``), or
+    None when no micro-batch can (``batch`` is not a multiple of ``ranks``). When a rank's share
+    is at most the micro-batch, that is the share itself: what ``micro_batching`` costs anyway."""
+    if batch % ranks:
+        return None
+    share = batch // ranks
+    return max(d for d in range(1, min(micro_batch_size, share) + 1) if share % d == 0)
+
+
 def whole_global_batch(batch: int, ranks: int, micro_batch_size: int) -> int:
     """The smallest global batch at or above ``batch`` that RLinf accepts on ``ranks`` actor
     ranks (a multiple of micro_batch_size x ranks): every rank runs whole micro-batches, so the

@@ -369,6 +369,15 @@ class EnvWorker:
     def _group(self, k: int, g: int) -> Gen:
         w, n = self.costs.plan.workload, self.group_envs
         lane = f"group_{g}"
+        if self.dynamic and g:
+            # Asynchronous rollout's groups stand for envs that step on their own (rules.env_groups):
+            # their phases are spread over a chunk step, not aligned. Started together, groups with
+            # a core each of their own (a node with cores to spare) would stay in phase for ever with
+            # deterministic costs, every group inferring, then every group stepping, and more cores
+            # would predict less throughput than fewer, whose contention happened to stagger them
+            # (issue 32: 637 env steps/s at 96-120 cores, 582 at 128-160). Group g starts g/groups
+            # of a chunk step late (the mean, not a draw: a noisy run keeps its random stream).
+            yield self.env.timeout(g * self.costs.env_chunk_s(n, False) / self.groups)
         for _epoch in range(w.rollout_epoch):
             if self.epoch_block:
                 yield from self._epoch_as_block(n, lane)
