@@ -13,7 +13,13 @@ from perfmodel.schema.plan import Plan
 from test_executor_run import cli, tiny_plan, write_plan
 
 @pytest.mark.slow
-def test_streamer_cli_compare_json_and_run_dir(ray_session, tmp_path):
+def test_streamer_cli_compare_json_and_run_dir(ray_session, tmp_path, monkeypatch):
+    from perfmodel import prediction
+
+    predicted = []  # the profile of every prediction the command makes
+    real = prediction.predict
+    monkeypatch.setattr(prediction, "predict",
+                        lambda plan, prof, **kw: predicted.append(prof) or real(plan, prof, **kw))
     out = tmp_path / "runs" / "s"
     p = write_plan(tmp_path, tiny_plan("streamer"))
     r = cli(["run", "--plan", p, "--out", str(out), "--iterations", "2", "--image-size", "64", "--soft-reset",
@@ -34,6 +40,8 @@ def test_streamer_cli_compare_json_and_run_dir(ray_session, tmp_path):
     assert probe["samples"]["step_cpu_s"] and probe["samples"]["reset_cpu_s"]
     assert probe["ratio"]["env_step"] == pytest.approx(probe["step_cpu_s_mean"] / probe["profile_step_cpu_s"])
     assert record["predicted_throughput_env_steps_per_s"] == record["prediction_before_run"]["throughput_env_steps_per_s"]
+    # ... and is that prediction: the probed profile (the first predicted) is simulated once
+    assert sum(prof is predicted[0] for prof in predicted) == 1
     unscaled = record["prediction_unscaled"]
     assert unscaled["error_pct"] == pytest.approx(
         100 * (unscaled["throughput_env_steps_per_s"] / record["throughput_env_steps_per_s"] - 1))
