@@ -11,27 +11,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# The test files that take longest, longest first: the suite runs on 2 xdist workers, a file at a
-# time each (--dist loadfile, --no-loadscope-reorder in pyproject.toml), so starting the long
-# files first keeps one of them from being the last thing a worker does while the other idles.
-# Per-file seconds measured with --junitxml on the slow files (2026-12-05, 2 workers, on a
-# machine shared with other jobs at load ~17, so about twice an idle machine's): executor_profile
-# 783 (now split), executor_run 574 (now split), own_runs 332 (its end-to-end test now a file of
-# its own), executor_multinode 183, executor_faults 158, traces 138, executor_update 120,
-# executor_comm 112, executor_envs 96. Files not listed keep their order after these.
-LONGEST_FIRST = (
-    "test_executor_profile.py", "test_own_runs_e2e.py", "test_executor_run.py", "test_executor_run_cli.py",
-    "test_executor_profile_script.py", "test_executor_multinode.py", "test_executor_faults.py", "test_traces.py",
-    "test_executor_update.py", "test_executor_comm.py", "test_executor_envs.py",
-)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:  # noqa: ARG001
-    """The long files first (LONGEST_FIRST), each file's tests in their own order."""
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
-
-
 @pytest.fixture(scope="module")
 def ray_session():
     """One local Ray session for a test file's executor runs (``executor.runtime.session`` uses a

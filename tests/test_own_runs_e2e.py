@@ -1,7 +1,7 @@
 """Calibrating from the user's own runs end to end on this machine (issue 29; slow): executor run
 at two scales -> perfmodel calibrate --from-run -> predict a third -> run it -> compare. Its own
-file, so that the parallel suite can start it beside the other long files (tests/conftest.py
-LONGEST_FIRST); the three runs share one Ray session (the ``ray_session`` fixture)."""
+file, so that the parallel suite (a file per worker at a time) can run it beside the rest of
+tests/test_own_runs.py; the three runs share one Ray session (the ``ray_session`` fixture)."""
 
 from __future__ import annotations
 
