@@ -8,6 +8,7 @@
 #
 #   bash benchmarks/profile_gpu.sh                       # on the GPU machine
 #   DEVICE=cpu SCALE=tiny bash benchmarks/profile_gpu.sh  # dry run of the same path on a CPU box
+#   BACKBONES=pi05 bash benchmarks/profile_gpu.sh         # one backbone (default: pi05 gr00t_n15)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -25,7 +26,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 mkdir -p "$OUT_DIR"
 if [ "$DEVICE" != cpu ]; then nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true; fi
 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
-for bb in pi05 gr00t_n15; do
+for bb in ${BACKBONES:-pi05 gr00t_n15}; do
   suffix=$([ "$DEVICE" = cpu ] && echo cpu_dryrun || echo gpu)  # never overwrites *_tiny_cpu.json
   [ "$TRAINED_PART" = action_expert ] || suffix="${suffix}_trained_${TRAINED_PART}"
   "$PY" -m executor.cli profile --backbone "$bb" --scale "$SCALE" --device "$DEVICE" \

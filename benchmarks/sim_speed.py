@@ -5,7 +5,8 @@
   predict <= 3x help (<= 0.3 s), with interval <= 1 s; and issue 27's ratio, ``perfmodel predict
   --mode rollout_async --gpus 32`` (interval included) over ``perfmodel --help``, target <= 3x,
   printed with the load average at the moment;
-- in process: one simulation per mode at 8 .. 16384 GPUs, with SimPy events per prediction;
+- in process: one simulation per mode at 8 .. 16384 GPUs, with SimPy events per prediction (a
+  rollout recording's events, outside SimPy, not counted);
   target: 1024 and 16384 GPUs within 2x of 32 GPUs;
 - the default sweep (``perfmodel sweep`` defaults, intervals included) as a whole process on
   ``--jobs`` processes; target <= 5 s on 2 idle cores;
@@ -87,7 +88,8 @@ def cold_simulate(plan, prof) -> None:
 
 
 def count_events(plan, prof) -> int:
-    """SimPy events processed by one cold simulation, its rollout recording included."""
+    """SimPy events processed by one cold simulation (a rollout recording's own events run outside
+    SimPy since perfmodel/sim/recording.py, so they are no longer in this count)."""
     real = simpy.Environment
     _Counting.events = 0
     workers._RECORDINGS.clear()

@@ -275,7 +275,8 @@ def predict_before_run(plan, profile, opts, backbone: str, iterations: int, warm
     return {"profile": scaled, "probe": probe.to_dict(), "line": line, "warnings": warnings,
             "at_probe": {**{k: at_probe[k] for k in fields}, "env_cpu_share": share or {"env_step": 1.0, "env_reset": 1.0},
                          "env_cpu_share_source": f"profile {profile.name}" if share else "none measured: 1.0"},
-            "unscaled": {k: unscaled[k] for k in fields}}
+            "unscaled": {k: unscaled[k] for k in fields},
+            "prediction": at_probe}  # the record's prediction: the run is judged by it, not simulated again
 
 
 def add_probe(record: dict, before: dict) -> None:
@@ -411,7 +412,8 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
             record, rec = execute(plan, iterations=iterations, warmup=warmup_iterations, opts=opts,
                                   progress=not no_progress, address=addr,
                                   profile=before["profile"] if before else profile, verbose=verbose,
-                                  ray_log=run_dir.tmp / "ray.log", on_session=run_dir.note_ray_session)
+                                  ray_log=run_dir.tmp / "ray.log", on_session=run_dir.note_ray_session,
+                                  prediction=before["prediction"] if before else None)
         except RunFailed as e:
             record = e.record
             if before:

@@ -187,18 +187,12 @@ class Choice(click.Choice):
     (``--mode stream``: did you mean 'streamer'?)."""
 
     def fail(self, message: str, param: Any = None, ctx: Any = None):  # type: ignore[override]
-        import difflib
+        from perfmodel.schema.errors import did_you_mean
 
         value = getattr(self, "_value", None)
         if value is not None:
-            choices = [str(c) for c in self.choices]
-            # case first (STREAMER -> streamer: difflib compares case-sensitively)
-            close = [c for c in choices if c.lower() == str(value).lower()][:1]
-            close = close or difflib.get_close_matches(str(value), choices, n=1, cutoff=0.5)
-            if not close:
-                close = [c for c in choices if c.startswith(str(value))][:1]
-            if close:
-                message = f"{message.rstrip('.')}; did you mean {close[0]!r}?"
+            tail = did_you_mean(value, [str(c) for c in self.choices])
+            message = message.rstrip(".") + tail if tail else message
         super().fail(message, param, ctx)
 
     def convert(self, value: Any, param: Any, ctx: Any) -> Any:

@@ -11,6 +11,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+@pytest.fixture(scope="module")
+def ray_session():
+    """One local Ray session for a test file's executor runs (``executor.runtime.session`` uses a
+    caller's session and leaves it running): each run then skips Ray's start-up and shutdown."""
+    import os
+
+    ray = pytest.importorskip("ray")
+    pytest.importorskip("libero")
+    ray.init(address="local", num_cpus=max(2, os.cpu_count() or 1), include_dashboard=False, log_to_driver=False,
+             configure_logging=False)
+    yield ray
+    ray.shutdown()
+
 # A hand-made profile for scenario tests: round numbers so that timelines can be checked by hand.
 # (Tests only; shipped profiles are measured or fitted.)
 SCENARIO_PROFILE: dict[str, Any] = {

@@ -101,16 +101,6 @@ def test_bundled_example_plans_are_valid_and_fit_this_machine():
 # Every mode for real (one Ray session for the module)
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    ray = pytest.importorskip("ray")
-    pytest.importorskip("libero")
-    ray.init(address="local", num_cpus=max(2, os.cpu_count() or 1), include_dashboard=False, log_to_driver=False,
-             configure_logging=False)
-    yield ray
-    ray.shutdown()
-
-
 def run_mode(plan_dict: dict, iterations: int = 2, warmup: int = 1, **opts):
     from executor.runtime.session import execute
     from executor.runtime.modes import RunOptions
@@ -199,8 +189,29 @@ def test_rollout_async_dynamic_batching(ray_session):
     assert sum(batches) == plan.workload.total_num_envs * plan.workload.chunk_steps_per_epoch * 2
 
 
+def test_env_busy_never_exceeds_a_workers_cores():
+    from executor.runtime.record import env_busy_capped
+    from perfmodel.schema.timeline import Recorder
+
+    plan = Plan.from_dict(tiny_plan("colocated"))  # 2 workers, 1 core each
+    rec = Recorder(keep_spans=True)
+    # two single-env groups time-sliced on worker 0's one core, 0-2 s and 1-3 s; worker 1 idle
+    rec.span("env_step", "env_worker_0", "group_0", 0.0, 2.0, cores=1.0)
+    rec.span("env_reset", "env_worker_0", "group_1", 1.0, 3.0, cores=1.0)
+    busy = env_busy_capped(plan, rec, 0.0, 10.0)
+    assert busy["env_step"] + busy["env_reset"] == pytest.approx(3.0)  # the core was busy 0-3 s
+    assert busy["env_step"] == pytest.approx(1.5) and busy["env_reset"] == pytest.approx(1.5)
+    assert env_busy_capped(plan, rec, 1.5, 2.5)["env_reset"] == pytest.approx(0.75)
+
+
 @pytest.mark.slow
-def test_streamer_cli_compare_json_and_run_dir(ray_session, tmp_path):
+def test_streamer_cli_compare_json_and_run_dir(ray_session, tmp_path, monkeypatch):
+    from perfmodel import prediction
+
+    predicted = []  # the profile of every prediction the command makes
+    real = prediction.predict
+    monkeypatch.setattr(prediction, "predict",
+                        lambda plan, prof, **kw: predicted.append(prof) or real(plan, prof, **kw))
     out = tmp_path / "runs" / "s"
     p = write_plan(tmp_path, tiny_plan("streamer"))
     r = cli(["run", "--plan", p, "--out", str(out), "--iterations", "2", "--image-size", "64", "--soft-reset",
@@ -221,6 +232,8 @@ def test_streamer_cli_compare_json_and_run_dir(ray_session, tmp_path):
     assert probe["samples"]["step_cpu_s"] and probe["samples"]["reset_cpu_s"]
     assert probe["ratio"]["env_step"] == pytest.approx(probe["step_cpu_s_mean"] / probe["profile_step_cpu_s"])
     assert record["predicted_throughput_env_steps_per_s"] == record["prediction_before_run"]["throughput_env_steps_per_s"]
+    # ... and is that prediction: the probed profile (the first predicted) is simulated once
+    assert sum(prof is predicted[0] for prof in predicted) == 1
     unscaled = record["prediction_unscaled"]
     assert unscaled["error_pct"] == pytest.approx(
         100 * (unscaled["throughput_env_steps_per_s"] / record["throughput_env_steps_per_s"] - 1))
@@ -259,21 +272,6 @@ def test_interrupt_writes_a_partial_record(ray_session, tmp_path):
 
     reserve(tmp_path / "r", plan.mode).write(plan, record, e.value.rec, None)
     assert json.loads((tmp_path / "r" / "record.json").read_text())["status"] == "interrupted"
-
-
-def test_env_busy_never_exceeds_a_workers_cores():
-    from executor.runtime.record import env_busy_capped
-    from perfmodel.schema.timeline import Recorder
-
-    plan = Plan.from_dict(tiny_plan("colocated"))  # 2 workers, 1 core each
-    rec = Recorder(keep_spans=True)
-    # two single-env groups time-sliced on worker 0's one core, 0-2 s and 1-3 s; worker 1 idle
-    rec.span("env_step", "env_worker_0", "group_0", 0.0, 2.0, cores=1.0)
-    rec.span("env_reset", "env_worker_0", "group_1", 1.0, 3.0, cores=1.0)
-    busy = env_busy_capped(plan, rec, 0.0, 10.0)
-    assert busy["env_step"] + busy["env_reset"] == pytest.approx(3.0)  # the core was busy 0-3 s
-    assert busy["env_step"] == pytest.approx(1.5) and busy["env_reset"] == pytest.approx(1.5)
-    assert env_busy_capped(plan, rec, 1.5, 2.5)["env_reset"] == pytest.approx(0.75)
 
 
 @pytest.mark.slow

@@ -1,12 +1,11 @@
 """The update ``executor run`` performs is ``executor.learner``'s: one real iteration (real
 LIBERO envs, Ray, torch) with the trainer ranks saving every global batch they trained; each is
 replayed through ``learner.update_global_batch`` from the same weights, which must give the
-same loss and the same gradient norm (slow: starts Ray and env processes)."""
+same loss and the same gradient norm (slow: starts Ray, once for both algorithms, and env processes)."""
 
 from __future__ import annotations
 
 import copy
-import os
 from pathlib import Path
 
 import numpy as np
@@ -41,9 +40,7 @@ def _concat(mbs: list[dict]) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("algorithm,group_size", [("ppo", 1), ("grpo", 2)])
-def test_run_update_is_the_learner_update(tmp_path: Path, algorithm: str, group_size: int):
-    ray = pytest.importorskip("ray")
-    pytest.importorskip("libero")
+def test_run_update_is_the_learner_update(ray_session, tmp_path: Path, algorithm: str, group_size: int):
     import torch
 
     from executor.learner import LearnerConfig, make_optimizer, update_global_batch
@@ -55,13 +52,8 @@ def test_run_update_is_the_learner_update(tmp_path: Path, algorithm: str, group_
     d["workload"].update(algorithm=algorithm, group_size=group_size)
     plan = Plan.from_dict(d)
     dump = tmp_path / "updates"
-    ray.init(address="local", num_cpus=max(2, os.cpu_count() or 1), include_dashboard=False, log_to_driver=False,
-             configure_logging=False)
-    try:
-        record, _ = execute(plan, iterations=1, warmup=0, progress=False,
-                            opts=RunOptions(image_size=64, hard_reset=False, dump_updates=str(dump)))
-    finally:
-        ray.shutdown()
+    record, _ = execute(plan, iterations=1, warmup=0, progress=False,  # in the file's Ray session
+                        opts=RunOptions(image_size=64, hard_reset=False, dump_updates=str(dump)))
     assert record["status"] == "ok", record["error"]
     files = sorted(dump.glob("rank0_step*.pt"))
     w = plan.workload

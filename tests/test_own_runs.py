@@ -1,7 +1,8 @@
 """Calibrating from the user's own runs (issue 29): RLinf run folders written with tensorboard's
 writer under RLinf's key names (from the published throughputs, and from real `executor run`s),
 `perfmodel calibrate --from-rlinf-run` / `--from-run`, refusals of bad logs, and (slow) the end to
-end loop: executor run at two scales -> calibrate -> predict a third -> run it -> compare."""
+end loop: executor run at two scales -> calibrate -> predict a third -> run it -> compare (its three
+runs share one Ray session, the ``ray_session`` fixture)."""
 
 from __future__ import annotations
 
@@ -258,10 +259,39 @@ def test_executor_timers_in_rlinf_layout(tmp_path: Path) -> None:
     assert r.used == (1,) and r.step_s == (3.5,)
 
 
+def test_runs_on_another_gpu_type_calibrate_that_type(tmp_path: Path) -> None:
+    """A run whose config says vlaperf.gpu: a100 gives an A100 profile: predictions on it are not
+    flagged as another GPU type, and the published H100 node's memory is not kept."""
+    from perfmodel.gpu import cluster_on
+
+    plan = published_plan(load_profile("pi05"), "colocated", 8, None)
+    plan = plan.with_(cluster=cluster_on(plan.cluster, "a100"))
+    it = plan.workload.env_steps_per_iteration / 200.0
+    write_run(tmp_path / "run", emit_yaml(plan, "pi05"), [{STEP_KEY: 3 * it}, {STEP_KEY: it}, {STEP_KEY: it}])
+    out = tmp_path / "p"
+    r = run_cli("calibrate", "--from-rlinf-run", str(tmp_path / "run"), "--out-dir", str(out), "--no-progress")
+    assert r.returncode == 0, r.stderr
+    prof = load_profile(str(out / "pi05_cluster.json"))
+    assert prof.node["gpu"] == "a100" and prof.node["gpu_memory_gb"] == plan.cluster.gpu_memory_gb
+    pred = json.loads(run_cli("predict", "--profile", str(out / "pi05_cluster.json"), "--mode", "colocated",
+                              "--gpus", "8", "--json", "--no-interval").stdout)
+    assert pred["gpu"] == "a100" and not pred["extrapolation"]["beyond_calibrated_gpu_type"]
+    assert pred["throughput_env_steps_per_s"] == pytest.approx(200.0, rel=0.05)
+
+
+def test_without_tensorboard_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tensorboard is an optional extra: without it, reading logs is refused saying what to install."""
+    import sys
+
+    synth_run(tmp_path / "r", "colocated", 8)
+    monkeypatch.setitem(sys.modules, "tensorboard.backend.event_processing.event_accumulator", None)
+    with pytest.raises(ConfigError) as e:
+        read_run(tmp_path / "r")
+    assert "pip install 'vlaperf[runs]'" in e.value.message
+
+
 # ---------------------------------------------------------------------------------------------
 # End to end on this machine (slow): executor run at two scales -> calibrate -> predict -> run
-
-E2E_DOC = Path(__file__).resolve().parents[1] / "docs" / "own-runs.md"
 
 
 def _tiny(gpus: int, envs: int) -> dict:
@@ -279,7 +309,7 @@ E2E = {"a": (1, 2), "b": (1, 3), "c": (2, 4)}  # name: (GPUs, envs); a and b cal
 
 
 @pytest.mark.slow
-def test_end_to_end_executor_runs_calibrate_predict_run(tmp_path: Path) -> None:
+def test_end_to_end_executor_runs_calibrate_predict_run(ray_session, tmp_path: Path) -> None:
     from inproc import run_main
 
     def executor(name: str) -> dict:
@@ -324,37 +354,6 @@ def test_end_to_end_executor_runs_calibrate_predict_run(tmp_path: Path) -> None:
                "prior_predicted": prior["throughput_env_steps_per_s"], "measured": measured,
                "error_pct": (p / measured - 1) * 100}
     print("E2E figures:", json.dumps(figures))
-
-
-def test_runs_on_another_gpu_type_calibrate_that_type(tmp_path: Path) -> None:
-    """A run whose config says vlaperf.gpu: a100 gives an A100 profile: predictions on it are not
-    flagged as another GPU type, and the published H100 node's memory is not kept."""
-    from perfmodel.gpu import cluster_on
-
-    plan = published_plan(load_profile("pi05"), "colocated", 8, None)
-    plan = plan.with_(cluster=cluster_on(plan.cluster, "a100"))
-    it = plan.workload.env_steps_per_iteration / 200.0
-    write_run(tmp_path / "run", emit_yaml(plan, "pi05"), [{STEP_KEY: 3 * it}, {STEP_KEY: it}, {STEP_KEY: it}])
-    out = tmp_path / "p"
-    r = run_cli("calibrate", "--from-rlinf-run", str(tmp_path / "run"), "--out-dir", str(out), "--no-progress")
-    assert r.returncode == 0, r.stderr
-    prof = load_profile(str(out / "pi05_cluster.json"))
-    assert prof.node["gpu"] == "a100" and prof.node["gpu_memory_gb"] == plan.cluster.gpu_memory_gb
-    pred = json.loads(run_cli("predict", "--profile", str(out / "pi05_cluster.json"), "--mode", "colocated",
-                              "--gpus", "8", "--json", "--no-interval").stdout)
-    assert pred["gpu"] == "a100" and not pred["extrapolation"]["beyond_calibrated_gpu_type"]
-    assert pred["throughput_env_steps_per_s"] == pytest.approx(200.0, rel=0.05)
-
-
-def test_without_tensorboard_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """tensorboard is an optional extra: without it, reading logs is refused saying what to install."""
-    import sys
-
-    synth_run(tmp_path / "r", "colocated", 8)
-    monkeypatch.setitem(sys.modules, "tensorboard.backend.event_processing.event_accumulator", None)
-    with pytest.raises(ConfigError) as e:
-        read_run(tmp_path / "r")
-    assert "pip install 'vlaperf[runs]'" in e.value.message
 
 
 # ---------------------------------------------------------------------------------------------

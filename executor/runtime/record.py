@@ -98,10 +98,13 @@ def faults_in_window(faults: list[dict[str, Any]], window: list[float] | None) -
     return [f for f in faults if t0 <= f.get("time_s", float("nan")) <= t1]
 
 
-def build_record(result: Any, *, iterations: int, warmup: int, opts: Any, profile: Any) -> dict[str, Any]:
+def build_record(result: Any, *, iterations: int, warmup: int, opts: Any, profile: Any,
+                 prediction: dict[str, Any] | None = None) -> dict[str, Any]:
     """The run record (docs/metrics.md) from a ``session.RunResult``: measured figures, counts
     against the plan's, faults and where they fell, host facts; a prediction to compare with
-    when ``profile`` is given and the run completed."""
+    when ``profile`` is given and the run completed: ``prediction`` when the caller already made
+    it of this plan on ``profile`` with these iterations (``executor run --compare`` predicts
+    before the run), else made here."""
     plan, rec, ctx, wiring = result.plan, result.rec, result.ctx, result.wiring
     w = plan.workload
     tl = wiring.train_log if wiring else None
@@ -182,7 +185,9 @@ def build_record(result: Any, *, iterations: int, warmup: int, opts: Any, profil
     if profile is not None and result.status == "ok" and m["throughput_env_steps_per_s"] is not None:
         from perfmodel.prediction import predict
 
-        pred = predict(plan, profile, iterations=iterations, warmup=warmup)
+        # no interval: the record keeps the point prediction's fields only
+        pred = prediction if prediction is not None else predict(plan, profile, iterations=iterations,
+                                                                 warmup=warmup, interval=False)
         record["prediction"] = {k: pred[k] for k in ("throughput_env_steps_per_s", "iteration_time_s",
                                                      "bound_env_steps_per_s", "bottleneck", "stage_time_s",
                                                      "utilization", "staleness", "counts", "warnings")}

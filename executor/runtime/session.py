@@ -632,9 +632,11 @@ def execute(plan: Plan, *, iterations: int = DEFAULT_ITERATIONS, warmup: int = D
             opts: Any = None, progress: bool = True, address: str | None = None, profile: Any = None,
             stop: threading.Event | None = None, verbose: bool = True, ray_log: Path | None = None,
             on_session: Callable[[str | None], None] | None = None,
-            after_iteration: Callable[[int], None] | None = None) -> tuple[dict[str, Any], Recorder]:
+            after_iteration: Callable[[int], None] | None = None,
+            prediction: dict[str, Any] | None = None) -> tuple[dict[str, Any], Recorder]:
     """Run ``plan`` and return (run record, recorder); a failure or interrupt raises RunFailed
-    holding the partial record."""
+    holding the partial record. ``prediction``: the caller's prediction of ``plan`` on ``profile``
+    (record.build_record), when it has made one."""
     from executor.learner import LearnerConfig
     from executor.runtime.modes import RunOptions
     from executor.runtime.record import build_record
@@ -646,7 +648,8 @@ def execute(plan: Plan, *, iterations: int = DEFAULT_ITERATIONS, warmup: int = D
     result = execute_session(plan, iterations=iterations, opts=opts, learner=learner, address=address,
                              progress=progress, stop=stop, verbose=verbose, ray_log=ray_log,
                              on_session=on_session, after_iteration=after_iteration)
-    record = build_record(result, iterations=iterations, warmup=warmup, opts=opts, profile=profile)
+    record = build_record(result, iterations=iterations, warmup=warmup, opts=opts, profile=profile,
+                          prediction=prediction)
     if result.status != "ok":
         raise RunFailed(result.error or result.status, record, result.rec, abandoned=result.abandoned)
     return record, result.rec

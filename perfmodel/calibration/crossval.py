@@ -197,11 +197,12 @@ DESIGNS = ("group_out", "scale")
 def check_design(design: str, cross: bool, given: bool) -> None:
     """``validate --design``: one of the designs or both, and only with --cross-validate (a
     design given without it would be silently unused)."""
-    from perfmodel.schema.errors import ConfigError
+    from perfmodel.schema.errors import ConfigError, did_you_mean
 
     allowed = (*DESIGNS, "both")
     if design not in allowed:
-        raise ConfigError("--design", f"must be one of {', '.join(allowed)}; got {design!r}")
+        raise ConfigError("--design", f"must be one of {', '.join(allowed)}; got {design!r}"
+                                      + did_you_mean(design, allowed))
     if given and not cross:
         raise ConfigError("--design", "only with --cross-validate (it picks the cross-validation's fold design)")
 
