@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 
 import pytest
@@ -410,72 +409,3 @@ def test_collapsed_with_driver_cost_equals_event_by_event(scenario_dict, mode):
         assert fast.throughput_env_steps_per_s == pytest.approx(ref.throughput_env_steps_per_s, rel=1e-12)
         assert fast.counts == ref.counts
         assert fast.stage_time_s == pytest.approx(ref.stage_time_s, rel=1e-12)
-
-
-# Durations of one recording (reset, chunk step, inference by batch multiple j, host latency):
-# equal round numbers, so that events tie as they do between identical groups, and odd ones.
-RECORDING_DURATIONS = [(1.0, 1.0, lambda j: 0.5, 0.0), (1.0, 1.0, lambda j: 0.25 * j, 0.5),
-                       (0.5, 1.0, lambda j: 0.5, 1.0), (0.0, 0.75, lambda j: 0.25, 0.25),
-                       (0.37, 1.91, lambda j: 0.13 + 0.071 * j, 0.29)]
-
-
-@pytest.mark.parametrize("driver", [0.0, 0.25])
-@pytest.mark.parametrize("cores", [16, 24, 48])
-def test_fast_recording_is_simpys_bit_for_bit(scenario_dict, cores, driver):
-    """perfmodel.sim.recording schedules SimPy's events in SimPy's order: its recording of one
-    worker's iteration equals the SimPy one (workers.record_with_simpy) float for float, span
-    order included, over group counts, lock-step and dynamic batching (b_max of one, two and all
-    groups; t_max 0, tied with a duration, or not), a worker's cores shared by 1, 2 or all
-    groups, with and without host latency and the driver's cost per chunk step."""
-    from perfmodel.sim import workers
-
-    scenario_dict["node"]["cpu_cores_per_node"] = cores
-    scenario_dict["costs"]["driver_chunk_step_s"] = {"lockstep": driver, "dynamic": driver}
-    prof = Profile.from_dict(scenario_dict)
-    for mode, stages in (("rollout_async", 1), ("disaggregated", 2), ("colocated", 2), ("train_async", 4)):
-        plan = published_plan(prof, mode, 8, None if mode == "colocated" else "1:1", pipeline_stage_num=stages)
-        costs, w = StageCosts(plan, prof), plan.workload
-        groups = plan.placement.env_groups
-        n = plan.placement.envs_per_worker // groups
-        dynamic = plan.mechanisms.dynamic_batching
-        knobs = ([(b, t) for b in (n, 2 * n, groups * n) for t in (0.0, 0.25, 1.0)] if dynamic
-                 else [(plan.effective_b_max, plan.t_max_s)])
-        for (b_max, t_max), (reset, chunk, infer_of, latency) in itertools.product(knobs, RECORDING_DURATIONS):
-            infer = {j * n: infer_of(j) for j in range(1, groups + 1)}
-            key = (n, groups, dynamic, b_max, t_max, w.rollout_epoch, w.chunk_steps_per_epoch, costs.cores_per_worker,
-                   costs.env_cores_used(n), reset, chunk, tuple(sorted(infer.items())), costs.driver_chunk_s(), latency)
-            fast, ref = workers.record_fast(key, infer), workers.record_with_simpy(costs, key, infer)
-            assert fast is not None
-            assert fast == ref and list(fast.spans) == list(ref.spans), (mode, key)
-
-
-@pytest.mark.parametrize("gpus", [8, 32])
-def test_fast_recording_of_a_bundled_plan_and_its_interval(gpus):
-    """The bundled pi0.5 profile's dynamic-batching worker (4 groups on 16 or 17.1 cores) and the
-    recordings its prediction interval makes: each equals SimPy's float for float."""
-    from perfmodel.schema.profile import load_profile
-    from perfmodel.sim import workers
-
-    prof = load_profile("pi05")
-    plan = published_plan(prof, "rollout_async", gpus, "1:1")
-    seen, costs = [], []
-    real_rollout, real_fast = workers.record_rollout, workers.record_fast
-
-    def rollout(c, *args):
-        costs.append(c)
-        return real_rollout(c, *args)
-
-    def fast(key, infer):
-        got = real_fast(key, infer)
-        seen.append((costs[-1], key, infer, got))
-        return got
-
-    workers._RECORDINGS.clear()
-    workers.record_rollout, workers.record_fast = rollout, fast
-    try:
-        predict(plan, prof)
-    finally:
-        workers.record_rollout, workers.record_fast = real_rollout, real_fast
-    assert len(seen) >= 7  # the point and the interval's directions and members
-    for c, key, infer, got in seen:
-        assert got is not None and got == workers.record_with_simpy(c, key, infer)

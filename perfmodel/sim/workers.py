@@ -59,7 +59,6 @@ def versions_per_iteration(plan) -> int:
     w = plan.workload
     return w.update_epoch * sum(c for _, c in global_batch_runs(w.samples_per_iteration, w.global_batch_size))
 from perfmodel.schema.timeline import Recorder
-from perfmodel.sim import recording
 from perfmodel.sim.durations import Durations
 
 EXACT_STEPS = 4096  # steps per block summed one by one (exact); more: multiplied
@@ -315,8 +314,7 @@ class EnvWorker:
         busy = self.rec.busy
         for stage, spans in r.spans.items():
             shifted = [(start + s, start + e, u) for s, e, u in spans]
-            # spans are in the order they ended, so the last one's end is the latest
-            ended = shifted if not shifted or shifted[-1][1] <= now else [sp for sp in shifted if sp[1] <= now]
+            ended = [sp for sp in shifted if sp[1] <= now]
             busy[stage].extend(ended)
             if stage == "inference":
                 self.server.calls += len(ended)
@@ -490,30 +488,8 @@ def record_rollout(costs: StageCosts, dur: Durations, n: int, groups: int, dynam
     if hit is not None:
         _RECORDINGS.move_to_end(key)
         return hit
-    out = record_fast(key, infer) or record_with_simpy(costs, key, infer)
-    _RECORDINGS[key] = out
-    if len(_RECORDINGS) > MAX_RECORDINGS:
-        _RECORDINGS.popitem(last=False)
-    return out
-
-
-def record_fast(key: tuple, infer: dict[int, float]) -> RolloutRecording | None:
-    """``record_rollout``'s recording from its memo key alone, without SimPy's machinery
-    (perfmodel.sim.recording: the same events in the same order, several times faster), or None
-    where that module does not follow SimPy."""
-    n, groups, dynamic, b_max, t_max, epochs, chunks, capacity, group_cores, reset, chunk, _, driver, latency = key
-    got = recording.record(n=n, groups=groups, dynamic=dynamic, b_max=b_max, t_max=t_max, rollout_epoch=epochs,
-                           chunk_steps=chunks, cores_capacity=capacity, group_cores=group_cores, reset_s=reset,
-                           chunk_s=chunk, infer_s=infer, latency_s=latency, driver_s=driver)
-    return None if got is None else RolloutRecording(*got)
-
-
-def record_with_simpy(costs: StageCosts, key: tuple, infer: dict[int, float]) -> RolloutRecording:
-    """``record_rollout``'s recording with SimPy, event by event: the reference that
-    perfmodel.sim.recording follows (and the path for what it does not follow)."""
-    n, groups, dynamic, b_max, t_max = key[:5]
     env, rec = simpy.Environment(), Recorder()
-    tab = _Tabulated(key[9], key[10], infer, key[13])
+    tab = _Tabulated(key[9], key[10], infer, dur.infer_latency())
     server = InferenceServer(env, "rollout_gpu_0", simpy.Resource(env, 1), tab, rec, b_max, t_max)
     worker = EnvWorker(env, 0, n * groups, groups, costs, tab, rec, server, SampleBuffer(env), WeightStore(env),
                        RolloutLog(env, 1), staleness=0, dynamic=dynamic, collapse=False)
@@ -521,7 +497,11 @@ def record_with_simpy(costs: StageCosts, key: tuple, infer: dict[int, float]) ->
     if dynamic:
         env.process(server.run())
     env.run(until=env.all_of([env.process(worker._group(0, g)) for g in range(groups)]))
-    return RolloutRecording({stage: tuple(spans) for stage, spans in rec.busy.items()}, tuple(worker.epoch_end_times))
+    out = RolloutRecording({stage: tuple(spans) for stage, spans in rec.busy.items()}, tuple(worker.epoch_end_times))
+    _RECORDINGS[key] = out
+    if len(_RECORDINGS) > MAX_RECORDINGS:
+        _RECORDINGS.popitem(last=False)
+    return out
 
 
 @dataclass
