@@ -74,5 +74,15 @@ def workload_extrapolation(plan: Plan, profile: Profile) -> dict[str, Any]:
     now = {"envs_per_gpu": int(envs) if float(envs).is_integer() else round(envs, 4),
            **{f: getattr(w, f) for f in WORKLOAD_FIELDS[1:]}}
     beyond = [f for f in WORKLOAD_FIELDS if now[f] != cal[f]]
+    # the policy's shape (plan.denoising_steps / action_horizon, set where they differ from the
+    # backbone's own): its costs are rescaled by FLOPs (perfmodel.costs), not calibrated there
+    from perfmodel.backbones import BACKBONES
+
+    spec = BACKBONES.get(profile.backbone)
+    for field, own in (("denoising_steps", spec and spec.denoise_steps), ("action_horizon", spec and spec.action_chunk)):
+        value = getattr(plan, field, None)
+        if value is not None and own is not None and value != own:
+            beyond.append(field)
+            now[field], cal = value, {**cal, field: own}
     return {"beyond_calibrated_workload": beyond, "calibrated_workload": cal,
             "workload": {f: now[f] for f in beyond}, "workload_interval": WORKLOAD_INTERVAL_NOTE}

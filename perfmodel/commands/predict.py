@@ -197,12 +197,6 @@ def predict(mode: str | None = None, gpus: int | None = None, *, backbone: str |
     notes = list(unused)
     if imported:
         out["rlinf_import"] = imported[0].to_dict()
-        ext = out.get("extrapolation") or {}
-        if imported[0].denoising_steps and "beyond_calibrated_workload" in ext:
-            config_steps, profiled = imported[0].denoising_steps
-            ext["beyond_calibrated_workload"].append("denoising_steps")
-            ext["workload"]["denoising_steps"] = config_steps
-            ext["calibrated_workload"]["denoising_steps"] = profiled
         notes += [f"{rlinf_config}: {w}" for w in imported[0].warnings]
     return PredictAnswer(out, notes)
 

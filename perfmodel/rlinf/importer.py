@@ -70,8 +70,6 @@ class Imported:
     warnings: list[str] = field(default_factory=list)
     config_gpus: int = 0  # GPUs in the config's cluster (num_nodes x GPUs per node)
     assumed_node: str | None = None  # the node values neither the caller nor the vlaperf: block gave
-    # (the config's denoising steps, the profile's) where they differ: a workload beyond the calibration
-    denoising_steps: tuple[int, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.source, "backbone": self.backbone, "warnings": list(self.warnings)}
@@ -484,8 +482,7 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     except ConfigError as e:
         raise ConfigError(_rlinf_key(e.field, block), f"{e.message} (from {c.source})") from None
     c.check_near_misses()
-    steps = (denoise, profiled) if denoise is not None and profiled is not None and denoise != profiled else None
-    return Imported(p, profile.backbone, c.source, warnings, total, assumed_note(p.cluster, node_given), steps)
+    return Imported(p, profile.backbone, c.source, warnings, total, assumed_note(p.cluster, node_given))
 
 
 def _policy_shape(c: Composed, backbone: str, warnings: list[str]) -> dict[str, int]:
