@@ -78,18 +78,24 @@ def test_stage_timers_are_read(tmp_path: Path) -> None:
     assert kinds == ["throughput", "actor_training", "generate_rollouts"]
 
 
-def test_calibrate_from_published_runs_reproduces_the_bundled_predictions(tmp_path: Path) -> None:
-    """Runs at 8 and 16 GPUs carrying the published colocated throughputs calibrate a profile
-    whose predictions at 32 GPUs (colocated, and the other modes, which the runs do not see)
-    stay within TOLERANCE_PCT of the bundled calibration's, each with an interval; the
-    leave-one-run-out table beats the linear baseline's error on these runs."""
+def calibrate_published_colocated(tmp_path: Path) -> tuple[Path, dict]:
+    """Runs carrying the published colocated throughputs at 8 and 16 GPUs, calibrated: (the
+    profile directory, calibrate's JSON)."""
     for g in (8, 16):
         synth_run(tmp_path / f"run{g}", "colocated", g)
     out = tmp_path / "profiles"
     r = run_cli("calibrate", "--from-rlinf-run", str(tmp_path / "run8"), str(tmp_path / "run16"),
                 "--out-dir", str(out), "--json", "--no-progress")
     assert r.returncode == 0, r.stderr
-    doc = json.loads(r.stdout)
+    return out, json.loads(r.stdout)
+
+
+def test_calibrate_from_published_runs_reproduces_the_bundled_predictions(tmp_path: Path) -> None:
+    """Runs at 8 and 16 GPUs carrying the published colocated throughputs calibrate a profile
+    whose predictions at 32 GPUs (colocated, and the other modes, which the runs do not see)
+    stay within TOLERANCE_PCT of the bundled calibration's, each with an interval; the
+    leave-one-run-out table beats the linear baseline's error on these runs."""
+    out, doc = calibrate_published_colocated(tmp_path)
     assert [x["steps_used"] for x in doc["runs"]] == [[1, 6], [1, 6]]
     loro = doc["leave_one_run_out"]
     assert len(loro) == 2
@@ -371,12 +377,7 @@ def test_runs_that_cannot_tell_the_members_apart_keep_them_all(tmp_path: Path) -
     bundled member fits them, so the runs' profile keeps every member and its interval beyond the
     runs holds each member's prediction (before, the profile carried none and its 64-GPU
     rollout_async interval was about half the bundled one's width)."""
-    for g in (8, 16):
-        synth_run(tmp_path / f"run{g}", "colocated", g)
-    out = tmp_path / "profiles"
-    r = run_cli("calibrate", "--from-rlinf-run", str(tmp_path / "run8"), str(tmp_path / "run16"),
-                "--out-dir", str(out), "--json", "--no-progress")
-    assert r.returncode == 0, r.stderr
+    out, _ = calibrate_published_colocated(tmp_path)
     bundled = load_profile("pi05").provenance["structural"]["members"]
     mine = load_profile(str(out / "pi05_cluster.json")).provenance["structural"]
     assert [(m["mechanism"], m["end"]) for m in mine["members"]] == [(m["mechanism"], m["end"]) for m in bundled]
