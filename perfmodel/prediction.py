@@ -34,6 +34,20 @@ def _interval(values: list[float]) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
+def actor_headroom(plan: Plan, bottleneck: str, utilization: dict[str, Any]) -> dict[str, Any]:
+    """``{"headroom": {"stage": "actor", "factor": f}}`` where training overlaps the rollout
+    (the asynchronous modes) and the rollout binds: the actor binds once its time per iteration
+    grows by ``f`` = 1 / its GPUs' busy share. What such a prediction leans on beyond its
+    bottleneck: pi0.5 rollout_async at 32 GPUs is env-bound with the actor 84 % busy (f 1.19),
+    so an actor 1.3x slower than modelled costs 5.5 %, 1.5x costs 17 % (docs/metrics.md,
+    "What differs between the backbones at 32 GPUs"). Empty otherwise: in the synchronous modes
+    every stage adds to the iteration (``stage_time_s``), and an actor-bound plan has none."""
+    busy = utilization.get("resources", {}).get("actor_gpu", 0.0)
+    if not plan.mechanisms.async_training or bottleneck == "actor" or not 0.0 < busy < 1.0:
+        return {}
+    return {"headroom": {"stage": "actor", "factor": 1.0 / busy}}
+
+
 def predict(plan: Plan, profile: Profile, *, replications: int = 1, seed: int = 0,
             iterations: int = DEFAULT_ITERATIONS, warmup: int = DEFAULT_WARMUP,
             trace_path: str | Path | None = None, interval: bool = True) -> dict[str, Any]:
@@ -64,6 +78,7 @@ def predict(plan: Plan, profile: Profile, *, replications: int = 1, seed: int = 
         "iteration_time_s": it_mean,
         "bound_env_steps_per_s": b.throughput_env_steps_per_s,
         "bottleneck": b.bottleneck,
+        **actor_headroom(plan, b.bottleneck, first.utilization),
         "utilization": first.utilization,
         "stage_time_s": first.stage_time_s,
         "staleness": first.staleness,

@@ -92,3 +92,38 @@ def test_error_is_prediction_over_measurement_minus_one():
     assert error_pct(12.0, 10.0) == pytest.approx(20.0)  # the model predicted more: positive
     assert error_pct(5.0, 10.0) == pytest.approx(-50.0)
     assert error_pct(None, 10.0) is None and error_pct(1.0, None) is None and error_pct(1.0, 0.0) is None
+
+
+def test_actor_headroom_is_where_the_actor_binds():
+    """``headroom``: an asynchronous prediction whose rollout binds names the factor by which the
+    actor may slow down before it binds. Checked on the bundled pi0.5 at 32 GPUs (env-bound, the
+    actor 84 % busy): the actor's costs scaled to just under that factor leave the throughput as
+    it is; 10 % beyond it, the throughput falls. Synchronous and actor-bound plans have none."""
+    from dataclasses import replace
+
+    from perfmodel.calibration.reference import published_plan
+    from perfmodel.prediction import predict
+    from perfmodel.schema.profile import load_profile
+    from perfmodel.simulate import simulate
+
+    prof = load_profile("pi05", "backbone")
+
+    def actor_slower(f: float):
+        c = prof.costs
+        t = c.train_micro_batch_s
+        return replace(prof, costs=replace(c, optimizer_fixed_s=c.optimizer_fixed_s * f, optimizer_step_s=c.optimizer_step_s * f,
+                                           train_micro_batch_s=replace(t, intercept=t.intercept * f, slope=t.slope * f)))
+
+    p32 = published_plan(prof, "rollout_async", 32, "1:1", max_staleness=1)
+    out = predict(p32, prof, interval=False)
+    assert out["bottleneck"] == "env"
+    h = out["headroom"]
+    assert h["stage"] == "actor" and h["factor"] == pytest.approx(1 / out["utilization"]["resources"]["actor_gpu"])
+    base = out["throughput_env_steps_per_s"]
+    assert simulate(p32, actor_slower(0.97 * h["factor"])).throughput_env_steps_per_s == pytest.approx(base, rel=1e-3)
+    assert simulate(p32, actor_slower(1.1 * h["factor"])).throughput_env_steps_per_s < 0.97 * base
+    # none where every stage adds to the iteration, nor where the actor already binds
+    assert "headroom" not in predict(published_plan(prof, "disaggregated", 32, "1:1"), prof, interval=False)
+    p128 = published_plan(prof, "rollout_async", 128, "1:1", max_staleness=1)
+    assert predict(p128, prof, interval=False)["bottleneck"] == "actor"
+    assert "headroom" not in predict(p128, prof, interval=False)

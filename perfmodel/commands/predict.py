@@ -215,6 +215,8 @@ def format_prediction(p: dict[str, Any]) -> str:
             f"{p['replications']} replications)" if "throughput_ci95" in p else "")),
         *interval_rows(p),
         ("bound", f"{p['bound_env_steps_per_s']:.2f} env steps/s (bottleneck: {p['bottleneck']})"),
+        *([("headroom", f"{p['headroom']['stage']} binds at {p['headroom']['factor']:.2f}x its modelled time per "
+                        "iteration")] if "headroom" in p else []),
         ("iteration", f"{p['iteration_time_s']:.1f} s"),
         ("per GPU-hour", f"{p['env_steps_per_gpu_hour']:.0f} env steps on {p.get('gpu', 'h100')}"
          + (f"; ${p['dollars_per_million_env_steps']:.2f} per million env steps at ${p['gpu_hour_price']:g}/GPU-hour"
