@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 
 import perfmodel.calibration.calibrate as calibrate
-from perfmodel.calibration.crossval import cross_validate
+from perfmodel.calibration.crossval import alternative, cross_validate
 from perfmodel.calibration.reference import load_reference
 from perfmodel.schema.profile import BUNDLED_REFERENCE
 
@@ -33,11 +33,8 @@ def main() -> None:
     points = load_reference(BUNDLED_REFERENCE)
     kept = calibrate.reference_plan
     for name, plan_of in (("kept", kept), ("whole", lambda prof, pt: kept(prof, pt).with_whole_global_batch())):
-        calibrate.reference_plan = plan_of  # the plan of each published point, as calibration builds it
-        try:
+        with alternative(reference_plan=plan_of):  # the plan of each published point, as calibration builds it
             doc = cross_validate(points, max_evals=args.max_evals, intervals=False)
-        finally:
-            calibrate.reference_plan = kept
         g, s = doc["group_out"]["summary"], doc["summary"]
         print(f"{name:<6} group_out {g['model_mape_pct']:.2f} % (colocated {g['per_mode']['colocated']['model_mape_pct']:.2f} %)"
               f"  scale {s['model_mape_pct']:.2f} %")

@@ -25,7 +25,6 @@ summaries) and prints one line each. About 2.5 minutes per alternative on 2 core
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from pathlib import Path

@@ -28,7 +28,7 @@ import argparse
 import statistics
 
 import perfmodel.calibration.calibrate as calibrate
-from perfmodel.calibration.crossval import cross_validate
+from perfmodel.calibration.crossval import alternative, judge
 from perfmodel.calibration.measured import gpu_seconds_per_sample
 from perfmodel.calibration.reference import load_reference
 from perfmodel.schema.profile import BUNDLED_REFERENCE
@@ -42,16 +42,10 @@ def main() -> None:
     for b in ("pi05", "gr00t_n15"):
         print(f"measured GPU compute per sample, {b}: inference {1e3 * gpu_seconds_per_sample(b, 'infer_s'):.2f} ms, "
               f"training {1e3 * gpu_seconds_per_sample(b, 'train_micro_batch_s'):.2f} ms (H200 carried to H100)")
-    bundled = calibrate.PARAMS
-    for name, params in (("mfu", bundled), ("measured", calibrate.PARAMS_MEASURED_INFER),
+    for name, params in (("mfu", calibrate.PARAMS), ("measured", calibrate.PARAMS_MEASURED_INFER),
                          ("slowed", calibrate.PARAMS_SLOWED_INFER)):
-        calibrate.PARAMS = params
-        try:
-            fit = calibrate.fit(points, max_evals=args.max_evals)
-            doc = cross_validate(points, max_evals=args.max_evals, intervals=False)
-        finally:
-            calibrate.PARAMS = bundled
-        g, s = doc["group_out"]["summary"], doc["summary"]
+        with alternative(PARAMS=params):
+            fit, g, s = judge(points, fit_evals=args.max_evals, max_evals=args.max_evals)
         per_b = " ".join(f"{b} {v['model_mape_pct']:.2f}" for b, v in sorted(g["per_backbone"].items()))
         vals = {k: round(v, 4) for k, v in fit.values.items() if "infer" in k}
         vals["on_bound"] = fit.on_bound

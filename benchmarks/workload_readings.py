@@ -30,7 +30,7 @@ import statistics
 from dataclasses import replace
 
 import perfmodel.calibration.calibrate as calibrate
-from perfmodel.calibration.crossval import cross_validate
+from perfmodel.calibration.crossval import alternative, judge
 from perfmodel.calibration.reference import load_reference
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import BUNDLED_REFERENCE, Profile
@@ -61,13 +61,9 @@ def main() -> None:
     for name in args.only or READINGS:
         change = READINGS[name]
         # the plan of each published point, as calibration builds it, under this reading
-        calibrate.reference_plan = published if change is None else (lambda prof, pt, c=change: c(published(prof, pt), prof))
-        try:
-            fit = calibrate.fit(points, max_evals=args.fit_evals)
-            doc = cross_validate(points, max_evals=args.max_evals, intervals=False)
-        finally:
-            calibrate.reference_plan = published
-        g, s = doc["group_out"]["summary"], doc["summary"]
+        with alternative(reference_plan=published if change is None
+                         else (lambda prof, pt, c=change: c(published(prof, pt), prof))):
+            fit, g, s = judge(points, fit_evals=args.fit_evals, max_evals=args.max_evals)
         errs = [abs(e) for e in fit.errors_pct]
         print(f"{name:<14} fit median {statistics.median(errs):.2f} % (largest {max(errs):.1f} %, on bound "
               f"{', '.join(fit.on_bound) or 'none'})  group_out {g['model_mape_pct']:.2f} %  scale "

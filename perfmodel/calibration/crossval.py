@@ -27,8 +27,9 @@ Error everywhere: prediction / measurement - 1 (in percent). MAPE = mean |error|
 from __future__ import annotations
 
 from collections import defaultdict
+from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -317,6 +318,34 @@ def cross_validate(points: list[ReferencePoint], *, max_evals: int = DEFAULT_FOL
         else:
             doc["group_out"] = res
     return doc
+
+
+@contextmanager
+def alternative(**calibrate_globals: Any) -> Iterator[None]:
+    """Within the block, ``calibrate``'s module globals (``PARAMS``, ``reference_plan``, ...)
+    are an alternative's; restored after, whatever happens (the benchmarks that judge
+    alternatives: growth mechanisms, workload readings, measured compute)."""
+    from perfmodel.calibration import calibrate
+
+    before = {k: getattr(calibrate, k) for k in calibrate_globals}
+    for k, v in calibrate_globals.items():
+        setattr(calibrate, k, v)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            setattr(calibrate, k, v)
+
+
+def judge(points: list[ReferencePoint], *, fit_evals: int, max_evals: int = DEFAULT_FOLD_EVALS
+          ) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """The model as ``calibrate`` stands now (an ``alternative``), judged as the bundled one is:
+    (its fit on every point, the ``group_out`` summary, the ``scale`` summary)."""
+    from perfmodel.calibration import calibrate
+
+    fit = calibrate.fit(points, max_evals=fit_evals)
+    doc = cross_validate(points, max_evals=max_evals, intervals=False)
+    return fit, doc["group_out"]["summary"], doc["summary"]
 
 
 def _fold_lines(f: dict[str, Any]) -> list[str]:
