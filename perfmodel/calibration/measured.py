@@ -52,13 +52,13 @@ def _checked(backbone: str, trained_part: str = PUBLISHED_TRAINED_PART) -> tuple
     of the table."""
     path = measured_gpu_profile_path(backbone, trained_part)
     prof = load_profile(str(path), what="measured GPU profile")
-    for field, ok, want in (("provenance.kind", prof.provenance.get("kind") == "measured", "measured"),
-                            ("provenance.scale", prof.provenance.get("scale") == "full", "full"),
-                            ("node.gpu", prof.node.get("gpu") in GPU_NAMES, f"one of {', '.join(GPU_NAMES)}"),
-                            ("costs.trained_parts", set(prof.costs.trained_parts) == {trained_part},
-                             f"only {trained_part} (the part its file name says)")):
+    for key, ok, want in (("provenance.kind", prof.provenance.get("kind") == "measured", "measured"),
+                          ("provenance.scale", prof.provenance.get("scale") == "full", "full"),
+                          ("node.gpu", prof.node.get("gpu") in GPU_NAMES, f"one of {', '.join(GPU_NAMES)}"),
+                          ("costs.trained_parts", set(prof.costs.trained_parts) == {trained_part},
+                           f"only {trained_part} (the part its file name says)")):
         if not ok:
-            raise ConfigError(f"{path.name}: {field}", f"must be {want} for the calibration to read it")
+            raise ConfigError(f"{path.name}: {key}", f"must be {want} for the calibration to read it")
     return path, prof
 
 

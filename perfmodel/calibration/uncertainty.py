@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from perfmodel.extrapolation import calibrated_gpu_type, extrapolation
 from perfmodel.schema.plan import Plan
-from perfmodel.calibration.interval_ends import (half_log as _half_log, joined as _joined,
+from perfmodel.calibration.interval_ends import (joined as _joined,
                                                   plan_for as _plan_for, with_ends as _with_ends)
 from perfmodel.schema.profile import Curve, Profile, Uncertainty
 
