@@ -1,8 +1,12 @@
 """Every mode is one wiring of the shared workers, read from the plan's row of the mode table
 (``plan.mechanisms``, perfmodel/schema/modes.py) and its placement (``plan.placement``):
 
-- ``disaggregated``: the trainer gets GPUs of its own; otherwise it takes the rollout GPUs and
-  swaps models around each training phase;
+- the placement (``plan.placement.colocated``): the trainer gets GPUs of its own, or takes the
+  rollout GPUs; colocated swaps models around each training phase (``Mode.swaps_phases``), while
+  train_async on shared GPUs trains as inference goes on, the two taking each GPU in turn
+  (``Trainer(shared=True)``: one Resource per GPU, first come first served, a micro-batch or an
+  optimizer step at a time; two processes time-sharing a GPU without MPS, as RLinf runs its
+  actor and rollout workers, each kernel launch of one waiting for the other's);
 - ``async_training``: rollout waits only for the staleness bound and the trainer takes global
   batches as they fill; otherwise rollout waits for the previous iteration's weights and the
   trainer for the whole rollout;
@@ -54,7 +58,8 @@ def wire(env: simpy.Environment, costs: StageCosts, dur: Durations, rec: Recorde
     # One GPU per simulated env worker. The trainer's data-parallel ranks move in lock-step
     # (every step ends in a collective), so one Resource stands for its GPUs when it has its own.
     rollout_gpus = [simpy.Resource(env, 1) for _ in range(n_sim)]
-    trainer_gpus = [simpy.Resource(env, 1)] if m.disaggregated else rollout_gpus
+    shared = pl.colocated
+    trainer_gpus = rollout_gpus if shared else [simpy.Resource(env, 1)]
     buffer, weights = SampleBuffer(env), WeightStore(env)
     rollout_log, train_log = RolloutLog(env, n_sim), TrainLog()
 
@@ -67,6 +72,6 @@ def wire(env: simpy.Environment, costs: StageCosts, dur: Durations, rec: Recorde
     trainer = Trainer(env, trainer_gpus, costs, dur, rec, buffer, weights, train_log,
                       rollout_done=None if m.async_training else rollout_log.all_done,
                       stream=m.streaming,
-                      switch_s=0.0 if m.disaggregated else costs.phase_switch_s(),
-                      collapse=collapse)
+                      switch_s=costs.phase_switch_s(),
+                      shared=shared and m.async_training, collapse=collapse)
     return Wiring(workers, servers, trainer, buffer, weights, rollout_log, train_log, n_sim)
