@@ -250,9 +250,13 @@ def test_emit_keeps_the_configs_denoising_steps_and_horizon(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("mode, gpus, ratio", [("colocated", 8, None), ("streamer", 16, "3:1"),
-                                               ("disaggregated", 24, "1:2"), ("rollout_async", 4, "1:1")])
+                                               ("disaggregated", 24, "1:2"), ("rollout_async", 4, "1:1"),
+                                               ("train_async", 8, "shared")])
 def test_emit_round_trips(tmp_path: Path, mode: str, gpus: int, ratio: str | None) -> None:
-    plan = published_plan(load_profile("pi05"), mode, gpus, ratio, b_max=8 if mode != "colocated" else None)
+    plan = published_plan(load_profile("pi05"), mode, gpus, "1:1" if ratio == "shared" else ratio,
+                          b_max=8 if mode != "colocated" else None)
+    if ratio == "shared":  # train_async with actor and rollout on the same GPUs
+        plan = plan.with_(allocation_ratio=None)
     f = tmp_path / "frag.yaml"
     f.write_text(emit_yaml(plan, "pi05"))
     assert load_rlinf(f).plan.to_dict() == plan.to_dict()
@@ -264,7 +268,7 @@ def test_emit_round_trips(tmp_path: Path, mode: str, gpus: int, ratio: str | Non
     # A synchronous plan switches RLinf's asynchronous settings off; offload only in colocated;
     # RLinf's batch-split rule is warned about (disaggregated 24 at 1:2: 16 actor GPUs, 1024 / (128 x 16)).
     frag = yaml.safe_load(f.read_text())
-    asynchronous = mode in ("rollout_async", "streamer")
+    asynchronous = mode in ("rollout_async", "streamer", "train_async")
     assert frag["runner"]["enable_decoupled_mode"] == dynamic
     assert (frag["algorithm"]["staleness_threshold"] is None) == (not asynchronous)
     assert "max_episode_steps" not in frag["env"]["train"]
