@@ -51,6 +51,12 @@ class Mode:
         an offload/reload between phases to pay (with ``plan.enable_offload``)."""
         return not self.disaggregated and not self.async_training
 
+    @property
+    def trains_beside_rollout(self) -> bool:
+        """Actor and rollout on the same GPUs at the same time (train_async on shared GPUs):
+        training and inference take each GPU in turn, and no GPU is the rollout's alone."""
+        return not self.disaggregated and self.async_training
+
     def on_shared_gpus(self) -> "Mode":
         """This mode's row with actor and rollout on the same GPUs (``SHARED_GPU_MODES``)."""
         return replace(self, disaggregated=False)

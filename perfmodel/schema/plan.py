@@ -416,7 +416,7 @@ class Plan:
         if not isinstance(self.enable_offload, bool):
             raise ConfigError(f"{path}.enable_offload", f"must be true or false, got {self.enable_offload!r}")
         m = self.mechanisms
-        if self.enable_offload and not m.disaggregated and not m.swaps_phases:
+        if self.enable_offload and m.trains_beside_rollout:
             raise ConfigError(f"{path}.enable_offload", f"must be false for {self.mode} with actor and rollout on the "
                                                         "same GPUs (allocation_ratio null): they run at the same time, "
                                                         "so both models stay resident (no phases to offload between)")

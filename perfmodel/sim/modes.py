@@ -4,9 +4,11 @@
 - the placement (``plan.placement.colocated``): the trainer gets GPUs of its own, or takes the
   rollout GPUs; colocated swaps models around each training phase (``Mode.swaps_phases``), while
   train_async on shared GPUs trains as inference goes on, the two taking each GPU in turn
-  (``Trainer(shared=True)``: one Resource per GPU, first come first served, a micro-batch or an
-  optimizer step at a time; two processes time-sharing a GPU without MPS, as RLinf runs its
-  actor and rollout workers, each kernel launch of one waiting for the other's);
+  (``Mode.trains_beside_rollout``, ``Trainer(shared=True)``: one Resource per GPU, first come
+  first served, an inference call, a micro-batch or an optimizer step at a time: two processes
+  time-sharing a GPU without MPS, as RLinf's actor and rollout workers do, whose kernels never
+  overlap; the GPU's own finer time slices are not modelled, so a call waits for the running
+  micro-batch to end rather than sharing its time);
 - ``async_training``: rollout waits only for the staleness bound and the trainer takes global
   batches as they fill; otherwise rollout waits for the previous iteration's weights and the
   trainer for the whole rollout;
@@ -58,8 +60,7 @@ def wire(env: simpy.Environment, costs: StageCosts, dur: Durations, rec: Recorde
     # One GPU per simulated env worker. The trainer's data-parallel ranks move in lock-step
     # (every step ends in a collective), so one Resource stands for its GPUs when it has its own.
     rollout_gpus = [simpy.Resource(env, 1) for _ in range(n_sim)]
-    shared = pl.colocated
-    trainer_gpus = rollout_gpus if shared else [simpy.Resource(env, 1)]
+    trainer_gpus = rollout_gpus if pl.colocated else [simpy.Resource(env, 1)]
     buffer, weights = SampleBuffer(env), WeightStore(env)
     rollout_log, train_log = RolloutLog(env, n_sim), TrainLog()
 
@@ -73,5 +74,5 @@ def wire(env: simpy.Environment, costs: StageCosts, dur: Durations, rec: Recorde
                       rollout_done=None if m.async_training else rollout_log.all_done,
                       stream=m.streaming,
                       switch_s=costs.phase_switch_s(),
-                      shared=shared and m.async_training, collapse=collapse)
+                      shared=m.trains_beside_rollout, collapse=collapse)
     return Wiring(workers, servers, trainer, buffer, weights, rollout_log, train_log, n_sim)

@@ -295,8 +295,7 @@ class EnvWorker:
         self.epoch_end_times: list[float] | None = None  # only while recording (record_rollout)
         # A GPU nothing else uses while the worker rolls out: its own, or colocated's, which the
         # synchronous trainer takes only between rollouts; not train_async's on shared GPUs.
-        m = costs.plan.mechanisms
-        gpu_alone = m.disaggregated or not m.async_training
+        gpu_alone = not costs.plan.mechanisms.trains_beside_rollout
         # One lock-step group: nothing shares its GPU or cores during an epoch (see module doc).
         self.epoch_block = collapse and groups == 1 and not dynamic and gpu_alone
         # Several groups, deterministic costs, and the GPU alone: iterations replay one recording
