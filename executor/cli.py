@@ -182,7 +182,8 @@ def summary(record: dict) -> str:
         f"mode          {record['mode']}",
         f"backbone      {record['backbone']} (profile {record['profile']})",
         f"gpus          {record['gpus']} slots, rollout {record['rollout_gpus']} : actor {record['actor_gpus']}"
-        + (f" (ratio {record['allocation_ratio']})" if record["allocation_ratio"] else " (colocated)"),
+        + (f" (ratio {record['allocation_ratio']})" if record["allocation_ratio"]
+           else " (colocated)" if record["mode"] == "colocated" else " (the same slots: shared GPUs)"),
         f"envs          {record['total_num_envs']} ({record['pipeline_stage_num']} pipeline stage(s))",
         f"throughput    {fmt_number(record['throughput_env_steps_per_s'])} env steps/s (measured)",
         f"iteration     {fmt_number(record['iteration_time_s'])} s",

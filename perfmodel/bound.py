@@ -6,7 +6,9 @@ Per-iteration lower bounds on each resource's busy time (mean costs):
   form (a call's host-path latency, ``Costs.infer_latency_s``, does not hold the GPU);
 - actor: every micro-batch and optimizer step of the iteration (no overlap inside the actor);
 - synchronous modes add the phases (rollout, then training, then sync or swaps) since they
-  never overlap; asynchronous modes overlap rollout with training.
+  never overlap; asynchronous modes overlap rollout with training, except on the GPU they
+  share when actor and rollout are on the same GPUs (train_async, allocation_ratio null): each
+  GPU's inference and training add up (bottleneck ``inference+actor``).
 The bound's throughput is env steps per iteration over that time; no schedule beats it.
 """
 
@@ -83,8 +85,12 @@ def bound(costs: StageCosts) -> Bound:
     if plan.mechanisms.async_training:
         # Rollout and training overlap. (Weight syncs are left out: within a finite window a
         # worker may pick up fewer new versions than iterations, so they bound nothing.)
-        iteration_s = max(rollout_s, actor_s)
-        bottleneck = "actor" if actor_s > rollout_s else ("env" if env_s >= inference_s else "inference")
+        if plan.mechanisms.disaggregated:
+            iteration_s = max(rollout_s, actor_s)
+            bottleneck = "actor" if actor_s > rollout_s else ("env" if env_s >= inference_s else "inference")
+        else:  # one GPU does a worker's inference and an actor rank's training
+            iteration_s = max(env_s, inference_s + actor_s)
+            bottleneck = "env" if env_s >= inference_s + actor_s else "inference+actor"
     else:
         iteration_s = rollout_s + sync_s + actor_s + switch_s
         parts = {"env": env_s if env_s >= inference_s else 0.0, "inference": inference_s if inference_s > env_s else 0.0,

@@ -417,8 +417,9 @@ class StageCosts:
     def phase_switch_s(self) -> float:
         """Colocated: offload one phase's models and reload the other's, on every device, when
         ``plan.enable_offload``; without offload (the published LIBERO setup) every model stays
-        resident (``gpu_memory_gb`` checks that it fits) and a switch costs nothing."""
-        if not self.plan.enable_offload:
+        resident (``gpu_memory_gb`` checks that it fits) and a switch costs nothing. Modes without
+        alternating phases on shared GPUs (``Mode.swaps_phases``) never switch."""
+        if not self.plan.enable_offload or not self.plan.mechanisms.swaps_phases:
             return 0.0
         return self.profile.costs.offload_s + self.profile.costs.reload_s
 
@@ -443,7 +444,9 @@ class StageCosts:
         them (Costs.infer_activation_gb_per_sample, trained_parts.*.train_activation_gb_per_sample).
         A generator holds its weights and its call's activations, an actor its state and a
         micro-batch's; colocated without offload keeps both models resident through both phases,
-        with offload each phase holds its own. 0 when the profile lacks sizes."""
+        with offload each phase holds its own. train_async on shared GPUs keeps both resident and
+        may run a micro-batch and an inference call at once (two processes time-sharing the GPU
+        each hold their activations), so it needs both activations. 0 when the profile lacks sizes."""
         c, p = self.profile.costs, self.plan
         state = self._part.get("train_state_gb", 0.0)
         if c.weights_gb <= 0 or state <= 0:
@@ -452,7 +455,8 @@ class StageCosts:
         infer_act, train_act = self.activation_gb() if activations else (0.0, 0.0)
         if p.mechanisms.disaggregated or p.enable_offload:
             return max(c.weights_gb + infer_act, actor + train_act)
-        return actor + c.weights_gb + max(infer_act, train_act)
+        both = infer_act + train_act if p.mechanisms.async_training else max(infer_act, train_act)
+        return actor + c.weights_gb + both
 
     def activation_gb(self) -> tuple[float, float]:
         """(GB of the largest inference call's activations, GB of one training micro-batch's per rank)."""
@@ -473,7 +477,8 @@ class StageCosts:
                               f"training micro-batch of {self.micro_batching(self.plan.workload.global_batch_size)[1]} "
                               f"samples per rank ({train_act:.0f} GB) and of an inference call of {self.max_infer_batch} "
                               f"({infer_act:.0f} GB): a smaller micro_batch_size holds fewer")
-        what = "colocated without offload keeps every model resident: " if (
+        where = self.plan.mode if self.plan.mechanisms.swaps_phases else f"{self.plan.mode} on shared GPUs"
+        what = f"{where} without offload keeps every model resident: " if (
             not self.plan.mechanisms.disaggregated and not self.plan.enable_offload) else ""
         raise ConfigError("plan.enable_offload" if what else "plan.sharding_strategy",
                           f"{what}{need:.0f} GB of models and activations per GPU exceed cluster.gpu_memory_gb {have:g}")

@@ -139,7 +139,8 @@ def check_record(plan: Plan, record: dict, rec, iterations: int = 2, synced: boo
     assert set(record["stage_time_s"]) == set(STAGES)
     assert set(record["utilization"]["stages"]) == set(STAGES)
     res = set(record["utilization"]["resources"])
-    assert res == ({"gpu", "env_cpu"} if plan.mode == "colocated" else {"rollout_gpu", "actor_gpu", "env_cpu"})
+    shared = not plan.mechanisms.disaggregated  # one GPU resource: colocated, train_async on shared GPUs
+    assert res == ({"gpu", "env_cpu"} if shared else {"rollout_gpu", "actor_gpu", "env_cpu"})
     # the trace has the simulator's event format and resource names
     trace = rec.chrome_trace({"plan": plan.to_dict()})
     names = {e["name"] for e in trace["traceEvents"] if e["ph"] == "X"}
@@ -177,6 +178,21 @@ def test_train_async_survives_a_killed_env_process(ray_session):
     assert any("inside the measured window" in w for w in record["warnings"])
     assert record["rerun_episodes"] == plan.envs_per_stage
     assert record["staleness"]["max"] <= plan.max_staleness
+
+
+@pytest.mark.slow
+def test_train_async_on_shared_gpus(ray_session):
+    """train_async with actor and rollout on the same slots (allocation_ratio null): each slot's
+    inference actor and trainer rank run at once (on CPU, the same fractional slot), no swaps."""
+    from executor.runtime.modes import layout
+
+    plan, record, rec = run_mode(tiny_plan("train_async", allocation_ratio=None))
+    lay = layout(plan)
+    assert lay.rollout_slots == lay.actor_slots == [0, 1] and not lay.phase_swaps and not lay.trains_after_rollout
+    check_record(plan, record, rec, synced=False)
+    assert record["staleness"]["max"] <= plan.max_staleness
+    names = {e["name"] for e in rec.chrome_trace()["traceEvents"] if e["ph"] == "X"}
+    assert "phase_switch" not in names
 
 
 @pytest.mark.slow

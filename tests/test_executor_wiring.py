@@ -44,10 +44,13 @@ def _plan(mode: str, changes: dict) -> Plan:
     return Plan.from_dict(d)
 
 
-@pytest.mark.parametrize("case", CASES)
-@pytest.mark.parametrize("mode", MODES)
+# train_async with actor and rollout on the same GPUs (allocation_ratio null)
+SHARED = {"shared GPUs, 2 nodes of 4": {"allocation_ratio": None}}
+
+
+@pytest.mark.parametrize("mode, case", [(m, c) for m in MODES for c in CASES] + [("train_async", c) for c in SHARED])
 def test_simulator_and_executor_wire_a_mode_alike(mode, case):
-    plan = _plan(mode, CASES[case])
+    plan = _plan(mode, {**CASES, **SHARED}[case])
     costs = StageCosts(plan, load_profile(plan.profile))
     env = simpy.Environment()
     sim = sim_wire(env, costs, Durations(costs, None), Recorder(), max_workers=10 ** 6)  # no replicas
@@ -86,9 +89,11 @@ def test_simulator_and_executor_wire_a_mode_alike(mode, case):
         assert (g.b_max, g.t_max) == (ex.b_max, ex.t_max_s)
     assert sim.trainer.stream == ex.streaming
     assert (sim.trainer.rollout_done is not None) == ex.trains_after_rollout
-    assert ex.phase_swaps == (not plan.mechanisms.disaggregated)
-    if plan.mechanisms.disaggregated:
+    assert ex.phase_swaps == plan.mechanisms.swaps_phases == (mode == "colocated")
+    if not ex.phase_swaps:
         assert sim.trainer.switch_s == 0.0
+    # on shared GPUs an asynchronous trainer takes them a micro-batch at a time, between inference calls
+    assert sim.trainer.shared == (case in SHARED)
     assert sim.trainer.ranks == len(ex.actor_slots)
     for k in range(4):
         assert ex.required_version(k) == k - ex.staleness

@@ -348,3 +348,122 @@ def test_a_vanishing_latency_is_no_latency(scenario_dict, mode, b_max, t_max):
         prof = Profile.from_dict(scenario_dict)
         thr[latency] = simulate(published_plan(prof, mode, 8, "1:1", **knobs), prof).throughput_env_steps_per_s
     assert thr[1e-9] == pytest.approx(thr[0.0], rel=1e-6)
+
+
+# -- train_async with actor and rollout on the same GPUs (allocation_ratio null; issue 31) ----------
+
+def _shared_scenario(scenario_dict) -> tuple[Plan, Profile]:
+    """One GPU, train_async on shared GPUs: 2 envs in one lock-step group on the GPU's 2 cores
+    (16 cores / 8 GPUs), 2 chunk steps of 5 env steps per epoch, one epoch; 4 samples an
+    iteration trained in one global batch of 2 micro-batches (one rank)."""
+    from perfmodel.calibration.reference import default_cluster
+    from perfmodel.schema.plan import Workload
+
+    scenario_dict["costs"]["env_reset_s"] = 0.1
+    prof = Profile.from_dict(scenario_dict)
+    w = Workload(total_num_envs=2, max_episode_steps=10, num_action_chunks=5, rollout_epoch=1, update_epoch=1,
+                 micro_batch_size=2, global_batch_size=4)
+    plan = Plan("train_async", w, default_cluster(prof, 1), profile="scenario", allocation_ratio=None, max_staleness=1)
+    plan.check()
+    return plan, prof
+
+
+def test_shared_gpus_take_training_and_inference_in_turn(scenario_dict):
+    """Costs by hand: reset 0.1 s; an inference call of 2 envs 0.2 + 0.05 x 2 = 0.3 s; a chunk step
+    5 x 0.1 = 0.5 s (each env on a core of its own); a micro-batch of 2 samples 0.1 + 0.02 x 2 =
+    0.14 s; an optimizer step 0.3 s (one rank: no all-reduce). Iteration 0's rollout ends at 1.7;
+    with staleness 1 iteration 1 starts at once (reset 1.7-1.8) while the trainer takes the GPU for
+    its first micro-batch (1.7-1.84). The inference call asked for at 1.8 waits for it (1.84-2.14);
+    the second micro-batch, asked for at 1.84 behind the call, waits for the call (2.14-2.28), and
+    the optimizer step follows (2.28-2.58): version 1. Iteration 2 needs version 1 and starts when
+    iteration 1's rollout ends (3.44); its call at 3.54 waits for the first micro-batch (3.44-3.58);
+    the trainer's optimizer step (4.02-4.32) then waits for nothing."""
+    plan, prof = _shared_scenario(scenario_dict)
+    assert (plan.mechanisms.disaggregated, plan.placement.colocated, plan.split) == (False, True, (1, 1))
+    c = StageCosts(plan, prof)
+    assert (c.env_reset_s(2), c.infer_gpu_s(2), c.env_chunk_s(2, True), c.micro_batch_s(2), c.optimizer_step_s()) \
+        == pytest.approx((0.1, 0.3, 0.5, 0.14, 0.3))
+    assert c.weight_sync_s() == 0.0 and c.phase_switch_s() == 0.0  # weights in place; no phases to swap
+    got = {}
+    for collapse in (True, False):  # no block collapses here: the same events either way
+        res = simulate(plan, prof, iterations=3, warmup=1, trace=True, collapse=collapse)
+        got[collapse] = [(s[0], round(s[3], 9), round(s[4], 9)) for s in res.recorder.spans
+                         if s[0] != "weight_sync"]
+    assert got[True] == got[False]
+    spans = sorted(got[True], key=lambda s: (s[1], s[0]))
+    assert spans == [
+        ("env_reset", 0.0, 0.1), ("inference", 0.1, 0.4), ("env_step", 0.4, 0.9),
+        ("inference", 0.9, 1.2), ("env_step", 1.2, 1.7),
+        ("env_reset", 1.7, 1.8), ("train", 1.7, 1.84),
+        ("inference", 1.84, 2.14),  # waited 1.8-1.84 for the micro-batch
+        ("env_step", 2.14, 2.64), ("train", 2.14, 2.28),  # the micro-batch waited 1.84-2.14 for the call
+        ("optimizer_step", 2.28, 2.58),
+        ("inference", 2.64, 2.94), ("env_step", 2.94, 3.44),
+        ("env_reset", 3.44, 3.54), ("train", 3.44, 3.58),
+        ("inference", 3.58, 3.88),  # waited 3.54-3.58
+        ("env_step", 3.88, 4.38), ("train", 3.88, 4.02), ("optimizer_step", 4.02, 4.32),
+        ("inference", 4.38, 4.68), ("env_step", 4.68, 5.18),
+        ("train", 5.18, 5.32), ("train", 5.32, 5.46), ("optimizer_step", 5.46, 5.76)]
+    # versions published at 2.58, 4.32, 5.76: the window after the warm-up iteration is 2.58-5.76
+    assert res.iteration_time_s == pytest.approx((5.76 - 2.58) / 2)
+
+
+def test_shared_gpus_prediction_lies_between_colocated_and_the_bound():
+    """train_async on shared GPUs, pi0.5 at the published 8 and 16 GPUs. By construction: no faster
+    than its bound, where each GPU's inference and training add up; and no slower than colocated
+    on the same GPUs without offload, whose iteration is the rollout then the training: with
+    staleness 1 the rollout of iteration k+1 only waits for the GPU units of iteration k's training
+    (at most all of it), and training k ends within that rollout plus k's training."""
+    from perfmodel.bound import bound
+
+    pi05 = load_profile("pi05")
+    for gpus in (8, 16):
+        col = published_plan(pi05, "colocated", gpus, None)
+        shared = published_plan(pi05, "train_async", gpus, None).with_(allocation_ratio=None)
+        shared.check()
+        b = bound(StageCosts(shared, pi05))
+        assert b.bottleneck in ("env", "inference+actor")
+        assert b.iteration_s == pytest.approx(max(b.env_s, b.inference_s + b.actor_s))
+        got = simulate(shared, pi05).throughput_env_steps_per_s
+        assert simulate(col, pi05).throughput_env_steps_per_s < got <= b.throughput_env_steps_per_s
+
+
+def test_shared_gpus_hold_both_models_and_both_activations():
+    """Colocated without offload holds the larger phase's activations; on shared GPUs a training
+    micro-batch and an inference call can run at once (two processes), so both count."""
+    pi05 = load_profile("pi05")
+    col = StageCosts(published_plan(pi05, "colocated", 8, None), pi05)
+    shared_plan = published_plan(pi05, "train_async", 8, None).with_(allocation_ratio=None)
+    shared = StageCosts(shared_plan, pi05)
+    infer_act, train_act = shared.activation_gb()
+    assert infer_act > 0 and train_act > 0
+    assert shared.gpu_memory_gb() == pytest.approx(col.gpu_memory_gb() + min(infer_act, train_act))
+    # a GPU between the two needs: colocated fits, the shared plan's activations do not
+    between = (col.gpu_memory_gb() + shared.gpu_memory_gb()) / 2
+    for plan in (col.plan, shared_plan):
+        plan = plan.with_(cluster=plan.cluster.__class__(**{**plan.cluster.__dict__, "gpu_memory_gb": between}))
+        if plan.mode == "colocated":
+            StageCosts(plan, pi05).check_gpu_memory()
+            continue
+        with pytest.raises(ConfigError) as e:
+            StageCosts(plan, pi05).check_gpu_memory()
+        assert e.value.field == "plan.workload.micro_batch_size"
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"mode": "rollout_async", "allocation_ratio": None}, "plan.allocation_ratio"),
+    ({"mode": "streamer", "allocation_ratio": None}, "plan.allocation_ratio"),
+    ({"mode": "train_async", "allocation_ratio": None, "enable_offload": True}, "plan.enable_offload"),
+])
+def test_shared_gpus_bad_combinations_are_one_line_errors(tmp_path, change, field):
+    import json
+
+    d = published_plan(load_profile("pi05"), "train_async", 8, "1:1").to_dict()
+    d.update(change)
+    with pytest.raises(ConfigError) as e:
+        Plan.from_dict(d)
+    assert e.value.field == field and "\n" not in str(e.value)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(d))
+    r = run_cli("predict", "--plan", str(path), "--no-interval")
+    assert r.returncode == 2 and r.stderr.startswith(f"error: {field}:") and r.stderr.strip().count("\n") == 0

@@ -153,7 +153,7 @@ def test_fork_block_says_the_mode_and_warnings_list_what_is_not_modelled(tmp_pat
 @pytest.mark.parametrize("kw, field", [
     ({"model": "starvla"}, "actor.model.model_type"),
     ({"adv": "embodied_sac", "loss": "embodied_sac"}, "algorithm.loss_type"),
-    ({"extra_algorithm": "  staleness_threshold: 1"}, "algorithm.staleness_threshold"),
+    ({"extra_algorithm": "  staleness_threshold: 1", "extra": "rollout_offload"}, "rollout.enable_offload"),
     ({"placement": "    actor: 0-5\n    env,rollout: 4-7"}, "cluster.component_placement.actor"),
     ({"placement": "    actor: 0-3\n    env: 0-3\n    rollout: 4-7"}, "cluster.component_placement.env"),
     ({"placement": "    actor,env,rollout: 0-9"}, "cluster.component_placement.actor,env,rollout"),
@@ -161,9 +161,40 @@ def test_fork_block_says_the_mode_and_warnings_list_what_is_not_modelled(tmp_pat
     ({"envs": 100}, "env.train.total_num_envs"),
 ])
 def test_refusals_name_the_key(tmp_path: Path, kw: dict, field: str) -> None:
+    offload = kw.pop("extra", None) == "rollout_offload"
+    cfg = write_config(tmp_path, **kw)
+    if offload:  # asynchronous PPO on shared GPUs with offload: RLinf's asynchronous rollout refuses it
+        text = cfg.read_text()
+        i = text.index("rollout:\n")
+        cfg.write_text(text[:i] + text[i:].replace("enable_offload: False", "enable_offload: True", 1))
     with pytest.raises(ConfigError) as e:
-        load_rlinf(write_config(tmp_path, **kw))
+        load_rlinf(cfg)
     assert e.value.field == field, str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_async_ppo_on_shared_gpus_is_train_async_on_shared_gpus(tmp_path: Path) -> None:
+    """RLinf's asynchronous PPO with actor, env and rollout on the same GPUs (its
+    libero_*_async_ppo_* configs): train_async with no rollout:actor split, a stderr note saying
+    how it is costed; naming the mode keeps the placement, a vlaperf ratio puts them apart."""
+    cfg = write_config(tmp_path, extra_algorithm="  staleness_threshold: 2")
+    im = load_rlinf(cfg)
+    p = im.plan
+    assert (p.mode, p.allocation_ratio, p.max_staleness, p.cluster.gpus, p.enable_offload) == \
+        ("train_async", None, 2, 8, False)
+    assert (p.mechanisms.disaggregated, p.mechanisms.async_training, p.placement.colocated) == (False, True, True)
+    assert p.split == (8, 8) and p.version_granularity == "iteration"
+    note = [w for w in im.warnings if "shared GPUs" in w]
+    assert len(note) == 1 and "staleness counted in iterations" in note[0] and "no MPS" in note[0]
+    assert load_rlinf(cfg, mode="train_async").plan.allocation_ratio is None
+    assert load_rlinf(cfg, mode="colocated").plan.mode == "colocated"
+    apart = write_config(tmp_path, "r", extra_algorithm="  staleness_threshold: 2",
+                         extra="vlaperf:\n  allocation_ratio: '1:1'\n")
+    assert load_rlinf(apart).plan.allocation_ratio == "1:1"
+    # a sweep or plan over it: the config's own mode, on the GPUs it shares (the base plan)
+    r = _cli("predict", "--rlinf-config", str(cfg), "--no-interval")
+    assert r.returncode == 0 and "actor and rollout share every GPU" in r.stdout
+    assert "costed as train_async on shared GPUs" in r.stderr
 
 
 def _costs(cfg: Path) -> tuple[float, float, Any]:
@@ -219,9 +250,13 @@ def test_emit_keeps_the_configs_denoising_steps_and_horizon(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("mode, gpus, ratio", [("colocated", 8, None), ("streamer", 16, "3:1"),
-                                               ("disaggregated", 24, "1:2"), ("rollout_async", 4, "1:1")])
+                                               ("disaggregated", 24, "1:2"), ("rollout_async", 4, "1:1"),
+                                               ("train_async", 8, "shared")])
 def test_emit_round_trips(tmp_path: Path, mode: str, gpus: int, ratio: str | None) -> None:
-    plan = published_plan(load_profile("pi05"), mode, gpus, ratio, b_max=8 if mode != "colocated" else None)
+    plan = published_plan(load_profile("pi05"), mode, gpus, "1:1" if ratio == "shared" else ratio,
+                          b_max=8 if mode != "colocated" else None)
+    if ratio == "shared":  # train_async with actor and rollout on the same GPUs
+        plan = plan.with_(allocation_ratio=None)
     f = tmp_path / "frag.yaml"
     f.write_text(emit_yaml(plan, "pi05"))
     assert load_rlinf(f).plan.to_dict() == plan.to_dict()
@@ -233,7 +268,7 @@ def test_emit_round_trips(tmp_path: Path, mode: str, gpus: int, ratio: str | Non
     # A synchronous plan switches RLinf's asynchronous settings off; offload only in colocated;
     # RLinf's batch-split rule is warned about (disaggregated 24 at 1:2: 16 actor GPUs, 1024 / (128 x 16)).
     frag = yaml.safe_load(f.read_text())
-    asynchronous = mode in ("rollout_async", "streamer")
+    asynchronous = mode in ("rollout_async", "streamer", "train_async")
     assert frag["runner"]["enable_decoupled_mode"] == dynamic
     assert (frag["algorithm"]["staleness_threshold"] is None) == (not asynchronous)
     assert "max_episode_steps" not in frag["env"]["train"]
@@ -304,7 +339,7 @@ def test_cli_refusal_is_one_line_exit_2(tmp_path: Path) -> None:
     assert r.returncode == 2 and "no such file" in r.stderr
 
 
-REFUSED_REASONS = ("actor.model.model_type", "algorithm.loss_type", "algorithm.staleness_threshold", "--rlinf-config")
+REFUSED_REASONS = ("actor.model.model_type", "algorithm.loss_type", "rollout.enable_offload", "--rlinf-config")
 
 
 def test_every_reference_config_imports_or_is_refused_with_a_reason() -> None:
@@ -322,6 +357,7 @@ def test_every_reference_config_imports_or_is_refused_with_a_reason() -> None:
             refused.append(cfg.name)
             continue
         assert im.plan.workload.total_num_envs > 0
+        assert (im.plan.allocation_ratio is None and im.plan.mode == "train_async") == ("async_ppo" in cfg.name)
         imported.append(cfg.name)
     # Every pi0.5, pi0, GR00T (N1.5) and OpenVLA-OFT PPO/GRPO config with a modelled placement
     # imports, and GR00T N1.6's and Dexbotic's pi0 (docs/backbones.md).
@@ -331,7 +367,13 @@ def test_every_reference_config_imports_or_is_refused_with_a_reason() -> None:
                                     ("ppo", "dexbotic_pi0"))}
     expected |= {"libero_90_grpo_openvlaoft.yaml", "libero_130_grpo_openvlaoft.yaml",
                  "libero_spatial_ppo_gr00t_n1d6.yaml", "libero_spatial_ppo_openpi_quickstart.yaml"}
-    assert len(expected) == 32
+    # RLinf's asynchronous PPO with actor and rollout on the same GPUs: train_async on shared GPUs
+    # (libero_goal_async_ppo_gr00t asks for rollout offload, which RLinf's asynchronous rollout refuses)
+    shared_async = {"libero_object_async_ppo_openpi_pi05.yaml", "libero_spatial_async_ppo_openpi.yaml",
+                    "libero_spatial_async_ppo_openpi_pi05.yaml"}
+    expected |= shared_async
+    assert len(expected) == 35
+    assert "libero_goal_async_ppo_gr00t.yaml" in refused
     assert set(imported) == expected, sorted(set(imported) ^ expected)
 
 

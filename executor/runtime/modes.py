@@ -6,7 +6,7 @@ executor groups envs exactly as the simulator does).
 |---------------|---------------------|--------------------------|----------------------|------------------|
 | colocated     | shared, phase swaps | weights of iteration k-1 | after whole rollout  | lock-step        |
 | disaggregated | rollout : actor     | weights of iteration k-1 | after whole rollout  | lock-step        |
-| train_async   | rollout : actor     | staleness bound          | per global batch     | lock-step        |
+| train_async   | rollout : actor, or shared (no swaps) | staleness bound | per global batch | lock-step  |
 | rollout_async | rollout : actor     | staleness bound          | per global batch     | dynamic batching |
 | streamer      | rollout : actor     | staleness bound          | per micro-batch      | dynamic batching |
 
@@ -14,7 +14,9 @@ Placement: one placement group per node of the plan (``STRICT_PACK``: a plan nod
 a Ray node), one bundle per device slot on it (``{"CPU": 1}`` on a CPU node, ``{"GPU": 1,
 "CPU": 1}`` with CUDA). The slots come from
 ``plan.placement.slots()``, as the simulator's: rollout slot i holds env worker i and its
-inference actor, actor slot r trainer rank r (colocated: the same slots as the rollout).
+inference actor, actor slot r trainer rank r (colocated, and train_async with allocation_ratio
+null: the same slots as the rollout; on a GPU the two Ray actors of a slot each take half of it
+and run at once, time-sharing it, as the simulator's shared GPU Resource).
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ class Layout:
     t_max_s: float
     streaming: bool
     trains_after_rollout: bool  # synchronous: the trainer waits for the whole iteration's rollout
-    phase_swaps: bool  # colocated: the models of the two phases share the slots
+    phase_swaps: bool  # colocated: the models of the two phases take the slots in turn (Mode.swaps_phases)
 
     def required_version(self, iteration: int) -> int:
         return required_weight_version(iteration, self.staleness)
@@ -94,7 +96,7 @@ def layout(plan: Plan) -> Layout:
         env_cores_per_worker=max(1.0, pl.env_cores_per_worker),
         staleness=plan.max_staleness if m.async_training else 0,
         dynamic_batching=m.dynamic_batching, b_max=plan.effective_b_max, t_max_s=plan.t_max_s,
-        streaming=m.streaming, trains_after_rollout=not m.async_training, phase_swaps=not m.disaggregated)
+        streaming=m.streaming, trains_after_rollout=not m.async_training, phase_swaps=m.swaps_phases)
 
 
 @dataclass
@@ -148,8 +150,9 @@ def wire(ctx: Context, opts: RunOptions, learner_cfg: Any) -> Wiring:
     env_cfg = EnvConfig(suite=opts.suite, image_size=opts.image_size, max_episode_steps=w.max_episode_steps,
                         num_action_chunks=w.num_action_chunks, hard_reset=opts.hard_reset, seed=opts.seed)
     device = "cuda" if cuda else opts.device
-    # Colocated on a GPU: the inference actor and the trainer rank share the slot's GPU.
-    gpu_share = (0.5 if lay.phase_swaps else 1.0) if cuda else 0.0
+    # Shared slots on a GPU (colocated, train_async on shared GPUs): the inference actor and the
+    # trainer rank share the slot's GPU.
+    gpu_share = (0.5 if lay.rollout_slots == lay.actor_slots else 1.0) if cuda else 0.0
     sizes = lay.group_sizes
     env_actors = [ray.remote(EnvGroupsActor).options(max_concurrency=len(sizes) + 4, **on(d)).remote(
         i, env_cfg, sizes, lay.first_env[i], lay.env_cores[i]) for i, d in enumerate(lay.rollout_slots)]

@@ -12,7 +12,7 @@ from perfmodel.commands.common import (BACKBONE_NAMES, Say, check_backbone, chec
                                        to_stderr)
 from perfmodel.schema.errors import ConfigError
 from perfmodel.calibration.structural import note as structural_note
-from perfmodel.schema.modes import MODES
+from perfmodel.schema.modes import MODE_TABLE, MODES
 from perfmodel.schema.plan import MAX_GPUS, Plan, parse_ratio
 
 
@@ -73,9 +73,9 @@ def _resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, rati
             changes["cluster"] = base.cluster.__class__(**{**base.cluster.__dict__, "gpus": gpus})
             changes["workload"] = base.workload.__class__(**{**base.workload.__dict__, "total_num_envs": int(envs)})
         if ratio is not None:
-            if base.allocation_ratio is None:
+            if not MODE_TABLE[base.mode].disaggregated:
                 fail("--ratio", "must not be given for colocated: every GPU runs every phase")
-            changes["allocation_ratio"] = ratio
+            changes["allocation_ratio"] = ratio  # train_async on shared GPUs: apart, at this split
         changes.update({k: v for k, v in knobs.items() if v is not None})
         plan = base.with_(**changes)
         plan.check()
@@ -117,7 +117,7 @@ def _resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, rati
         changes["allocation_ratio"] = None
     elif ratio is not None:
         changes["allocation_ratio"] = ratio
-    elif base.allocation_ratio is None:
+    elif base.allocation_ratio is None and mode != base.mode:  # from colocated to a split mode
         changes["allocation_ratio"] = "1:1"
     changes.update({k: v for k, v in knobs.items() if v is not None})
     plan = base.with_(**changes)
@@ -204,6 +204,7 @@ def predict(mode: str | None = None, gpus: int | None = None, *, backbone: str |
 def format_prediction(p: dict[str, Any]) -> str:
     """The text output of ``perfmodel predict``: one row a quantity."""
     split = ("all GPUs time-share every phase" if p["mode"] == "colocated"
+             else "actor and rollout share every GPU, training while rollout goes on" if p["allocation_ratio"] is None
              else f"rollout {p['rollout_gpus']} : actor {p['actor_gpus']} (ratio {p['allocation_ratio']})")
     rows = [
         ("mode", p["mode"]),

@@ -60,6 +60,15 @@ ASYNC_LOOKING = re.compile(r"async|stream|dynamic_batch|staleness|max_batch|batc
 # streaming training, which RLinf has only in its synchronous runner (runner.use_training_pipeline,
 # runners/embodied_runner.py run_pipeline).
 DECOUPLED, TRAINING_PIPELINE = "runner.enable_decoupled_mode", "runner.use_training_pipeline"
+# How RLinf's asynchronous PPO on shared GPUs (``actor,env,rollout: all`` with a staleness
+# threshold; RLinf's libero_*_async_ppo_* configs) is costed: every mechanism is the simulator's.
+SHARED_ASYNC_NOTE = ("algorithm.staleness_threshold: {staleness} with actor and rollout on the same GPUs: costed as "
+                     "train_async on shared GPUs (allocation_ratio null): each GPU runs its env worker's inference "
+                     "calls and an actor rank's micro-batches and optimizer steps in turn, first come first served "
+                     "(two processes time-sharing a GPU, no MPS assumed); both models resident, no offload, weights "
+                     "handed over in place (0 s, as colocated); env workers get their GPU's share of the node's "
+                     "cores (the actor's CPU use is not charged); staleness counted in iterations, as RLinf 0.3.0 "
+                     "does (docs/metrics.md, Weight versions)")
 
 
 @dataclass
@@ -279,13 +288,15 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
                                                              f"{_ranges(rollout)}: vlaperf runs one env worker beside "
                                                              "each generator (place env and rollout together)")
     staleness = c.get("algorithm.staleness_threshold", None)
+    shared_async = False  # train_async with actor and rollout on the same GPUs (the config's own)
     decoupled, streaming = bool(c.get(DECOUPLED, False)), bool(c.get(TRAINING_PIPELINE, False))
     fork = read_fork(c)  # the RL-VLA3 fork's asynchronous keys (perfmodel/rlinf/fork.py)
     if fork.per_env_async and staleness is None and set(actor) != set(rollout):
         staleness = 1
         warnings.append(f"{ROLLOUT_ASYNC}: the fork's asynchronous runner without algorithm.staleness_threshold: "
                         "costed with staleness 1 (the published runs' assumption)")
-    if set(actor) == set(rollout):
+    shared = set(actor) == set(rollout)
+    if shared:
         derived, ratio = "colocated", None
     elif not set(actor) & set(rollout):
         derived = ("rollout_async" if decoupled or fork.per_env_async else "train_async") if staleness is not None \
@@ -305,11 +316,6 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
                                                   "same GPUs (col placement) is not a vlaperf mode (its asynchronous "
                                                   "modes need disjoint rollout and actor GPUs); " + PASS_MODE,
                                    disaggregated=False)
-        if derived == "colocated" and staleness is not None:
-            raise UnnamedModeError("algorithm.staleness_threshold",
-                                   "asynchronous PPO with actor and rollout on the same GPUs is not a vlaperf mode "
-                                   "(its asynchronous modes need disjoint rollout and actor GPUs, e.g. 'actor: 0-3' "
-                                   "and 'env,rollout: 4-7'); " + PASS_MODE, disaggregated=False)
         if streaming:
             raise UnnamedModeError(TRAINING_PIPELINE, "RLinf's streaming inside its synchronous runner (micro-batches "
                                                       "per env worker and rollout epoch) is not a vlaperf mode "
@@ -322,7 +328,12 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
                                               "'env,rollout: 4-7') is not a vlaperf mode (rollout_async adds it to "
                                               "asynchronous training); " + PASS_MODE,
                                    disaggregated=derived != "colocated")
+        if shared and staleness is not None:
+            derived = "train_async"  # RLinf's asynchronous PPO on the GPUs it shares (SHARED_ASYNC_NOTE)
         want = "streamer" if fork.streamer and derived == "rollout_async" else derived
+    if shared and staleness is not None and want == "train_async" and "allocation_ratio" not in block:
+        shared_async = True  # the config's own mode, named or not: its placement kept
+        warnings.append(SHARED_ASYNC_NOTE.format(staleness=staleness))
     elif MODE_TABLE[want].disaggregated != (derived != "colocated"):
         if MODE_TABLE[want].disaggregated:
             warnings.append(f"cluster.component_placement: shares GPUs between actor and rollout; mode {want} "
@@ -423,7 +434,15 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     actor_off = c.get_bool("actor.enable_offload", False)
     rollout_off = c.get_bool("rollout.enable_offload", False)
     offload = actor_off or rollout_off
-    if MODE_TABLE[want].disaggregated:
+    if shared_async and offload:
+        # RLinf's asynchronous rollout refuses offload (workers/rollout/hf/async_huggingface_worker.py;
+        # perfmodel/rlinf/emit.py), and with actor and rollout running at once there are no phases
+        # to offload between: the config as written is not one RLinf runs.
+        raise ConfigError("actor.enable_offload" if actor_off else "rollout.enable_offload",
+                          "True with asynchronous PPO (algorithm.staleness_threshold) on shared GPUs: RLinf's "
+                          "asynchronous rollout refuses offload and both models stay resident while actor and rollout "
+                          "run at once; set it False to cost the config (train_async on shared GPUs)")
+    if MODE_TABLE[want].disaggregated and not shared_async:
         if offload:  # nothing swaps where rollout and actor have GPUs of their own
             warnings.append(f"actor.enable_offload is {actor_off}, rollout.enable_offload is {rollout_off}: no effect in "
                             f"mode {want} (rollout and actor on GPUs of their own keep their models resident)")
@@ -530,7 +549,8 @@ def _rlinf_key(field_name: str, block: dict[str, Any] | None = None) -> str:
                "plan.workload.max_episode_steps": "env.train.max_episode_steps",
                "plan.workload.group_size": "algorithm.group_size",
                "plan.pipeline_stage_num": "rollout.pipeline_stage_num",
-               "plan.allocation_ratio": "cluster.component_placement"}
+               "plan.allocation_ratio": "cluster.component_placement",
+               "plan.enable_offload": "actor.enable_offload"}
     return mapping.get(field_name, field_name)
 
 

@@ -15,6 +15,11 @@ mode's name or position.
 - disaggregated: rollout (env workers + inference) and the actor on disjoint GPU sets; weights
   travel from the actor to every generator. Otherwise every GPU time-shares every phase and
   swaps models (offload/reload) between phases.
+  The column is each mode's placement; a train_async plan may also put actor and rollout on
+  the same GPUs (``allocation_ratio`` null, RLinf's ``actor,env,rollout: all`` with
+  ``algorithm.staleness_threshold``): its row then reads "disaggregated: no"
+  (``Plan.mechanisms``, ``Mode.on_shared_gpus``), and with no phases to alternate it swaps no
+  models (``swaps_phases``): training and inference take the shared GPUs in turn as they come.
 - async_training: rollout goes on within the staleness bound while the actor trains one global
   batch at a time as samples arrive; otherwise the actor waits for the whole rollout.
 - dynamic_batching: envs step on their own and inference requests queue until ``b_max`` wait
@@ -24,7 +29,7 @@ mode's name or position.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,22 @@ class Mode:
     def lockstep(self) -> bool:
         """A worker's envs step together and wait for the slowest (no dynamic batching)."""
         return not self.dynamic_batching
+
+    @property
+    def swaps_phases(self) -> bool:
+        """Actor and rollout share the GPUs in alternating phases (colocated): only then is there
+        an offload/reload between phases to pay (with ``plan.enable_offload``)."""
+        return not self.disaggregated and not self.async_training
+
+    @property
+    def trains_beside_rollout(self) -> bool:
+        """Actor and rollout on the same GPUs at the same time (train_async on shared GPUs):
+        training and inference take each GPU in turn, and no GPU is the rollout's alone."""
+        return not self.disaggregated and self.async_training
+
+    def on_shared_gpus(self) -> "Mode":
+        """This mode's row with actor and rollout on the same GPUs (``SHARED_GPU_MODES``)."""
+        return replace(self, disaggregated=False)
 
     def ignores(self, knob: str) -> str | None:
         """Why this mode ignores the plan field ``knob`` (one of KNOB_MECHANISM), or None if it reads it."""
@@ -62,6 +83,11 @@ MODE_TABLE: dict[str, Mode] = {m.name: m for m in (
     Mode("streamer", disaggregated=True, async_training=True, dynamic_batching=True, streaming=True),
 )}
 MODES: tuple[str, ...] = tuple(MODE_TABLE)
+# Modes whose plan may put actor and rollout on the same GPUs (allocation_ratio null): colocated
+# always; train_async as RLinf's asynchronous PPO does with ``actor,env,rollout: all`` (its
+# LIBERO *_async_ppo_* configs). Dynamic batching and streaming (the RL-VLA3 fork's) run on
+# disjoint GPUs in every config and run vlaperf knows of, so they are not offered shared.
+SHARED_GPU_MODES: tuple[str, ...] = ("colocated", "train_async")
 
 
 def mode(name: str) -> Mode:

@@ -17,7 +17,7 @@ from typing import Any
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.jsonio import Fields, check_int, load_json
 from perfmodel.schema.hardware import DEFAULT_GPU, GPU_NAMES
-from perfmodel.schema.modes import MODE_TABLE, MODES, Mode
+from perfmodel.schema.modes import MODE_TABLE, MODES, SHARED_GPU_MODES, Mode
 from perfmodel.schema.placement import Placement, env_cores_of, placement_of
 from perfmodel.schema.rules import whole_global_batch
 
@@ -283,7 +283,8 @@ class Plan:
     """What to run: a mode, a GPU split, pipeline and batching knobs, the workload and cluster.
 
     ``profile`` names a bundled profile (``pi05``) or a profile file path.
-    ``allocation_ratio`` is ``None`` for colocated (all GPUs do every phase).
+    ``allocation_ratio`` is ``None`` for colocated (all GPUs do every phase), and for a train_async
+    plan whose actor and rollout share every GPU (RLinf's ``actor,env,rollout: all``).
     """
 
     mode: str
@@ -312,10 +313,14 @@ class Plan:
     denoising_steps: int | None = None
     action_horizon: int | None = None
 
-    @property
+    @cached_property
     def mechanisms(self) -> Mode:
-        """This plan's row of the mode table (perfmodel.schema.modes)."""
-        return MODE_TABLE[self.mode]
+        """This plan's row of the mode table (perfmodel.schema.modes); a mode that may share its
+        GPUs (``SHARED_GPU_MODES``) with no rollout:actor split reads "disaggregated: no"."""
+        row = MODE_TABLE[self.mode]
+        if row.disaggregated and self.allocation_ratio is None and self.mode in SHARED_GPU_MODES:
+            return row.on_shared_gpus()
+        return row
 
     @property
     def rollout_gpus(self) -> int:
@@ -373,14 +378,16 @@ class Plan:
             raise ConfigError(f"{path}.mode", f"must be one of {', '.join(MODES)}; got {self.mode!r}")
         check_int(f"{path}.cluster.gpus", self.cluster.gpus, min=1, max=MAX_GPUS)
         self.workload.check(f"{path}.workload")
-        if not self.mechanisms.disaggregated:
+        if not MODE_TABLE[self.mode].disaggregated:
             if self.allocation_ratio is not None:
                 raise ConfigError(f"{path}.allocation_ratio",
                                   "must be omitted (null) for colocated: every GPU runs every phase")
-        else:
+        elif self.mechanisms.disaggregated:
             if self.allocation_ratio is None:
+                shared = ", ".join(m for m in SHARED_GPU_MODES if MODE_TABLE[m].disaggregated)
                 raise ConfigError(f"{path}.allocation_ratio",
-                                  f"is required for {self.mode} (rollout:actor GPUs, e.g. 1:1)")
+                                  f"is required for {self.mode} (rollout:actor GPUs, e.g. 1:1); null (actor and rollout "
+                                  f"on the same GPUs) is for colocated and {shared}")
             parse_ratio(self.allocation_ratio, self.cluster.gpus, f"{path}.allocation_ratio")
         check_int(f"{path}.pipeline_stage_num", self.pipeline_stage_num, min=1, max=MAX_PIPELINE_STAGES)
         w = self.workload
@@ -408,6 +415,11 @@ class Plan:
                 raise ConfigError(f"{path}.{name}", f"must be one of {', '.join(allowed)}; got {getattr(self, name)!r}")
         if not isinstance(self.enable_offload, bool):
             raise ConfigError(f"{path}.enable_offload", f"must be true or false, got {self.enable_offload!r}")
+        m = self.mechanisms
+        if self.enable_offload and m.trains_beside_rollout:
+            raise ConfigError(f"{path}.enable_offload", f"must be false for {self.mode} with actor and rollout on the "
+                                                        "same GPUs (allocation_ratio null): they run at the same time, "
+                                                        "so both models stay resident (no phases to offload between)")
 
     def _check_env_cores(self, path: str) -> None:
         """Every env worker needs at least one CPU core of its node: fewer cores than the env

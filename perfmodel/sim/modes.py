@@ -1,8 +1,14 @@
 """Every mode is one wiring of the shared workers, read from the plan's row of the mode table
 (``plan.mechanisms``, perfmodel/schema/modes.py) and its placement (``plan.placement``):
 
-- ``disaggregated``: the trainer gets GPUs of its own; otherwise it takes the rollout GPUs and
-  swaps models around each training phase;
+- the placement (``plan.placement.colocated``): the trainer gets GPUs of its own, or takes the
+  rollout GPUs; colocated swaps models around each training phase (``Mode.swaps_phases``), while
+  train_async on shared GPUs trains as inference goes on, the two taking each GPU in turn
+  (``Mode.trains_beside_rollout``, ``Trainer(shared=True)``: one Resource per GPU, first come
+  first served, an inference call, a micro-batch or an optimizer step at a time: two processes
+  time-sharing a GPU without MPS, as RLinf's actor and rollout workers do, whose kernels never
+  overlap; the GPU's own finer time slices are not modelled, so a call waits for the running
+  micro-batch to end rather than sharing its time);
 - ``async_training``: rollout waits only for the staleness bound and the trainer takes global
   batches as they fill; otherwise rollout waits for the previous iteration's weights and the
   trainer for the whole rollout;
@@ -54,7 +60,7 @@ def wire(env: simpy.Environment, costs: StageCosts, dur: Durations, rec: Recorde
     # One GPU per simulated env worker. The trainer's data-parallel ranks move in lock-step
     # (every step ends in a collective), so one Resource stands for its GPUs when it has its own.
     rollout_gpus = [simpy.Resource(env, 1) for _ in range(n_sim)]
-    trainer_gpus = [simpy.Resource(env, 1)] if m.disaggregated else rollout_gpus
+    trainer_gpus = rollout_gpus if pl.colocated else [simpy.Resource(env, 1)]
     buffer, weights = SampleBuffer(env), WeightStore(env)
     rollout_log, train_log = RolloutLog(env, n_sim), TrainLog()
 
@@ -67,6 +73,6 @@ def wire(env: simpy.Environment, costs: StageCosts, dur: Durations, rec: Recorde
     trainer = Trainer(env, trainer_gpus, costs, dur, rec, buffer, weights, train_log,
                       rollout_done=None if m.async_training else rollout_log.all_done,
                       stream=m.streaming,
-                      switch_s=0.0 if m.disaggregated else costs.phase_switch_s(),
-                      collapse=collapse)
+                      switch_s=costs.phase_switch_s(),
+                      shared=m.trains_beside_rollout, collapse=collapse)
     return Wiring(workers, servers, trainer, buffer, weights, rollout_log, train_log, n_sim)

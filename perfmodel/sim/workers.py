@@ -30,6 +30,8 @@ SimPy event per step, so the simulation's cost does not grow with the cluster.
   once they have ended. Times are start + offset instead of a running sum, so they equal the
   event-by-event ones up to float rounding (relative 1e-13 measured; tests/test_simulator.py).
   A traced run (spans with their arguments, queue counters) and variable costs run every event.
+- train_async on shared GPUs: none of the above (inference and training interleave on each
+  GPU), so its trainer and workers run every event.
 Block end times are summed in the same order as the events would add them, so with
 deterministic costs the timeline is bit-for-bit the event-by-event one (tests/test_simulator.py)
 up to ``EXACT_STEPS`` steps per block; beyond that the block is ``count x one batch`` (equal
@@ -291,14 +293,15 @@ class EnvWorker:
         self.version = 0
         self.group_cores = costs.env_cores_used(self.group_envs)
         self.epoch_end_times: list[float] | None = None  # only while recording (record_rollout)
+        # A GPU nothing else uses while the worker rolls out: its own, or colocated's, which the
+        # synchronous trainer takes only between rollouts; not train_async's on shared GPUs.
+        gpu_alone = not costs.plan.mechanisms.trains_beside_rollout
         # One lock-step group: nothing shares its GPU or cores during an epoch (see module doc).
-        self.epoch_block = collapse and groups == 1 and not dynamic
-        # Several groups, deterministic costs, and a GPU nothing else uses while the worker rolls
-        # out (its own, or colocated's, which the synchronous trainer takes only between rollouts):
-        # iterations replay one recording (see module doc).
-        m = costs.plan.mechanisms
+        self.epoch_block = collapse and groups == 1 and not dynamic and gpu_alone
+        # Several groups, deterministic costs, and the GPU alone: iterations replay one recording
+        # (see module doc).
         self.replay: RolloutRecording | None = None
-        if (collapse and not self.epoch_block and (m.disaggregated or not m.async_training) and dur.rng is None
+        if (collapse and not self.epoch_block and gpu_alone and dur.rng is None
                 and not rec.keep_spans):
             self.replay = record_rollout(costs, dur, self.group_envs, groups, dynamic, server.b_max, server.t_max)
         self._replayed_from: float | None = None  # start of the replayed iteration not yet recorded
@@ -518,13 +521,17 @@ class Trainer:
     ``rollout_done``: synchronous modes train only once the iteration's rollout is done.
     ``stream``: the first pass over a global batch starts per micro-batch as samples arrive.
     ``switch_s``: colocated's offload/reload around the training phase.
+    ``shared``: the GPUs are the rollout's and inference goes on meanwhile (train_async on shared
+    GPUs): each micro-batch and optimizer step takes them for itself and gives them back, so
+    inference calls queued meanwhile run between them (no block of batches holds them).
     """
 
     def __init__(self, env: simpy.Environment, gpus: list[simpy.Resource], costs: StageCosts,
                  dur: Durations, rec: Recorder, buffer: SampleBuffer, weights: WeightStore,
                  log: TrainLog, rollout_done: Callable[[int], simpy.Event] | None,
-                 stream: bool, switch_s: float, collapse: bool = True) -> None:
+                 stream: bool, switch_s: float, shared: bool = False, collapse: bool = True) -> None:
         self.env, self.gpus, self.costs, self.dur, self.rec = env, gpus, costs, dur, rec
+        self.shared = shared
         self.buffer, self.weights, self.log = buffer, weights, log
         self.rollout_done, self.stream, self.switch_s = rollout_done, stream, switch_s
         self.collapse = collapse
@@ -545,7 +552,7 @@ class Trainer:
             for size, count in runs:
                 left = count
                 while left:
-                    if not self.collapse:
+                    if not self.collapse or self.shared:
                         yield from self._global_batch(size)
                         left -= 1
                         continue
@@ -572,6 +579,17 @@ class Trainer:
         for gpu, slot in zip(self.gpus, slots):
             gpu.release(slot)
 
+    def _gpu_work(self, seconds: float) -> Gen:
+        """``seconds`` of work on the trainer's GPUs; returns when it started. On shared GPUs it
+        first waits for every one of them (each may be running an inference call)."""
+        slots = (yield from self._acquire()) if self.shared else []
+        start = self.env.now
+        try:
+            yield self.env.timeout(seconds)
+        finally:
+            self._release(slots)
+        return start
+
     def _global_batch(self, size: int) -> Gen:
         """One global batch, one event per micro-batch and optimizer step (the reference)."""
         env, w = self.env, self.costs.plan.workload
@@ -580,7 +598,8 @@ class Trainer:
         if not self.stream:
             yield self.buffer.get(size)
             self.rec.counter("samples_waiting/actor", env.now, self.buffer.level.level)
-        slots = yield from self._acquire()
+        # shared GPUs: each micro-batch and optimizer step takes them itself (_gpu_work)
+        slots = [] if self.shared else (yield from self._acquire())
         try:
             intake = self.costs.intake_s(size)  # the batch's trajectories through the node-0 channel
             if intake > 0:
@@ -596,13 +615,11 @@ class Trainer:
                         got += take
                         yield self.buffer.get(take)
                         self.rec.counter("samples_waiting/actor", env.now, self.buffer.level.level)
-                    start = env.now
-                    yield env.timeout(self.dur.micro_batch(per_rank))
+                    start = yield from self._gpu_work(self.dur.micro_batch(per_rank))
                     self.rec.span("train", self.name, "train", start, env.now, units=self.ranks,
                                   batch=per_step, version=self.weights.version)
                     self.log.micro_batches += 1
-                start = env.now
-                yield env.timeout(self.costs.optimizer_step_s())
+                start = yield from self._gpu_work(self.costs.optimizer_step_s())
                 self.rec.span("optimizer_step", self.name, "train", start, env.now, units=self.ranks,
                               batch=size, version=self.weights.version)
                 self.log.optimizer_steps += 1
