@@ -344,7 +344,6 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
         scale, device, image_size, suite, soft_reset, verbose, inject_env_fault, inject_actor_fault,
         no_progress) -> None:
     """Run PLAN (perfmodel's plan JSON) for real on Ray in its mode; write a run record and a trace."""
-    import json
     from pathlib import Path
 
     from executor.policies import resolve_device

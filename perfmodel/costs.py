@@ -6,7 +6,6 @@ methods for durations. Every formula is physical (work / capacity, bytes / bandw
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import cached_property
 

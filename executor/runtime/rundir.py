@@ -12,7 +12,6 @@ atomically at the end, never over something a user had.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfmodel.rlinf.compose import FIELD, Composed, compose
+from perfmodel.rlinf.compose import Composed, compose
 from perfmodel.rlinf.fork import READ as FORK_READ
 from perfmodel.rlinf.fork import ROLLOUT_ASYNC, hybrid_placement, read_fork
 from perfmodel.schema.errors import ConfigError
