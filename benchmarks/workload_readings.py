@@ -18,9 +18,10 @@ designs' MAPE). About 1.5 minutes per reading on 2 cores.
     python benchmarks/workload_readings.py [--max-evals 120] [--only envs_fixed]
 
 Measured 2026-12-05 (120 evaluations per fold, 140 for the full fit; load 3-5):
-published group_out 1.12 %, scale 4.24 % (fit median 0.62 %); batch_per_gpu fit median 1.41 %
-(largest 4.2 %, inter_node_bw_GBps on its bound), group_out 2.56 %, scale 5.30 %;
-envs_fixed fit median 3.96 % (largest 13.4 %, actor_cpu_cores_per_gpu on its bound).
+published fit median 0.62 % (largest 2.2 %), group_out 1.12 %, scale 4.24 %; envs_fixed fit
+median 3.96 % (largest 13.4 %, actor_cpu_cores_per_gpu on its bound), group_out 9.92 %, scale
+14.97 %; batch_per_gpu fit median 1.41 % (largest 4.2 %, inter_node_bw_GBps on its bound),
+group_out 2.55 %, scale 5.30 %.
 """
 
 from __future__ import annotations

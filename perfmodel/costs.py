@@ -476,8 +476,13 @@ class StageCosts:
                               f"training micro-batch of {self.micro_batching(self.plan.workload.global_batch_size)[1]} "
                               f"samples per rank ({train_act:.0f} GB) and of an inference call of {self.max_infer_batch} "
                               f"({infer_act:.0f} GB): a smaller micro_batch_size holds fewer")
-        where = self.plan.mode if self.plan.mechanisms.swaps_phases else f"{self.plan.mode} on shared GPUs"
-        what = f"{where} without offload keeps every model resident: " if (
-            not self.plan.mechanisms.disaggregated and not self.plan.enable_offload) else ""
+        m = self.plan.mechanisms
+        if m.trains_beside_rollout:  # offload is refused there (both run at once): only apart do they fit
+            raise ConfigError("plan.allocation_ratio", f"{self.plan.mode} on shared GPUs keeps both models resident: "
+                                                       f"{need:.0f} GB of models and activations per GPU exceed "
+                                                       f"cluster.gpu_memory_gb {have:g}; put actor and rollout apart "
+                                                       "(a rollout:actor split such as 1:1)")
+        what = f"{self.plan.mode} without offload keeps every model resident: " if (
+            not m.disaggregated and not self.plan.enable_offload) else ""
         raise ConfigError("plan.enable_offload" if what else "plan.sharding_strategy",
                           f"{what}{need:.0f} GB of models and activations per GPU exceed cluster.gpu_memory_gb {have:g}")

@@ -99,8 +99,12 @@ def simulate(plan: Plan, profile: Profile, *, iterations: int = DEFAULT_ITERATIO
     if plan.mechanisms.dynamic_batching:
         for server in wiring.servers:
             env.process(server.run())
+    # Where training shares the rollout's GPUs the rollout goes on past the trainer's last
+    # iteration, as in a real run: otherwise that iteration would have the GPUs to itself and end
+    # early, and every measured window would gain about one iteration's inference.
+    extra = plan.max_staleness + 1 if plan.mechanisms.trains_beside_rollout else 0
     for worker in wiring.workers:
-        env.process(worker.run(iterations))
+        env.process(worker.run(iterations + extra))
     done = env.process(wiring.trainer.run(iterations))
     env.run(until=done)
     for worker in wiring.workers:

@@ -182,8 +182,9 @@ def test_train_async_survives_a_killed_env_process(ray_session):
 
 @pytest.mark.slow
 def test_train_async_on_shared_gpus(ray_session):
-    """train_async with actor and rollout on the same slots (allocation_ratio null): each slot's
-    inference actor and trainer rank run at once (on CPU, the same fractional slot), no swaps."""
+    """train_async with actor and rollout on the same slots (allocation_ratio null): each slot
+    hosts its inference actor and a trainer rank (on CPU, the same fractional slot), no swaps;
+    the run is recorded like any other and stays within the staleness bound."""
     from executor.runtime.modes import layout
 
     plan, record, rec = run_mode(tiny_plan("train_async", allocation_ratio=None))

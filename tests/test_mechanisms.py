@@ -377,7 +377,8 @@ def test_shared_gpus_take_training_and_inference_in_turn(scenario_dict):
     the second micro-batch, asked for at 1.84 behind the call, waits for the call (2.14-2.28), and
     the optimizer step follows (2.28-2.58): version 1. Iteration 2 needs version 1 and starts when
     iteration 1's rollout ends (3.44); its call at 3.54 waits for the first micro-batch (3.44-3.58);
-    the trainer's optimizer step (4.02-4.32) then waits for nothing."""
+    the trainer's optimizer step (4.02-4.32) then waits for nothing. Iteration 3's rollout (5.18)
+    overlaps the trainer's last iteration as iteration 1's did the first."""
     plan, prof = _shared_scenario(scenario_dict)
     assert (plan.mechanisms.disaggregated, plan.placement.colocated, plan.split) == (False, True, (1, 1))
     c = StageCosts(plan, prof)
@@ -403,9 +404,12 @@ def test_shared_gpus_take_training_and_inference_in_turn(scenario_dict):
         ("inference", 3.58, 3.88),  # waited 3.54-3.58
         ("env_step", 3.88, 4.38), ("train", 3.88, 4.02), ("optimizer_step", 4.02, 4.32),
         ("inference", 4.38, 4.68), ("env_step", 4.68, 5.18),
-        ("train", 5.18, 5.32), ("train", 5.32, 5.46), ("optimizer_step", 5.46, 5.76)]
-    # versions published at 2.58, 4.32, 5.76: the window after the warm-up iteration is 2.58-5.76
-    assert res.iteration_time_s == pytest.approx((5.76 - 2.58) / 2)
+        # the rollout goes on past the trainer's last iteration (perfmodel.simulate), so that one
+        # shares the GPU too: its first micro-batch (5.18-5.32) delays the call asked for at 5.28
+        ("env_reset", 5.18, 5.28), ("train", 5.18, 5.32), ("inference", 5.32, 5.62),
+        ("train", 5.62, 5.76), ("optimizer_step", 5.76, 6.06)]
+    # versions published at 2.58, 4.32, 6.06: the window after the warm-up iteration is 2.58-6.06
+    assert res.iteration_time_s == pytest.approx((6.06 - 2.58) / 2)
 
 
 def test_shared_gpus_prediction_lies_between_colocated_and_the_bound():
@@ -448,6 +452,12 @@ def test_shared_gpus_hold_both_models_and_both_activations():
         with pytest.raises(ConfigError) as e:
             StageCosts(plan, pi05).check_gpu_memory()
         assert e.value.field == "plan.workload.micro_batch_size"
+    # a GPU too small for the two models themselves: the refusal names what helps there, a split
+    # (offload, which colocated would be told to use, is refused on shared GPUs)
+    tiny = shared_plan.with_(cluster=shared_plan.cluster.__class__(**{**shared_plan.cluster.__dict__, "gpu_memory_gb": 4}))
+    with pytest.raises(ConfigError) as e:
+        StageCosts(tiny, pi05).check_gpu_memory()
+    assert e.value.field == "plan.allocation_ratio" and "1:1" in str(e.value)
 
 
 @pytest.mark.parametrize("change, field", [

@@ -195,6 +195,10 @@ def test_async_ppo_on_shared_gpus_is_train_async_on_shared_gpus(tmp_path: Path) 
     r = _cli("predict", "--rlinf-config", str(cfg), "--no-interval")
     assert r.returncode == 0 and "actor and rollout share every GPU" in r.stdout
     assert "costed as train_async on shared GPUs" in r.stderr
+    # --ratio puts them apart: the note says that, not how shared GPUs are costed
+    r = _cli("predict", "--rlinf-config", str(cfg), "--ratio", "1:1", "--no-interval")
+    assert r.returncode == 0 and "rollout 4 : actor 4 (ratio 1:1)" in r.stdout
+    assert "costed as train_async on shared GPUs" not in r.stderr and "--ratio 1:1: the config's actor" in r.stderr
 
 
 def _costs(cfg: Path) -> tuple[float, float, Any]:

@@ -98,6 +98,22 @@ def test_simulation_never_beats_bound(scenario_profile, mode, gpus, ratio):
 
 
 @pytest.mark.parametrize("backbone", ["pi05", "gr00t_n15"])
+@pytest.mark.parametrize("gpus,stages", [(8, 1), (32, 2), (64, 1), (64, 2), (256, 1)])
+def test_shared_gpu_training_never_beats_bound(backbone, gpus, stages):
+    """train_async with actor and rollout on the same GPUs: the simulation stays under the bound
+    where the shared GPUs bind too (64 GPUs and more at the published workload). It did not while
+    the rollout stopped with the trainer's last iteration, which then had the GPUs to itself:
+    +5.6 % over the bound at 64 GPUs, +10.5 % at 32 with 2 stages (perfmodel.simulate)."""
+    from perfmodel.schema.profile import load_profile
+
+    prof = load_profile(backbone)
+    plan = published_plan(prof, "train_async", gpus, "1:1").with_(allocation_ratio=None, pipeline_stage_num=stages)
+    assert plan.mechanisms.trains_beside_rollout
+    res = simulate(plan, prof)
+    assert res.throughput_env_steps_per_s <= bound(StageCosts(plan, prof)).throughput_env_steps_per_s * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("backbone", ["pi05", "gr00t_n15"])
 @pytest.mark.parametrize("gpus", [8, 16, 32])
 def test_bundled_profiles_respect_bound_and_ordering(backbone, gpus):
     from perfmodel.schema.profile import load_profile

@@ -324,7 +324,7 @@ def cross_validate(points: list[ReferencePoint], *, max_evals: int = DEFAULT_FOL
 def alternative(**calibrate_globals: Any) -> Iterator[None]:
     """Within the block, ``calibrate``'s module globals (``PARAMS``, ``reference_plan``, ...)
     are an alternative's; restored after, whatever happens (the benchmarks that judge
-    alternatives: growth mechanisms, workload readings, measured compute)."""
+    alternatives by swapping them: workload readings, batch split, measured compute)."""
     from perfmodel.calibration import calibrate
 
     before = {k: getattr(calibrate, k) for k in calibrate_globals}

@@ -56,7 +56,7 @@ def _resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, rati
     if rlinf_config is not None:
         if plan_path is not None:
             fail("--rlinf-config", "give either --plan or --rlinf-config, not both")
-        im = load_rlinf_config(rlinf_config, backbone, profile_path, gpu, mode, say, node)
+        im = load_rlinf_config(rlinf_config, backbone, profile_path, gpu, mode, say, node, ratio=ratio)
         if imported is not None:
             imported.append(im)
         base = im.plan
