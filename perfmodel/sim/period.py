@@ -121,14 +121,12 @@ class PeriodWatch:
         period = self.env.now + self.offset - then
         if m < 1 or period <= 0:
             return False
+        shifts = [k * period for k in range(1, m + 1)]
         for stage, got in self.spans.items():
             one = got[at.get(stage, 0):]
-            for k in range(1, m + 1):
-                shift = k * period
-                got.extend([(s + shift, e + shift, u) for s, e, u in one])
+            got.extend([(s + shift, e + shift, u) for shift in shifts for s, e, u in one])
         one_ends = self.epoch_ends[ends_at:]
-        for k in range(1, m + 1):
-            self.epoch_ends.extend(t + k * period for t in one_ends)
+        self.epoch_ends.extend([t + shift for shift in shifts for t in one_ends])
         self.offset += m * period
         self.periods_skipped += m
         self._in_epoch.clear()

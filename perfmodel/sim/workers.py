@@ -324,8 +324,10 @@ class EnvWorker:
         self._replayed_from = None
         busy = self.rec.busy
         for stage, spans in r.spans.items():
-            shifted = [(start + s, start + e, u) for s, e, u in spans]
-            ended = [sp for sp in shifted if sp[1] <= now]
+            ended = [(start + s, start + e, u) for s, e, u in spans]
+            # in the order they ended: the last one's end is the latest (and start + e is monotone in e)
+            if ended and ended[-1][1] > now:
+                ended = [sp for sp in ended if sp[1] <= now]
             busy[stage].extend(ended)
             if stage == "inference":
                 self.server.calls += len(ended)
@@ -709,10 +711,16 @@ class Trainer:
                     end = t + intake
                     intake_span((t, end, ranks))
                     t = end
-                for _ in range(steps):
-                    end = t + (mean if deterministic else draw())
-                    train_span((t, end, ranks))
-                    t = end
+                if deterministic:  # the hot loop of a prediction: no draw, no branch per step
+                    for _ in range(steps):
+                        end = t + mean
+                        train_span((t, end, ranks))
+                        t = end
+                else:
+                    for _ in range(steps):
+                        end = t + draw()
+                        train_span((t, end, ranks))
+                        t = end
                 end = t + opt
                 opt_span((t, end, ranks))
                 t = end
