@@ -6,7 +6,7 @@
   --mode rollout_async --gpus 32`` (interval included) over ``perfmodel --help``, target <= 3x,
   printed with the load average at the moment;
 - in process: one simulation per mode at 8 .. 16384 GPUs, with SimPy events per prediction (a
-  rollout recording's events, outside SimPy, not counted);
+  rollout recording's included: it fast-forwards through its periods, perfmodel/sim/period.py);
   target: 1024 and 16384 GPUs within 2x of 32 GPUs;
 - the default sweep (``perfmodel sweep`` defaults, intervals included) as a whole process on
   ``--jobs`` processes; target <= 5 s on 2 idle cores;
@@ -88,8 +88,8 @@ def cold_simulate(plan, prof) -> None:
 
 
 def count_events(plan, prof) -> int:
-    """SimPy events processed by one cold simulation (a rollout recording's own events run outside
-    SimPy since perfmodel/sim/recording.py, so they are no longer in this count)."""
+    """SimPy events processed by one cold simulation, its rollout recordings' included (they
+    simulate the chunk steps their periods do not skip, perfmodel/sim/period.py)."""
     real = simpy.Environment
     _Counting.events = 0
     workers._RECORDINGS.clear()

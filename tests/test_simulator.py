@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import math
 
 import pytest
+from hypothesis import assume, given, settings, strategies as st
 
 from perfmodel.bound import bound, closed_form_iteration_s
 from perfmodel.costs import StageCosts
@@ -425,3 +428,92 @@ def test_collapsed_with_driver_cost_equals_event_by_event(scenario_dict, mode):
         assert fast.throughput_env_steps_per_s == pytest.approx(ref.throughput_env_steps_per_s, rel=1e-12)
         assert fast.counts == ref.counts
         assert fast.stage_time_s == pytest.approx(ref.stage_time_s, rel=1e-12)
+
+
+# --- a recording's fast-forward through its periods (perfmodel.sim.period) --------------------
+
+def _recordings(plan, profile):
+    """The fast-forwarded recording of ``plan``'s rollout worker and the reference that simulates
+    every chunk step, from the worker's own costs."""
+    from perfmodel.sim.durations import Durations
+    from perfmodel.sim import workers
+
+    costs = StageCosts(plan, profile)
+    dur = Durations(costs, None)
+    groups = plan.placement.env_groups
+    args = (costs, dur, plan.placement.envs_per_worker // groups, groups, True, plan.effective_b_max,
+            plan.t_max_s)
+    workers._RECORDINGS.clear()
+    return workers.record_rollout(*args), workers.record_rollout(*args, fast_forward=False)
+
+
+def _assert_same_recording(fast, ref, rel=1e-9):
+    assert fast.spans.keys() == ref.spans.keys()
+    for stage, spans in ref.spans.items():
+        assert len(fast.spans[stage]) == len(spans), stage
+        for got, want in zip(fast.spans[stage], spans):
+            assert got == pytest.approx(want, rel=rel, abs=1e-9), stage
+    assert fast.epoch_ends == pytest.approx(ref.epoch_ends, rel=rel)
+
+
+def test_fast_forward_skips_most_chunk_steps_of_the_published_async_plan():
+    """pi05's rollout_async at 32 GPUs (the recording each member of its interval redoes): the same
+    recording as every chunk step simulated, with most chunk steps skipped."""
+    from perfmodel.schema.profile import load_profile
+    from perfmodel.sim import period
+
+    prof = load_profile("pi05")
+    plan = published_plan(prof, "rollout_async", 32, "1:1")
+    skipped = []
+    original = period.PeriodWatch.checkpoint
+
+    def counting(self):
+        original(self)
+        skipped.append(self.periods_skipped)
+
+    period.PeriodWatch.checkpoint = counting
+    try:
+        fast, ref = _recordings(plan, prof)
+    finally:
+        period.PeriodWatch.checkpoint = original
+    _assert_same_recording(fast, ref)
+    w = plan.workload
+    assert len(skipped) < w.rollout_epoch * w.chunk_steps_per_epoch / 4  # group 0's chunk steps simulated
+    assert skipped[-1] > 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(step=st.floats(0.01, 0.5), reset=st.floats(0.0, 2.0), intercept=st.floats(0.01, 0.5),
+       slope=st.floats(0.0, 0.05), latency=st.sampled_from([0.0, 0.003, 0.05]),
+       driver=st.sampled_from([0.0, 0.01, 0.07]), cores=st.sampled_from([2, 3, 8, 16, 64]),
+       envs=st.sampled_from([4, 8, 12, 24]), chunks=st.sampled_from([1, 2, 5]),
+       episode=st.sampled_from([20, 40, 100]), epochs=st.integers(1, 4),
+       b_max=st.sampled_from([None, 1, 2, 8, 20]), t_max=st.sampled_from([0.0, 0.01, 0.05, 0.3]))
+def test_fast_forward_equals_every_chunk_step(step, reset, intercept, slope, latency, driver, cores, envs,
+                                              chunks, episode, epochs, b_max, t_max):
+    """Over cost, batching and workload combinations (cores that make groups wait for each other
+    or not, host-path latency, driver time, batches that gather or fire at once): the recording
+    that skips its periods equals the one that simulates every chunk step, span by span and
+    epoch end by epoch end, up to float rounding.
+
+    The durations are made generic (each scaled by its own irrational factor): with round ones
+    (a step of 0.5 s, an inference of 0.5 s) two events can fall at the same instant, and which
+    goes first is then decided by the last bit of two sums, in the reference as much as in the
+    fast-forward, whose times are the same sums taken in another order (perfmodel.sim.period)."""
+    from conftest import SCENARIO_PROFILE
+
+    step, reset, intercept, slope, latency, driver = (
+        x * (1 + k * math.sqrt(2) / 1000) for k, x in enumerate((step, reset, intercept, slope, latency, driver), 1))
+    d = copy.deepcopy(SCENARIO_PROFILE)
+    d["node"]["cpu_cores_per_node"] = cores * d["node"]["gpus_per_node"]
+    d["envs_per_gpu"] = envs
+    d["default_workload"].update(rollout_epoch=epochs, max_episode_steps=episode, num_action_chunks=chunks)
+    c = d["costs"]
+    c.update(env_step_core_s=step, env_reset_s=reset, infer_latency_s=min(latency, intercept),
+             infer_s={"model": "linear", "intercept": intercept, "slope": slope},
+             driver_chunk_step_s={"dynamic": driver})
+    prof = Profile.from_dict(d)
+    plan = published_plan(prof, "rollout_async", 8, "1:1", b_max=b_max, t_max_s=t_max)
+    assume(plan.placement.env_groups > 1)
+    fast, ref = _recordings(plan, prof)
+    _assert_same_recording(fast, ref)

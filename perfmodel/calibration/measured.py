@@ -69,6 +69,10 @@ def gpu_seconds_per_sample(backbone: str, stage: str, gpu: str = DEFAULT_GPU) ->
     if stage not in STAGES:
         raise ConfigError("stage", f"must be one of {', '.join(STAGES)}; got {stage!r}")
     path, prof = _checked(backbone)
+    return _seconds_per_sample(path, prof, stage, gpu)
+
+
+def _seconds_per_sample(path: Path, prof: Profile, stage: str, gpu: str) -> float:
     curve = marginal_per_sample_s(getattr(prof.costs, stage), f"{path.name}: costs.{stage}.samples")
     return curve * scale_factors(str(prof.node["gpu"]), gpu).compute_time
 
@@ -101,7 +105,8 @@ def measured_gpu(backbone: str, gpu: str = DEFAULT_GPU) -> MeasuredGpu:
     if measured_gpu_profile_path(backbone, "full").exists():
         full_path, full = _checked(backbone, "full")
         train["full"] = _peak_growth(full_path, full, "train_micro_batch")
-    return MeasuredGpu({stage: gpu_seconds_per_sample(backbone, stage, gpu) for stage in STAGES},
+    # from the file read above (gpu_seconds_per_sample would read and check it again per stage)
+    return MeasuredGpu({stage: _seconds_per_sample(path, prof, stage, gpu) for stage in STAGES},
                        _peak_growth(path, prof, "infer"), train)
 
 

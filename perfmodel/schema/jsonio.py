@@ -106,9 +106,21 @@ def load_json(path: str | Path, what: str) -> Any:
 def check_finite(doc: Any, what: str) -> None:
     """Refuse a NaN or Infinity anywhere in an input, naming its field: also in a field no reader
     checks (an extra key of a sweep row), which a command would otherwise copy into its output."""
+    if _all_finite(doc):  # the common case, without a dotted path built for every value
+        return
     found = _non_finite_at(doc)
     if found is not None:
         raise ConfigError(f"{what}.{found[0]}", f"must be a finite number, got {found[1]}")
+
+
+def _all_finite(obj: Any) -> bool:
+    if isinstance(obj, float):
+        return math.isfinite(obj)
+    if isinstance(obj, Mapping):
+        return all(map(_all_finite, obj.values()))
+    if isinstance(obj, (list, tuple)):
+        return all(map(_all_finite, obj))
+    return True
 
 
 def json_kind(v: Any) -> str:

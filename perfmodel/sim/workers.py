@@ -62,6 +62,7 @@ def versions_per_iteration(plan) -> int:
     return w.update_epoch * sum(c for _, c in global_batch_runs(w.samples_per_iteration, w.global_batch_size))
 from perfmodel.schema.timeline import Recorder
 from perfmodel.sim.durations import Durations
+from perfmodel.sim.period import PeriodWatch
 
 EXACT_STEPS = 4096  # steps per block summed one by one (exact); more: multiplied
 EXACT_DRAWS = 2048  # micro-batch draws per block one by one; more: the sum's normal approximation
@@ -167,6 +168,9 @@ class InferenceServer:
         self.waiting_envs = 0
         self._wake: tuple[int, simpy.Event] | None = None  # (envs needed, event)
         self.calls = 0
+        # what the batcher is doing (a recording's state, perfmodel.sim.period)
+        self.gathering_since: float | None = None  # waiting for b_max envs or t_max since then
+        self.firing: tuple[float, list[InferenceRequest]] | None = None  # (start, batch) on the GPU
 
     def infer(self, envs: int) -> Gen:
         """One lock-step call: the host-path latency, then the GPU."""
@@ -218,8 +222,10 @@ class InferenceServer:
             if not self.queue:
                 yield self._until(1)
             if not batch_fires(self.waiting_envs, self.b_max, 0.0, self.t_max):
+                self.gathering_since = env.now
                 yield env.timeout(self.t_max) | self._until(self.b_max)
                 self._wake = None
+                self.gathering_since = None
             batch, n = [], 0
             while self.queue and (n == 0 or n + self.queue[0].envs <= self.b_max):
                 req = self.queue.pop(0)
@@ -227,7 +233,9 @@ class InferenceServer:
                 n += req.envs
             self.waiting_envs -= n
             self.rec.count(f"queue_depth/{self.name}", env.now, -n)
+            self.firing = (env.now, batch)
             yield from self._gpu(n)
+            self.firing = None
             for r in batch:
                 r.done.succeed()
 
@@ -293,6 +301,9 @@ class EnvWorker:
         self.version = 0
         self.group_cores = costs.env_cores_used(self.group_envs)
         self.epoch_end_times: list[float] | None = None  # only while recording (record_rollout)
+        self.watch: PeriodWatch | None = None  # only while recording dynamic batching (perfmodel.sim.period)
+        self.chunks_done = [0] * groups  # per group, in its current epoch
+        self.epochs_done = [0] * groups  # per group, in its current iteration
         # A GPU nothing else uses while the worker rolls out: its own, or colocated's, which the
         # synchronous trainer takes only between rollouts; not train_async's on shared GPUs.
         gpu_alone = not costs.plan.mechanisms.trains_beside_rollout
@@ -316,8 +327,10 @@ class EnvWorker:
         self._replayed_from = None
         busy = self.rec.busy
         for stage, spans in r.spans.items():
-            shifted = [(start + s, start + e, u) for s, e, u in spans]
-            ended = [sp for sp in shifted if sp[1] <= now]
+            ended = [(start + s, start + e, u) for s, e, u in spans]
+            # in the order they ended: the last one's end is the latest (and start + e is monotone in e)
+            if ended and ended[-1][1] > now:
+                ended = [sp for sp in ended if sp[1] <= now]
             busy[stage].extend(ended)
             if stage == "inference":
                 self.server.calls += len(ended)
@@ -346,13 +359,19 @@ class EnvWorker:
                 yield env.all_of([env.process(self._group(k, g)) for g in range(self.groups)])
             self.log.worker_done(k)
 
-    def _cpu(self, stage: str, lane: str, seconds: float, n: int) -> Gen:
+    def _cpu(self, stage: str, lane: str, seconds: float, n: int, g: int = 0) -> Gen:
         if seconds <= 0:
             return
         cores = self.group_cores  # every group of a worker has n = group_envs envs
         shared = self.groups > 1  # a lone group never waits for its own cores
+        watch = self.watch
         if shared:
-            yield self.cores.get(cores)
+            got = self.cores.get(cores)
+            if watch is not None:
+                watch.mark(g, "cores", got)
+            yield got
+        if watch is not None:
+            watch.mark(g, stage)
         start = self.env.now
         yield self.env.timeout(seconds)
         self.rec.span(stage, self.name, lane, start, self.env.now, units=cores, envs=n, version=self.version)
@@ -372,6 +391,7 @@ class EnvWorker:
     def _group(self, k: int, g: int) -> Gen:
         w, n = self.costs.plan.workload, self.group_envs
         lane = f"group_{g}"
+        watch = self.watch
         if self.dynamic and g:
             # Asynchronous rollout's groups stand for envs that step on their own (rules.env_groups):
             # their phases are spread over a chunk step, not aligned. Started together, groups with
@@ -380,23 +400,44 @@ class EnvWorker:
             # would predict less throughput than fewer, whose contention happened to stagger them
             # (issue 32: 637 env steps/s at 96-120 cores, 582 at 128-160). Group g starts g/groups
             # of a chunk step late (the mean, not a draw: a noisy run keeps its random stream).
+            if watch is not None:
+                watch.mark(g, "stagger")
             yield self.env.timeout(g * self.costs.env_chunk_s(n, False) / self.groups)
-        for _epoch in range(w.rollout_epoch):
+        done, epoch = self.chunks_done, self.epochs_done  # counters a recording's fast-forward moves on
+        epoch[g] = 0
+        while epoch[g] < w.rollout_epoch:
             if self.epoch_block:
                 yield from self._epoch_as_block(n, lane)
                 yield self._epoch_end(n)
+                epoch[g] += 1
                 continue
-            yield from self._cpu("env_reset", lane, self.dur.env_reset(n), n)
+            done[g] = 0
+            yield from self._cpu("env_reset", lane, self.dur.env_reset(n), n, g)
             driver = self.costs.driver_chunk_s()
-            for _chunk in range(w.chunk_steps_per_epoch):
+            while done[g] < w.chunk_steps_per_epoch:
                 if self.dynamic:
-                    yield self.server.submit(n)
+                    if watch is not None:
+                        if g == 0:
+                            watch.checkpoint()
+                        req = self.server.submit(n)
+                        watch.mark(g, "inference", req)
+                        yield req
+                    else:
+                        yield self.server.submit(n)
                 else:
                     yield from self.server.infer(n)
-                yield from self._cpu("env_step", lane, self.dur.env_chunk(n, not self.dynamic), n)
+                yield from self._cpu("env_step", lane, self.dur.env_chunk(n, not self.dynamic), n, g)
                 if driver > 0:  # the run's orchestration between a chunk step and the next request
+                    if watch is not None:
+                        watch.mark(g, "driver")
                     yield self.env.timeout(driver)
+                done[g] += 1
+            if watch is not None:
+                watch.mark(g, "epoch_end")
             yield self._epoch_end(n)
+            epoch[g] += 1
+        if watch is not None:
+            watch.mark(g, "finished")
 
     def _replay(self) -> Gen:
         """One iteration from the recording, shifted to now (see module doc)."""
@@ -478,16 +519,18 @@ MAX_RECORDINGS = 64  # a sweep runs each configuration's GPU counts one after an
 
 
 def record_rollout(costs: StageCosts, dur: Durations, n: int, groups: int, dynamic: bool,
-                   b_max: int, t_max: float) -> RolloutRecording:
+                   b_max: int, t_max: float, fast_forward: bool = True) -> RolloutRecording:
     """The recording of one worker's iteration (``groups`` groups of ``n`` envs), memoised on
     every number it depends on: the workload's epochs and chunk steps, the worker's cores, the
-    batching knobs and the durations of a reset, a chunk step and each batch size it can form."""
+    batching knobs and the durations of a reset, a chunk step and each batch size it can form.
+    Dynamic batching skips the periods its groups settle into (``fast_forward``, perfmodel.sim.period);
+    ``fast_forward=False`` simulates every chunk step (the reference it equals up to float rounding)."""
     w = costs.plan.workload
     infer = {j * n: dur.infer_gpu(j * n) for j in range(1, groups + 1)}
     key = (n, groups, dynamic, b_max, t_max, w.rollout_epoch, w.chunk_steps_per_epoch, costs.cores_per_worker,
            costs.env_cores_used(n), dur.env_reset(n), dur.env_chunk(n, not dynamic), tuple(sorted(infer.items())),
            costs.driver_chunk_s(), dur.infer_latency())
-    hit = _RECORDINGS.get(key)
+    hit = _RECORDINGS.get(key) if fast_forward else None
     if hit is not None:
         _RECORDINGS.move_to_end(key)
         return hit
@@ -499,8 +542,17 @@ def record_rollout(costs: StageCosts, dur: Durations, n: int, groups: int, dynam
     worker.epoch_end_times = []
     if dynamic:
         env.process(server.run())
+        if fast_forward:
+            worker.watch = PeriodWatch(worker)
     env.run(until=env.all_of([env.process(worker._group(0, g)) for g in range(groups)]))
-    out = RolloutRecording({stage: tuple(spans) for stage, spans in rec.busy.items()}, tuple(worker.epoch_end_times))
+    if worker.watch is not None:
+        worker.watch.flush()
+        spans, ends = worker.watch.spans, worker.watch.epoch_ends
+    else:
+        spans, ends = rec.busy, worker.epoch_end_times
+    out = RolloutRecording({stage: tuple(got) for stage, got in spans.items()}, tuple(ends))
+    if not fast_forward:  # the reference (tests): every chunk step simulated, not memoised
+        return out
     _RECORDINGS[key] = out
     if len(_RECORDINGS) > MAX_RECORDINGS:
         _RECORDINGS.popitem(last=False)
@@ -676,10 +728,16 @@ class Trainer:
                     end = t + intake
                     intake_span((t, end, ranks))
                     t = end
-                for _ in range(steps):
-                    end = t + (mean if deterministic else draw())
-                    train_span((t, end, ranks))
-                    t = end
+                if deterministic:  # the hot loop of a prediction: no draw, no branch per step
+                    for _ in range(steps):
+                        end = t + mean
+                        train_span((t, end, ranks))
+                        t = end
+                else:
+                    for _ in range(steps):
+                        end = t + draw()
+                        train_span((t, end, ranks))
+                        t = end
                 end = t + opt
                 opt_span((t, end, ranks))
                 t = end
