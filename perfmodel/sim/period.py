@@ -94,25 +94,29 @@ class PeriodWatch:
             self._in_epoch_of = e0
         state = self._state()
         here = (self.env.now + self.offset, e0, c0, {s: len(v) for s, v in self.spans.items()}, len(self.epoch_ends))
-        if c0 == 0:  # an epoch's first chunk step: periods of whole epochs
-            seen = self._epoch_starts.get(state)
-            self._epoch_starts[state] = here
-            if seen is not None:
-                steps = e0 - seen[1]
-                m = min((w.costs.plan.workload.rollout_epoch - 1 - e) // steps for e in w.epochs_done)
-                if self._skip(seen, m):
-                    for g in range(len(w.epochs_done)):
-                        w.epochs_done[g] += m * steps
-                    return
-        seen = self._in_epoch.get(state)
-        self._in_epoch[state] = here
-        if seen is not None:
-            steps = c0 - seen[2]
-            # every group stays inside its epoch's chunk loop through the copies
-            m = min((w.costs.plan.workload.chunk_steps_per_epoch - 1 - d) // steps for d in w.chunks_done)
-            if self._skip(seen, m):
-                for g in range(len(w.chunks_done)):
-                    w.chunks_done[g] += m * steps
+        workload = w.costs.plan.workload
+        # an epoch's first chunk step: periods of whole epochs
+        if c0 == 0 and self._repeat(self._epoch_starts, state, here, 1, w.epochs_done, workload.rollout_epoch):
+            return
+        # every group stays inside its epoch's chunk loop through the copies
+        self._repeat(self._in_epoch, state, here, 2, w.chunks_done, workload.chunk_steps_per_epoch)
+
+    def _repeat(self, table: dict[Hashable, _Seen], state: Hashable, here: _Seen, at: int, counters: list[int],
+                limit: int) -> bool:
+        """If ``state`` is in ``table`` (it is recorded there as seen ``here`` either way), skip as
+        many of the periods since then as keep every group's ``counters`` (chunk steps or epochs
+        done; ``here[at]`` is group 0's) below ``limit``, and move the counters on. True if it did."""
+        seen = table.get(state)
+        table[state] = here
+        if seen is None:
+            return False
+        steps = here[at] - seen[at]
+        m = min((limit - 1 - d) // steps for d in counters)
+        if not self._skip(seen, m):
+            return False
+        for g in range(len(counters)):
+            counters[g] += m * steps
+        return True
 
     def _skip(self, seen: _Seen, m: int) -> bool:
         """Copy the output since ``seen`` ``m`` times, each a period later; the simulation goes on
