@@ -38,6 +38,7 @@ from perfmodel.calibration.reference import published_plan
 from perfmodel.schema.modes import MODES
 from perfmodel.schema.profile import load_profile
 from perfmodel.sim import workers
+from perfmodel.sim.period import TieWatch
 from perfmodel.simulate import simulate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,6 +82,14 @@ class _Counting(simpy.Environment):
         super().step()
 
 
+class _CountingTies(TieWatch):
+    """The same count for a rollout recording's environment (perfmodel/sim/period.py)."""
+
+    def step(self) -> None:
+        _Counting.events += 1
+        super().step()
+
+
 def cold_simulate(plan, prof) -> None:
     """One simulation without the memoised rollout recordings of earlier ones (a first prediction)."""
     workers._RECORDINGS.clear()
@@ -90,14 +99,15 @@ def cold_simulate(plan, prof) -> None:
 def count_events(plan, prof) -> int:
     """SimPy events processed by one cold simulation, its rollout recordings' included (they
     simulate the chunk steps their periods do not skip, perfmodel/sim/period.py)."""
-    real = simpy.Environment
+    real, real_ties = simpy.Environment, workers.TieWatch
     _Counting.events = 0
     workers._RECORDINGS.clear()
     simpy.Environment = _Counting  # perfmodel.simulate reads simpy.Environment at call time
+    workers.TieWatch = _CountingTies  # and record_rollout workers.TieWatch
     try:
         simulate(plan, prof)
     finally:
-        simpy.Environment = real
+        simpy.Environment, workers.TieWatch = real, real_ties
     return _Counting.events
 
 

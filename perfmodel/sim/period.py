@@ -18,16 +18,69 @@ of every chunk step.
 
 States are compared with their durations rounded to ``DIGITS`` decimals of a second: equal
 states differ by float rounding (~1e-13 s), different ones by a difference of durations.
+
+Ties. Two timeouts due at the same instant (within ``TIE_S``) go in the order of their float
+times, or of their scheduling when the floats are equal: float rounding decides it, and the
+order can matter (which group's request joins the queue first). Structural ties are common
+(a reset as long as two inferences and two chunk steps; groups staggered by exact fractions of
+a chunk step). The fast-forward's times are the reference's up to rounding, not bit for bit, so
+at a tie it may go the other way. The recording therefore runs on a ``TieWatch`` clock, which
+notes every tie, and the fast-forward stays exact by two rules:
+- until the first skip the recording is the reference bit for bit; a tie after a skip aborts
+  the recording (``TieAfterSkip``), and ``workers.record_rollout`` records again, skipping only
+  after that tie (``skip_after``), until a recording ends without one. This rule alone keeps
+  the recording exact, but a tie in a copied period recurs after the skip, so:
+- no period with a tie in it is copied (the reference's later periods may break it otherwise),
+  which spares those recordings.
+The published plans have no ties (their recordings skip as much as before; the check costs
+~0.15 ms of pi05's 1.7 ms recording at 32 GPUs, best of 150, measured); tests/test_simulator.py's
+generated costs have many (one run of 600 examples: 73 recorded again, 179 refused a period).
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from typing import Any, Hashable
+from typing import Any, Callable, Hashable
+
+import simpy
+from simpy.events import Timeout
 
 DIGITS = 9  # decimals of a second in a state's durations (float rounding is ~1e-13 s)
+TIE_S = 1e-9  # timeouts due closer than this are a tie (float rounding is ~1e-13 s; see module doc)
 # when a state was seen: (unaccelerated time, group 0's epoch, its chunk step, output lengths per stage, epoch ends)
 _Seen = tuple[float, int, int, dict[str, int], int]
+
+
+class TieAfterSkip(Exception):
+    """A tie after a skip: the recording may differ from the reference there (see module doc)."""
+
+    def __init__(self, when: float) -> None:
+        super().__init__(when)
+        self.when = when  # unaccelerated time of the tie
+
+
+class TieWatch(simpy.Environment):
+    """A SimPy environment that calls ``on_tie(t)`` when the timeout it is about to process (due
+    at t) is due within ``TIE_S`` of the one before. Timeouts are processed in time order, so
+    every pair of timeouts within ``TIE_S`` of each other has such a consecutive pair."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_tie: Callable[[float], None] | None = None
+        self._last = -math.inf  # due time of the last timeout processed
+
+    _step = simpy.Environment.step
+
+    def step(self) -> None:
+        queue = self._queue
+        if queue:
+            when, _, _, event = queue[0]
+            if type(event) is Timeout and event._delay > 0:  # zero delays: causal, same order in both
+                if when - self._last <= TIE_S and self.on_tie is not None:
+                    self.on_tie(when)
+                self._last = when
+        self._step()
 
 
 class PeriodWatch:
@@ -35,8 +88,13 @@ class PeriodWatch:
     ``phase`` its groups mark) and its inference server; owns the recording's output (spans in
     the order they ended, epoch ends), in unaccelerated time."""
 
-    def __init__(self, worker: Any) -> None:
+    def __init__(self, worker: Any, skip_after: float = -math.inf) -> None:
         self.worker, self.env, self.rec = worker, worker.env, worker.rec
+        if not isinstance(self.env, TieWatch):
+            raise TypeError("a PeriodWatch needs its worker on a TieWatch environment")
+        self.env.on_tie = self._tie
+        self.skip_after = skip_after  # no skip until after this unaccelerated time (a tie there)
+        self.last_tie = -math.inf  # unaccelerated time of the latest tie
         self.phase: list[tuple[str, float]] = [("start", 0.0)] * worker.groups  # what each group waits for, since when
         self.owner: dict[int, int] = {}  # id of a request's done event or a cores get -> its group
         self.spans: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
@@ -47,6 +105,11 @@ class PeriodWatch:
         self._in_epoch: dict[Hashable, _Seen] = {}
         self._in_epoch_of = -1
         self._epoch_starts: dict[Hashable, _Seen] = {}
+
+    def _tie(self, when: float) -> None:
+        self.last_tie = when + self.offset
+        if self.periods_skipped:
+            raise TieAfterSkip(self.last_tie)
 
     def mark(self, g: int, what: str, token: Any = None) -> None:
         """Group ``g`` now waits for ``what`` (``token``: the event, when others hold it in a queue)."""
@@ -120,10 +183,13 @@ class PeriodWatch:
 
     def _skip(self, seen: _Seen, m: int) -> bool:
         """Copy the output since ``seen`` ``m`` times, each a period later; the simulation goes on
-        ``m`` periods later than it is. False if there is nothing to skip."""
+        ``m`` periods later than it is. False if there is nothing to skip, or the period cannot be
+        copied exactly (a tie in it, or not yet past ``skip_after``)."""
         then, _, _, at, ends_at = seen
-        period = self.env.now + self.offset - then
-        if m < 1 or period <= 0:
+        now = self.env.now + self.offset
+        period = now - then
+        # a tie in the period, or before the tie a recording found after a skip: see module doc
+        if m < 1 or period <= 0 or self.last_tie >= then - TIE_S or now <= self.skip_after:
             return False
         shifts = [k * period for k in range(1, m + 1)]
         for stage, got in self.spans.items():

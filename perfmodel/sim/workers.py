@@ -62,7 +62,7 @@ def versions_per_iteration(plan) -> int:
     return w.update_epoch * sum(c for _, c in global_batch_runs(w.samples_per_iteration, w.global_batch_size))
 from perfmodel.schema.timeline import Recorder
 from perfmodel.sim.durations import Durations
-from perfmodel.sim.period import PeriodWatch
+from perfmodel.sim.period import PeriodWatch, TieAfterSkip, TieWatch
 
 EXACT_STEPS = 4096  # steps per block summed one by one (exact); more: multiplied
 EXACT_DRAWS = 2048  # micro-batch draws per block one by one; more: the sum's normal approximation
@@ -534,17 +534,25 @@ def record_rollout(costs: StageCosts, dur: Durations, n: int, groups: int, dynam
     if hit is not None:
         _RECORDINGS.move_to_end(key)
         return hit
-    env, rec = simpy.Environment(), Recorder()
     tab = _Tabulated(key[9], key[10], infer, dur.infer_latency())
-    server = InferenceServer(env, "rollout_gpu_0", simpy.Resource(env, 1), tab, rec, b_max, t_max)
-    worker = EnvWorker(env, 0, n * groups, groups, costs, tab, rec, server, SampleBuffer(env), WeightStore(env),
-                       RolloutLog(env, 1), staleness=0, dynamic=dynamic, collapse=False)
-    worker.epoch_end_times = []
-    if dynamic:
-        env.process(server.run())
-        if fast_forward:
-            worker.watch = PeriodWatch(worker)
-    env.run(until=env.all_of([env.process(worker._group(0, g)) for g in range(groups)]))
+    watched = dynamic and fast_forward
+    skip_after = -math.inf
+    while True:  # once, unless a tie after a skip makes it record again (perfmodel.sim.period)
+        env, rec = (TieWatch() if watched else simpy.Environment()), Recorder()
+        server = InferenceServer(env, "rollout_gpu_0", simpy.Resource(env, 1), tab, rec, b_max, t_max)
+        worker = EnvWorker(env, 0, n * groups, groups, costs, tab, rec, server, SampleBuffer(env),
+                           WeightStore(env), RolloutLog(env, 1), staleness=0, dynamic=dynamic, collapse=False)
+        worker.epoch_end_times = []
+        if dynamic:
+            env.process(server.run())
+        if watched:
+            worker.watch = PeriodWatch(worker, skip_after)
+        try:
+            env.run(until=env.all_of([env.process(worker._group(0, g)) for g in range(groups)]))
+        except TieAfterSkip as tie:
+            skip_after = tie.when
+            continue
+        break
     if worker.watch is not None:
         worker.watch.flush()
         spans, ends = worker.watch.spans, worker.watch.epoch_ends
