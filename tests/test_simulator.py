@@ -488,6 +488,9 @@ def test_fast_forward_skips_most_chunk_steps_of_the_published_async_plan():
 # in the reference, an ulp apart after a skip (found by this test; perfmodel.sim.period, "Ties")
 @example(step=0.0625, reset=0.25, intercept=0.0625, slope=0.0, latency=0.0, driver=0.07, cores=8, envs=12,
          chunks=1, episode=20, epochs=2, b_max=8, t_max=0.3)
+# ties after skips in two recordings: the third simulates every chunk step (workers.RECORDINGS_AT_TIES)
+@example(step=0.01, reset=0.3922, intercept=0.01, slope=0.0, latency=0.0, driver=0.0, cores=8, envs=8,
+         chunks=1, episode=100, epochs=4, b_max=1, t_max=0.05)
 @given(step=st.floats(0.01, 0.5), reset=st.floats(0.0, 2.0), intercept=st.floats(0.01, 0.5),
        slope=st.floats(0.0, 0.05), latency=st.sampled_from([0.0, 0.003, 0.05]),
        driver=st.sampled_from([0.0, 0.01, 0.07]), cores=st.sampled_from([2, 3, 8, 16, 64]),

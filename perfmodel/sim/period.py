@@ -28,7 +28,8 @@ at a tie it may go the other way. The recording therefore runs on a ``TieWatch``
 notes every tie, and the fast-forward stays exact by two rules:
 - until the first skip the recording is the reference bit for bit; a tie after a skip aborts
   the recording (``TieAfterSkip``), and ``workers.record_rollout`` records again, skipping only
-  after that tie (``skip_after``), until a recording ends without one. This rule alone keeps
+  after that tie (``skip_after``), and once more without skipping if that one meets a tie after
+  a skip too (``workers.RECORDINGS_AT_TIES``). This rule alone keeps
   the recording exact, but a tie in a copied period recurs after the skip, so:
 - no period with a tie in it is copied (the reference's later periods may break it otherwise),
   which spares those recordings.
