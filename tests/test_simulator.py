@@ -488,6 +488,10 @@ def test_fast_forward_skips_most_chunk_steps_of_the_published_async_plan():
 # in the reference, an ulp apart after a skip (found by this test; perfmodel.sim.period, "Ties")
 @example(step=0.0625, reset=0.25, intercept=0.0625, slope=0.0, latency=0.0, driver=0.07, cores=8, envs=12,
          chunks=1, episode=20, epochs=2, b_max=8, t_max=0.3)
+# a tie after a skip, in a transient no copied period has: without recording again (skipping only after
+# it) an epoch ends 0.063 s early
+@example(step=0.4381870686346512, reset=1.8172987307701955, intercept=0.25, slope=0.0, latency=0.0, driver=0.0,
+         cores=8, envs=12, chunks=1, episode=100, epochs=2, b_max=None, t_max=0.0)
 # ties after skips in two recordings: the third simulates every chunk step (workers.RECORDINGS_AT_TIES)
 @example(step=0.01, reset=0.3922, intercept=0.01, slope=0.0, latency=0.0, driver=0.0, cores=8, envs=8,
          chunks=1, episode=100, epochs=4, b_max=1, t_max=0.05)
