@@ -85,7 +85,7 @@ def bound(costs: StageCosts) -> Bound:
     if plan.mechanisms.async_training:
         # Rollout and training overlap. (Weight syncs are left out: within a finite window a
         # worker may pick up fewer new versions than iterations, so they bound nothing.)
-        if plan.mechanisms.disaggregated:
+        if not plan.mechanisms.trains_beside_rollout:
             iteration_s = max(rollout_s, actor_s)
             bottleneck = "actor" if actor_s > rollout_s else ("env" if env_s >= inference_s else "inference")
         else:  # one GPU does a worker's inference and an actor rank's training

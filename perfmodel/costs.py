@@ -454,7 +454,7 @@ class StageCosts:
         infer_act, train_act = self.activation_gb() if activations else (0.0, 0.0)
         if p.mechanisms.disaggregated or p.enable_offload:
             return max(c.weights_gb + infer_act, actor + train_act)
-        both = infer_act + train_act if p.mechanisms.async_training else max(infer_act, train_act)
+        both = infer_act + train_act if p.mechanisms.trains_beside_rollout else max(infer_act, train_act)
         return actor + c.weights_gb + both
 
     def activation_gb(self) -> tuple[float, float]:

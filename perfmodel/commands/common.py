@@ -80,8 +80,8 @@ def load_rlinf_config(path: str, backbone: str | None, profile_path: str | None,
     one_of("--mode", mode, MODES)
     im = load_rlinf(path, profile_ref=ref, gpu=gpu, mode=mode, node=node)
     if ratio is not None and im.plan.mechanisms.trains_beside_rollout:
-        head = SHARED_ASYNC_NOTE.split("{", 1)[0]
-        im.warnings[:] = [w for w in im.warnings if not w.startswith(head)] + [
+        shared_note = SHARED_ASYNC_NOTE.format(staleness=im.plan.max_staleness)  # as the importer wrote it
+        im.warnings[:] = [w for w in im.warnings if w != shared_note] + [
             f"--ratio {ratio}: the config's actor and rollout share every GPU; costed apart, {im.plan.mode} at "
             f"rollout:actor {ratio}"]
     for w in im.warnings:

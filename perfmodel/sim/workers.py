@@ -416,14 +416,12 @@ class EnvWorker:
             driver = self.costs.driver_chunk_s()
             while done[g] < w.chunk_steps_per_epoch:
                 if self.dynamic:
+                    if watch is not None and g == 0:
+                        watch.checkpoint()
+                    req = self.server.submit(n)
                     if watch is not None:
-                        if g == 0:
-                            watch.checkpoint()
-                        req = self.server.submit(n)
                         watch.mark(g, "inference", req)
-                        yield req
-                    else:
-                        yield self.server.submit(n)
+                    yield req
                 else:
                     yield from self.server.infer(n)
                 yield from self._cpu("env_step", lane, self.dur.env_chunk(n, not self.dynamic), n, g)
