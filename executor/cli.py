@@ -335,14 +335,20 @@ def _parse_fault(text):
 @click.option("--suite", default="libero_spatial", show_default=True,
               help="libero_spatial, libero_object, libero_goal or libero_10")
 @click.option("--soft-reset", is_flag=True, help="reset without rebuilding the scene (faster; not what profiles measure)")
+@click.option("--settle-steps", default=None, type=int,
+              help="zero-action steps after each reset (default: LIBERO's 15; fewer: faster, not what "
+                   "profiles measure)")
+@click.option("--no-render", is_flag=True,
+              help="step the scenes without rendering the cameras (the policy sees blank images): the "
+                   "pipeline at a fraction of the env cost; not what profiles measure")
 @click.option("--verbose", is_flag=True, help="let Ray's own messages through to stderr")
 @click.option("--inject-env-fault", default=None, hidden=True, help="ITER:WORKER: kill one env process (tests)")
 @click.option("--inject-actor-fault", default=None, type=int, hidden=True,
               help="ITER: kill generator 0's Ray actor at this iteration (tests)")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compare, profile_path, as_json, address,
-        scale, device, image_size, suite, soft_reset, verbose, inject_env_fault, inject_actor_fault,
-        no_progress) -> None:
+        scale, device, image_size, suite, soft_reset, settle_steps, no_render, verbose, inject_env_fault,
+        inject_actor_fault, no_progress) -> None:
     """Run PLAN (perfmodel's plan JSON) for real on Ray in its mode; write a run record and a trace."""
     from pathlib import Path
 
@@ -368,6 +374,8 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
     if warmup_iterations < 0 or warmup_iterations >= iterations:
         raise ConfigError("warmup-iterations", f"must be in 0..{iterations - 1}, got {warmup_iterations}")
     preflight.check_options(suite, image_size)
+    if settle_steps is not None and settle_steps < 0:
+        raise ConfigError("settle-steps", f"must be an integer >= 0, got {settle_steps}")
     fault = _parse_fault(inject_env_fault)
     dev = str(resolve_device(device))
     addr, _ = preflight.resolve_address(address)
@@ -387,7 +395,9 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
     mem = preflight.ENV_MEMORY_GB_DEFAULT if profile is None else profile.costs.env_memory_gb
     preflight.check_plan_fits(plan, backbone, scale, mem, local=addr is None)
     opts = RunOptions(backbone=backbone, scale=scale, device=dev, image_size=size, suite=suite,
-                      hard_reset=not soft_reset, inject_env_fault=fault, inject_actor_fault=inject_actor_fault)
+                      hard_reset=not soft_reset, render=not no_render, inject_env_fault=fault,
+                      inject_actor_fault=inject_actor_fault,
+                      **({} if settle_steps is None else {"settle_steps": settle_steps}))
     from perfmodel.schema.plan import is_profile_path
 
     check_outputs_apart({"--plan": path, "--profile": profile_path,

@@ -415,7 +415,8 @@ def report_options(data: Any, work: Path, bases: Bases):
 EXECUTOR_OPTIONS = {"--iterations": _one_of_or_odd(["1", "3"]), "--warmup-iterations": _one_of_or_odd(["0", "1"]),
                     "--scale": _one_of_or_odd(["tiny", "small", "full"]), "--device": _one_of_or_odd(["cpu", "cuda"]),
                     "--image-size": _one_of_or_odd(["64", "128"]),
-                    "--suite": _one_of_or_odd(["libero_spatial", "libero_10"]), "--soft-reset": None}
+                    "--suite": _one_of_or_odd(["libero_spatial", "libero_10"]), "--soft-reset": None,
+                    "--settle-steps": _one_of_or_odd(["0", "15"]), "--no-render": None}
 
 
 def executor_run(data: Any, work: Path, bases: Bases):

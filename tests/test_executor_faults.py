@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from quick_envs import QUICK_ENV_FLAGS
 
 from tests.test_executor_run import ROOT, output_lines, tiny_plan, write_plan
 
@@ -28,7 +29,7 @@ def start_run(tmp_path: Path, out: Path, iterations: int = 3, own_group: bool = 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("RAY_ADDRESS", None)
     return subprocess.Popen([sys.executable, "-m", "executor.cli", "run", plan, "--out", str(out),
-                             "--iterations", str(iterations), "--image-size", "64", "--soft-reset", "--no-progress"],
+                             "--iterations", str(iterations), "--image-size", "64", *QUICK_ENV_FLAGS, "--no-progress"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
                             start_new_session=own_group)
 
@@ -56,9 +57,14 @@ def session_processes(session_dir: str) -> list[int]:
     return session_pids(session_dir)
 
 
+# Iterations that outlast the signals below (a quick-envs iteration takes under a second here):
+# the run is always stopped, never finished, whatever this machine's speed.
+LONG_RUN = 1000
+
+
 def test_sigterm_then_second_ctrl_c_still_write_the_partial_record(tmp_path):
     out = tmp_path / "run"
-    proc = start_run(tmp_path, out, iterations=20)
+    proc = start_run(tmp_path, out, iterations=LONG_RUN)
     session = wait_for_ray_session(proc, tmp_path, "run")
     time.sleep(20)  # let the actors start and the rollout begin (not asserted on)
     proc.send_signal(signal.SIGTERM)
@@ -86,7 +92,7 @@ GROUP_SIGTERM_HANG_S = 45
 @pytest.mark.parametrize("moment", ["start-up", "mid-run"])
 def test_sigterm_to_the_process_group_ends_the_run_with_a_partial_record(tmp_path, moment):
     out = tmp_path / "run"
-    proc = start_run(tmp_path, out, iterations=20, own_group=True)
+    proc = start_run(tmp_path, out, iterations=LONG_RUN, own_group=True)
     session = wait_for_ray_session(proc, tmp_path, "run")  # Ray is up; the actors are starting
     if moment == "mid-run":
         time.sleep(25)  # the actors up and the rollout going on this machine (not asserted on)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from quick_envs import QUICK_ENV_FLAGS, QUICK_ENVS
 
 from perfmodel.schema.plan import Plan
 from tests.test_executor_run import check_record, cli, output_lines, tiny_plan, write_plan
@@ -52,7 +53,7 @@ def run_on(cluster_address: str, tmp_path, out_name: str, after_iteration=None):
     plan = Plan.from_dict(two_node_plan())
     return plan, execute(plan, iterations=2, warmup=1, progress=False, address=cluster_address, verbose=False,
                          ray_log=tmp_path / f"{out_name}.log", after_iteration=after_iteration,
-                         opts=RunOptions(image_size=64, hard_reset=False))
+                         opts=RunOptions(image_size=64, **QUICK_ENVS))
 
 
 def test_rollout_and_actor_on_different_nodes_count_exactly(cluster, tmp_path):
@@ -109,7 +110,7 @@ def test_killing_a_node_mid_run_names_it_in_one_line(cluster, tmp_path):
 
     session.execute_session = with_kill
     try:
-        r = cli(["run", p, "--out", str(out), "--iterations", "3", "--image-size", "64", "--soft-reset",
+        r = cli(["run", p, "--out", str(out), "--iterations", "3", "--image-size", "64", *QUICK_ENV_FLAGS,
                  "--no-progress", "--address", c.address])
     finally:
         session.execute_session = real

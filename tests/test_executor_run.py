@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from inproc import run_main
+from quick_envs import QUICK_ENV_FLAGS, QUICK_ENVS
 
 from perfmodel.schema.modes import MODES
 from perfmodel.schema.plan import Plan
@@ -107,7 +108,7 @@ def run_mode(plan_dict: dict, iterations: int = 2, warmup: int = 1, **opts):
 
     plan = Plan.from_dict(plan_dict)
     return plan, *execute(plan, iterations=iterations, warmup=warmup, progress=False,
-                          opts=RunOptions(image_size=64, hard_reset=False, **opts))
+                          opts=RunOptions(image_size=64, **{**QUICK_ENVS, **opts}))
 
 
 def check_record(plan: Plan, record: dict, rec, iterations: int = 2, synced: bool = True) -> None:
@@ -121,6 +122,8 @@ def check_record(plan: Plan, record: dict, rec, iterations: int = 2, synced: boo
     assert c["optimizer_steps"] == w.optimizer_steps_per_iteration * iterations
     assert c["weight_versions"] == iterations
     assert c["inference_calls"] >= 1
+    # the env options the run was given are in its record (tests step the scenes quick_envs' way)
+    assert {k: record["options"][k] for k in ("settle_steps", "render")} == {"settle_steps": 0, "render": False}
     # generators picked up newer weights, whose contents changed (the update trained); with
     # staleness 1 and 2 iterations an asynchronous rollout may legitimately never wait for them
     syncs = record["weight_syncs"]
@@ -231,7 +234,7 @@ def test_streamer_cli_compare_json_and_run_dir(ray_session, tmp_path, monkeypatc
                         lambda plan, prof, **kw: predicted.append(prof) or real(plan, prof, **kw))
     out = tmp_path / "runs" / "s"
     p = write_plan(tmp_path, tiny_plan("streamer"))
-    r = cli(["run", "--plan", p, "--out", str(out), "--iterations", "2", "--image-size", "64", "--soft-reset",
+    r = cli(["run", "--plan", p, "--out", str(out), "--iterations", "2", "--image-size", "64", *QUICK_ENV_FLAGS,
              "--compare", "--json", "--no-progress"])
     assert r.exit_code == 0, r.output
     record = json.loads(r.output.strip().splitlines()[-1])
@@ -281,7 +284,7 @@ def test_interrupt_writes_a_partial_record(ray_session, tmp_path):
     stop.set()  # as if Ctrl-C came right after the actors started
     with pytest.raises(RunFailed) as e:
         execute(plan, iterations=2, warmup=1, progress=False, stop=stop,
-                opts=RunOptions(image_size=64, hard_reset=False))
+                opts=RunOptions(image_size=64, **QUICK_ENVS))
     record = e.value.record
     assert record["status"] == "interrupted" and "interrupted" in record["error"]
     assert record["env_steps_match"] is False and record["throughput_env_steps_per_s"] is None
@@ -295,7 +298,7 @@ def test_interrupt_writes_a_partial_record(ray_session, tmp_path):
 def test_dead_ray_actor_ends_the_run_with_one_error_and_a_partial_record(ray_session, tmp_path):
     out = tmp_path / "dead"
     p = write_plan(tmp_path, tiny_plan("disaggregated"))
-    r = cli(["run", p, "--out", str(out), "--iterations", "2", "--image-size", "64", "--soft-reset",
+    r = cli(["run", p, "--out", str(out), "--iterations", "2", "--image-size", "64", *QUICK_ENV_FLAGS,
              "--inject-actor-fault", "1", "--no-progress"])
     assert r.exit_code == 1, r.output
     lines = [x for x in r.output.splitlines() if x.startswith("error:")]

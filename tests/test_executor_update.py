@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from quick_envs import QUICK_ENVS
 
 from perfmodel.schema.plan import Plan
 
@@ -53,7 +54,7 @@ def test_run_update_is_the_learner_update(ray_session, tmp_path: Path, algorithm
     plan = Plan.from_dict(d)
     dump = tmp_path / "updates"
     record, _ = execute(plan, iterations=1, warmup=0, progress=False,  # in the file's Ray session
-                        opts=RunOptions(image_size=64, hard_reset=False, dump_updates=str(dump)))
+                        opts=RunOptions(image_size=64, **QUICK_ENVS, dump_updates=str(dump)))
     assert record["status"] == "ok", record["error"]
     files = sorted(dump.glob("rank0_step*.pt"))
     w = plan.workload

@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from quick_envs import QUICK_ENVS
 
 from perfmodel.calibration.reference import published_plan
 from perfmodel.schema.plan import Plan
@@ -148,7 +149,7 @@ def test_real_run_has_the_simulated_layout(tmp_path):
 
     plan = Plan.from_dict(json.loads(TINY_PLAN.read_text()))
     record, rec = execute(plan, iterations=2, warmup=1, progress=False,
-                          opts=RunOptions(image_size=64, hard_reset=False))
+                          opts=RunOptions(image_size=64, **QUICK_ENVS))
     measured = rec.chrome_trace({"source": "executor", "plan": plan.to_dict()})
     simulated = sim_trace(plan, load_profile(plan.profile), tmp_path, iterations=2)
     assert trace_layout(measured) == trace_layout(simulated)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from executor.envs import EnvConfig
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.rules import required_weight_version
 from executor.runtime.driver import (Context, EnvWorkerLoop, InferenceClient, RolloutLog, SampleBuffer,
@@ -43,6 +44,11 @@ class RunOptions:
     seed: int = 0
     torch_threads: int = 1
     hard_reset: bool = True
+    # LIBERO's zero-action steps after a reset (EnvConfig's default is the reference's 15) and
+    # whether the cameras render: fewer, or none, measure the pipeline at less env cost (tests),
+    # not what a profile's env costs are
+    settle_steps: int = EnvConfig.settle_steps
+    render: bool = True
     inject_env_fault: tuple[int, int] | None = None  # (iteration, env worker): kill one env once
     inject_actor_fault: int | None = None  # iteration at which generator 0's Ray actor is killed
     dump_updates: str | None = None  # directory: trainer ranks save each global batch (tests)
@@ -128,7 +134,6 @@ def wire(ctx: Context, opts: RunOptions, learner_cfg: Any) -> Wiring:
     from ray.util.placement_group import placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    from executor.envs import EnvConfig
     from executor.runtime.actors import EnvGroupsActor, InferenceActor, TrainerRankActor, rendezvous_address
 
     plan = ctx.plan
@@ -148,7 +153,8 @@ def wire(ctx: Context, opts: RunOptions, learner_cfg: Any) -> Wiring:
             num_cpus=0.01, num_gpus=gpu)
 
     env_cfg = EnvConfig(suite=opts.suite, image_size=opts.image_size, max_episode_steps=w.max_episode_steps,
-                        num_action_chunks=w.num_action_chunks, hard_reset=opts.hard_reset, seed=opts.seed)
+                        num_action_chunks=w.num_action_chunks, hard_reset=opts.hard_reset, seed=opts.seed,
+                        settle_steps=opts.settle_steps, render=opts.render)
     device = "cuda" if cuda else opts.device
     # Shared slots on a GPU (colocated, train_async on shared GPUs): the inference actor and the
     # trainer rank share the slot's GPU.

@@ -84,7 +84,8 @@ def probe_host(plan: Plan, profile: Any, opts: Any) -> HostProbe:
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     core = cores[-1] if cores else None  # one core of this process's set (the driver starts on the first)
     cfg = EnvConfig(suite=opts.suite, image_size=opts.image_size, num_action_chunks=chunk,
-                    max_episode_steps=chunk * (PROBE_CHUNKS + 2), hard_reset=opts.hard_reset, seed=opts.seed)
+                    max_episode_steps=chunk * (PROBE_CHUNKS + 2), hard_reset=opts.hard_reset, seed=opts.seed,
+                    settle_steps=opts.settle_steps, render=opts.render)  # the run's envs, as the run steps them
     rng = np.random.default_rng(0)
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
