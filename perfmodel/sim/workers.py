@@ -44,6 +44,9 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from functools import reduce
+from itertools import chain, repeat
+from operator import add
 from dataclasses import dataclass, field
 from typing import Callable, Generator as Gen
 
@@ -325,6 +328,8 @@ class EnvWorker:
         if start is None or r is None:
             return
         self._replayed_from = None
+        if not self.rec.keep_busy:  # a throughput only (perfmodel.simulate.simulated_throughput)
+            return
         busy = self.rec.busy
         for stage, spans in r.spans.items():
             ended = [(start + s, start + e, u) for s, e, u in spans]
@@ -729,6 +734,12 @@ class Trainer:
         self.log.micro_batches += draws
         self.log.optimizer_steps += passes
         self.log.samples += count * size
+        if passes * (steps + 1) <= EXACT_STEPS and deterministic and not rec.keep_busy and not self.per_step:
+            # A throughput only (no span, no version per step): the additions below, in their
+            # order, by reduce's loop instead of Python's (one global batch: its intake, then
+            # per pass its micro-batches and its optimizer step).
+            batch = ((intake,) if intake > 0 else ()) + ((mean,) * steps + (opt,)) * w.update_epoch
+            return reduce(add, chain.from_iterable(repeat(batch, count)), t)
         if passes * (steps + 1) <= EXACT_STEPS or rec.keep_spans:
             # Step by step, in the events' order: bit-for-bit the reference's times.
             v = self.weights.version
