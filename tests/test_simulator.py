@@ -533,10 +533,12 @@ def test_fast_forward_equals_every_chunk_step(step, reset, intercept, slope, lat
 
 @pytest.mark.parametrize("mode", MODES)
 def test_simulated_throughput_is_simulate_s_bit_for_bit(scenario_dict, mode):
-    """What a prediction interval's perturbed simulations run (no spans, the trainer's blocks
-    added by reduce) gives simulate's throughput to the last bit, with each knob that changes the
-    simulation's path and with variable costs (seeded draws)."""
+    """What a prediction interval's perturbed simulations run (no spans, rollout recordings
+    without spans, the trainer's blocks added by reduce) gives simulate's throughput to the last
+    bit, with each knob that changes the simulation's path and with variable costs (seeded
+    draws); a recording without spans is not what a simulation with spans replays."""
     from perfmodel.schema.errors import ConfigError
+    from perfmodel.sim import workers
     from perfmodel.simulate import simulated_throughput
 
     prof = Profile.from_dict(scenario_dict)
@@ -548,9 +550,13 @@ def test_simulated_throughput_is_simulate_s_bit_for_bit(scenario_dict, mode):
         for p, seed in ((prof, None), (varied, 3)):
             try:
                 plan = published_plan(p, mode, 8, ratio, **knobs)
-                want = simulate(plan, p, seed=seed).throughput_env_steps_per_s
+                workers._RECORDINGS.clear()
+                got = simulated_throughput(plan, p, seed=seed)  # records without spans
             except ConfigError:
                 continue
-            assert simulated_throughput(plan, p, seed=seed) == want, (knobs, seed)
+            full = simulate(plan, p, seed=seed)
+            assert got == full.throughput_env_steps_per_s, (knobs, seed)
+            workers._RECORDINGS.clear()
+            assert simulate(plan, p, seed=seed).utilization == full.utilization  # spans as recorded afresh
             ran += 1
     assert ran >= 4  # the knobs' plans run (none refused wholesale)
