@@ -4,7 +4,8 @@
   prediction interval (and without it, and with 5 replications' confidence interval); target:
   predict <= 3x help (<= 0.3 s), with interval <= 1 s; and issue 27's ratio, ``perfmodel predict
   --mode rollout_async --gpus 32`` (interval included) over ``perfmodel --help``, target <= 3x,
-  printed with the load average at the moment;
+  with bytecode cached and as this environment has it (``issue_27``), each with the load average
+  at the moment (``--issue-27`` runs only this);
 - in process: one simulation per mode at 8 .. 16384 GPUs, with SimPy events per prediction (a
   rollout recording's included: it fast-forwards through its periods, perfmodel/sim/period.py);
   target: 1024 and 16384 GPUs within 2x of 32 GPUs;
@@ -19,7 +20,7 @@ jobs, so the verdicts use CPU time (this process's, or the children's for whole 
 the sweep's pool), with wall time beside it; they are ratios taken within this one run.
 Nothing here is a test (tests never assert timings).
 The load average is printed at the start and the end (the machine is shared).
-Run: python benchmarks/sim_speed.py [--backbone pi05] [--repeats 3] [--max-gpus 16384] [--search]
+Run: python benchmarks/sim_speed.py [--backbone pi05] [--repeats 3] [--max-gpus 16384] [--search] [--issue-27]
 """
 
 from __future__ import annotations
@@ -59,9 +60,10 @@ def load() -> str:
     return "load average %.2f %.2f %.2f" % os.getloadavg()
 
 
-def whole_process(args: list[str], repeats: int) -> tuple[float, float]:
-    """(CPU seconds, wall seconds) of one ``perfmodel`` process (and its children), best of ``repeats``."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def whole_process(args: list[str], repeats: int, env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one ``perfmodel`` process (and its children), best of
+    ``repeats``; ``env``: the environment variables to set (None: remove)."""
+    env = {k: v for k, v in {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}.items() if v is not None}
     best_cpu = best_wall = float("inf")
     for _ in range(repeats):
         c, t = _children_cpu(), time.perf_counter()
@@ -70,6 +72,39 @@ def whole_process(args: list[str], repeats: int) -> tuple[float, float]:
         best_wall = min(best_wall, time.perf_counter() - t)
         best_cpu = min(best_cpu, _children_cpu() - c)
     return best_cpu, best_wall
+
+
+ISSUE_27 = ["predict", "--mode", "rollout_async", "--gpus", "32"]
+
+
+def issue_27(repeats: int) -> None:
+    """Issue 27's ratio, ``perfmodel predict --mode rollout_async --gpus 32`` (its default
+    prediction interval included) over ``perfmodel --help``, in two conditions, each pair
+    measured alternately (help, predict, help, ...) so that both see the same load:
+    - bytecode cached, as an installed package has it: a temporary PYTHONPYCACHEPREFIX that a
+      first, unmeasured run of each fills (PYTHONDONTWRITEBYTECODE unset);
+    - this environment as it is (this machine sets PYTHONDONTWRITEBYTECODE=1: then every process
+      compiles the perfmodel modules it imports, which adds to both, to help proportionally more).
+    Nothing of a prediction is cached between runs (only bytecode)."""
+    import importlib.util
+    import tempfile
+
+    dont = os.environ.get("PYTHONDONTWRITEBYTECODE")
+    ours = Path(importlib.util.cache_from_source(str(ROOT / "perfmodel" / "cli.py"))).exists()
+    with tempfile.TemporaryDirectory(prefix="sim_speed_pyc_") as pyc:
+        cached = {"PYTHONPYCACHEPREFIX": pyc, "PYTHONDONTWRITEBYTECODE": None}
+        conditions = [("bytecode cached (temporary PYTHONPYCACHEPREFIX)", cached),
+                      (f"this environment (PYTHONDONTWRITEBYTECODE={dont or 'unset'}, perfmodel bytecode "
+                       f"{'cached' if ours else 'not cached'})", None)]
+        whole_process(["--help"], 1, cached)
+        whole_process(ISSUE_27, 1, cached)
+        for name, env in conditions:
+            help_s = pred_s = float("inf")
+            for _ in range(repeats):  # alternately: both under the same load
+                help_s = min(help_s, whole_process(["--help"], 1, env)[0])
+                pred_s = min(pred_s, whole_process(ISSUE_27, 1, env)[0])
+            print(f"issue 27, {name}: help {help_s:.3f} s, predict rollout_async 32 GPUs {pred_s:.3f} s, "
+                  f"{pred_s / help_s:.2f}x help (target <= 3x): {verdict(pred_s <= 3 * help_s)}  [{load()}]")
 
 
 class _Counting(simpy.Environment):
@@ -123,9 +158,14 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2, help="processes for the default sweep")
     ap.add_argument("--no-sweep", action="store_true")
     ap.add_argument("--search", action="store_true", help="also run the 10,000-plan search (minutes)")
+    ap.add_argument("--issue-27", action="store_true", help="only issue 27's whole-process ratio")
     args = ap.parse_args()
     gpus = [g for g in GPUS if g <= args.max_gpus]
     print(f"start: {load()}; {os.cpu_count()} cores")
+    if args.issue_27:
+        issue_27(args.repeats)
+        print(f"end: {load()}")
+        return
 
     print("\n== whole process (best of %d): CPU s (wall s) ==" % args.repeats)
     pred = ["predict", "--mode", "streamer", "--gpus", "32", "--ratio", "1:1"]
@@ -141,20 +181,7 @@ def main() -> None:
           f"(target <= 3x, <= 0.3 s): {verdict(bare_s <= 3 * help_s and bare_s <= 0.3)}")
     print(f"  ... --replications 5                  {reps_s:7.3f} s ({reps_w:.3f} s)  (target <= 1 s): "
           f"{verdict(reps_s <= 1.0)}")
-    # Issue 27: the whole-process ratio with the interval, help measured again beside it.
-    ra_s, ra_w = whole_process(["predict", "--mode", "rollout_async", "--gpus", "32"], args.repeats)
-    help2_s, _ = whole_process(["--help"], args.repeats)
-    base = min(help_s, help2_s)
-    print(f"perfmodel predict rollout_async 32 GPUs {ra_s:7.3f} s ({ra_w:.3f} s)  {ra_s / base:5.2f}x help "
-          f"(interval included; issue 27 target <= 3x): {verdict(ra_s <= 3 * base)}  [{load()}]")
-    # Without cached bytecode (perfmodel/__pycache__, not written under PYTHONDONTWRITEBYTECODE)
-    # every process compiles the modules it imports: that adds to both, to help proportionally
-    # more, so the ratio is lower without a cache than with one. Say which this run had.
-    import importlib.util
-
-    cached = Path(importlib.util.cache_from_source(str(ROOT / "perfmodel" / "cli.py"))).exists()
-    print("  (bytecode " + ("cached, as an installed package has it" if cached else
-                            "not cached: every process compiles the modules it imports") + ")")
+    issue_27(args.repeats)
     print(f"\n== in process: one simulation (best of {args.repeats}, each without earlier recordings), "
           "CPU seconds / SimPy events ==")
     prof = load_profile(args.backbone)

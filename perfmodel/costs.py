@@ -359,6 +359,11 @@ class StageCosts:
         whole trained part without sharding), and a fixed time (gradient clipping's norm
         all-reduce, scheduler, host synchronisation). Optimizer steps per iteration grow with
         the env count at a fixed global batch, so this fixed time grows with the cluster."""
+        return self._optimizer_step_s
+
+    @cached_property
+    def _optimizer_step_s(self) -> float:
+        # computed once per plan and profile: the trainer asks for it at every block of batches
         c = self.profile.costs
         adam = c.optimizer_step_s * self._part["trained_bytes_scale"]
         if self.full_shard:

@@ -16,7 +16,7 @@ from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.metrics import plan_fields
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Profile
-from perfmodel.simulate import DEFAULT_ITERATIONS, DEFAULT_WARMUP, simulate
+from perfmodel.simulate import DEFAULT_ITERATIONS, DEFAULT_WARMUP, simulate, simulated_throughput
 
 
 def _interval(values: list[float]) -> tuple[float, float, float]:
@@ -117,8 +117,8 @@ def _prediction_interval(plan: Plan, profile: Profile, first: float, mean: float
     from perfmodel.calibration.uncertainty import prediction_interval
 
     def run(pl: Plan, pr: Profile) -> float:
-        return simulate(pl, pr, iterations=iterations, warmup=warmup,
-                        seed=seed if pr.variability.any else None).throughput_env_steps_per_s
+        return simulated_throughput(pl, pr, iterations=iterations, warmup=warmup,
+                                    seed=seed if pr.variability.any else None)
 
     iv, why = prediction_interval(plan, profile, first, run, ext)
     if iv is not None and first > 0:

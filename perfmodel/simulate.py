@@ -10,12 +10,12 @@ import simpy
 
 from perfmodel.costs import StageCosts
 from perfmodel.schema.errors import ConfigError
-from perfmodel.schema.metrics import run_counts, staleness, window_metrics
+from perfmodel.schema.metrics import run_counts, staleness, window_metrics, window_throughput
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Profile
 from perfmodel.schema.timeline import Recorder
 from perfmodel.sim.durations import Durations
-from perfmodel.sim.modes import DEFAULT_MAX_SIMULATED_WORKERS, wire
+from perfmodel.sim.modes import DEFAULT_MAX_SIMULATED_WORKERS, Wiring, wire
 
 DEFAULT_ITERATIONS = 3
 DEFAULT_WARMUP = 1
@@ -81,6 +81,38 @@ def simulate(plan: Plan, profile: Profile, *, iterations: int = DEFAULT_ITERATIO
     and DEFAULT_MAX_SIMULATED_WORKERS with variability (stragglers at the barriers).
     ``collapse=False``: one event per step everywhere (the reference the collapsed blocks of
     perfmodel.sim.workers are tested against)."""
+    rec = Recorder(keep_spans=trace)
+    env, wiring = _run(plan, profile, rec, iterations, warmup, seed, max_workers, collapse)
+    g_r = wiring.simulated_workers
+    m = window_metrics(plan, rec, wiring.train_log.iteration_done, warmup, env_workers=g_r)
+    assert m is not None  # the trainer ran every iteration
+    counts = {
+        **run_counts(iterations=iterations, warmup=warmup, env_steps=wiring.rollout_log.env_steps,
+                     samples=wiring.train_log.samples, optimizer_steps=wiring.train_log.optimizer_steps,
+                     micro_batches=wiring.train_log.micro_batches, weight_versions=wiring.weights.version,
+                     inference_calls=sum(s.calls for s in wiring.servers) * (plan.rollout_gpus // g_r)),
+        "simulated_env_workers": g_r,
+    }
+    return SimResult(plan, m.iteration_time_s, m.throughput_env_steps_per_s, m.window, m.measured_iterations,
+                     m.stage_time_s, m.utilization, counts,
+                     staleness(wiring.rollout_log.behaviour_version, warmup), rec,
+                     next(env._eid))  # SimPy's event id counter: events scheduled so far
+
+
+def simulated_throughput(plan: Plan, profile: Profile, *, iterations: int = DEFAULT_ITERATIONS,
+                         warmup: int = DEFAULT_WARMUP, seed: int | None = None) -> float:
+    """``simulate(...).throughput_env_steps_per_s``, the same simulation to the last bit, without
+    the spans and sums only its other fields need (what a prediction interval's perturbed
+    simulations ask, perfmodel.prediction)."""
+    _, wiring = _run(plan, profile, Recorder(keep_busy=False), iterations, warmup, seed, None, True)
+    timed = window_throughput(plan, wiring.train_log.iteration_done, warmup)
+    assert timed is not None  # the trainer ran every iteration
+    return timed[3]
+
+
+def _run(plan: Plan, profile: Profile, rec: Recorder, iterations: int, warmup: int, seed: int | None,
+         max_workers: int | None, collapse: bool) -> tuple[simpy.Environment, Wiring]:
+    """The simulation of ``iterations`` training iterations, recorded in ``rec``."""
     if warmup >= iterations:
         raise ConfigError("iterations", f"must exceed warmup iterations ({warmup}), got {iterations}")
     check_simulable(plan)
@@ -92,7 +124,6 @@ def simulate(plan: Plan, profile: Profile, *, iterations: int = DEFAULT_ITERATIO
 
         rng = np.random.default_rng(seed)
     env = simpy.Environment()
-    rec = Recorder(keep_spans=trace)
     if max_workers is None:
         max_workers = 1 if rng is None else DEFAULT_MAX_SIMULATED_WORKERS
     wiring = wire(env, costs, Durations(costs, rng), rec, max_workers, collapse)
@@ -109,18 +140,4 @@ def simulate(plan: Plan, profile: Profile, *, iterations: int = DEFAULT_ITERATIO
     env.run(until=done)
     for worker in wiring.workers:
         worker.settle(env.now)
-
-    g_r = wiring.simulated_workers
-    m = window_metrics(plan, rec, wiring.train_log.iteration_done, warmup, env_workers=g_r)
-    assert m is not None  # the trainer ran every iteration
-    counts = {
-        **run_counts(iterations=iterations, warmup=warmup, env_steps=wiring.rollout_log.env_steps,
-                     samples=wiring.train_log.samples, optimizer_steps=wiring.train_log.optimizer_steps,
-                     micro_batches=wiring.train_log.micro_batches, weight_versions=wiring.weights.version,
-                     inference_calls=sum(s.calls for s in wiring.servers) * (plan.rollout_gpus // g_r)),
-        "simulated_env_workers": g_r,
-    }
-    return SimResult(plan, m.iteration_time_s, m.throughput_env_steps_per_s, m.window, m.measured_iterations,
-                     m.stage_time_s, m.utilization, counts,
-                     staleness(wiring.rollout_log.behaviour_version, warmup), rec,
-                     next(env._eid))  # SimPy's event id counter: events scheduled so far
+    return env, wiring

@@ -175,3 +175,16 @@ def test_measured_part_counts_the_measured_policy() -> None:
     plan = published_plan(prof, "disaggregated", 2, "1:1").with_(trained_part="full")
     with pytest.raises(ConfigError, match="plan.trained_part: profile pi05_tiny_cpu has costs for action_expert"):
         predict(plan, prof)
+
+
+def test_median_is_statistics_median():
+    """The measured curves' medians (computed without importing statistics) are statistics.median's."""
+    import random
+    import statistics
+
+    from perfmodel.calibration.measured import _median
+
+    rng = random.Random(5)
+    for n in range(1, 40):
+        ys = [rng.lognormvariate(0, 1) for _ in range(n)]
+        assert _median(ys) == statistics.median(ys)

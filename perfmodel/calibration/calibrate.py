@@ -34,7 +34,7 @@ from perfmodel.calibration.measured import PUBLISHED_TRAINED_PART, MeasuredGpu, 
 from perfmodel.calibration.reference import ReferencePoint, published_plan
 from perfmodel.bound import closed_form_iteration_s
 from perfmodel.costs import StageCosts
-from perfmodel.simulate import check_fits, simulate
+from perfmodel.simulate import check_fits, simulated_throughput
 
 if TYPE_CHECKING:  # the fit imports numpy itself: building a profile (every prediction's interval) needs none
     import numpy as np
@@ -407,7 +407,7 @@ def predict_plan(plan: Plan, prof: Profile) -> float:
         check_fits(plan, costs)
         return plan.workload.env_steps_per_iteration / closed_form_iteration_s(costs)
     # Deterministic costs make one simulated worker replica exact (perfmodel.sim.modes).
-    return simulate(plan, prof, max_workers=1).throughput_env_steps_per_s
+    return simulated_throughput(plan, prof)
 
 
 def predict_points(profiles: dict[str, Profile], points: list[ReferencePoint]) -> list[float]:

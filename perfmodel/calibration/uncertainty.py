@@ -566,10 +566,12 @@ def prediction_interval(plan: Plan, profile: Profile, throughput: float, run: Ca
     beyond = bool(ext.get("beyond_calibrated_gpus") or ext.get("beyond_calibrated_nodes"))
     iv = with_members(iv, throughput, member_throughputs(plan, profile, run), beyond,
                       unc.residual_sd_log if unc is not None else 0.0)
-    # a backbone no published point calibrates: its per-backbone parameters' joint corners (issue 31)
-    from perfmodel.calibration.uncalibrated import backbone_corners, with_backbone_corners
+    # a backbone no published point calibrates: its per-backbone parameters' joint corners (issue 31;
+    # none for a calibrated backbone's profile, which then need not import the module)
+    if profile.provenance.get("backbone_calibrated") is False:
+        from perfmodel.calibration.uncalibrated import backbone_corners, with_backbone_corners
 
-    iv = with_backbone_corners(iv, throughput, backbone_corners(plan, profile, run))
+        iv = with_backbone_corners(iv, throughput, backbone_corners(plan, profile, run))
     return iv, None
 
 

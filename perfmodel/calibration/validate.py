@@ -11,7 +11,7 @@ from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.metrics import error_pct
 from perfmodel.schema.profile import Profile
 from perfmodel.calibration.reference import ReferencePoint, published_plan
-from perfmodel.simulate import simulate
+from perfmodel.simulate import simulated_throughput
 
 
 def _best(rows: list[dict[str, Any]], key: str) -> list[str]:
@@ -28,7 +28,7 @@ def validate(points: list[ReferencePoint], profiles: dict[str, Profile]) -> dict
         prof = profiles[pt.backbone]
         try:
             plan = published_plan(prof, pt.mode, pt.gpus, pt.allocation_ratio)
-            pred = simulate(plan, prof).throughput_env_steps_per_s
+            pred = simulated_throughput(plan, prof)
         except ConfigError as e:  # name the reference point, not only the plan field
             raise ConfigError(f"reference ({pt.backbone} {pt.mode} {pt.gpus} GPUs {pt.allocation_ratio or ''})".replace(" )", ")"),
                               f"{e.field}: {e.message}") from None

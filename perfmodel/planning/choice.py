@@ -287,10 +287,10 @@ def ratios_to(best: dict[str, Any], others: list[dict[str, Any]], profile: Profi
     the profile gives no interval. The rows' own throughputs must be what the profile gives them
     now (a sweep file read back may be older than the profile), else why not (a string)."""
     from perfmodel.calibration.uncertainty import ratio_intervals
-    from perfmodel.simulate import simulate
+    from perfmodel.simulate import simulated_throughput
 
     def run(pl: Plan, pr: Profile) -> float:
-        return simulate(pl, pr, seed=seed if pr.variability.any else None).throughput_env_steps_per_s
+        return simulated_throughput(pl, pr, seed=seed if pr.variability.any else None)
 
     a = Plan.from_dict(best["plan"], "plan")
     plans = [Plan.from_dict(o["plan"], "plan") for o in others]

@@ -56,6 +56,19 @@ def measured_window(iteration_done: list[float], warmup: int) -> tuple[float, fl
     return (iteration_done[warmup - 1] if warmup > 0 else 0.0), iteration_done[-1]
 
 
+def window_throughput(plan: Plan, iteration_done: list[float], warmup: int
+                      ) -> tuple[tuple[float, float], int, float, float] | None:
+    """(window, measured iterations, iteration time, env steps/s) of the measured window
+    (``measured_window``), or None when it is empty: what ``window_metrics`` reports of them, and
+    all a throughput needs (no span is summed)."""
+    window = measured_window(iteration_done, warmup)
+    if window is None:
+        return None
+    measured = len(iteration_done) - warmup
+    iteration_s = (window[1] - window[0]) / measured
+    return window, measured, iteration_s, plan.workload.env_steps_per_iteration / iteration_s
+
+
 def staleness(behaviour_version: dict[int, list[int]], warmup: int) -> dict[str, float]:
     """Mean and max version lag of the behaviour policy over the iterations after the warm-up:
     ``behaviour_version[k]`` lists the weight version each rollout of iteration k used."""
@@ -75,13 +88,11 @@ def window_metrics(plan: Plan, rec: Recorder, iteration_done: list[float], warmu
     plan's rollout GPUs (the simulator records fewer replicas). ``busy``: unit-seconds of
     stages in the window that override ``rec.busy_time`` (the executor caps env stages at the
     workers' cores)."""
-    window = measured_window(iteration_done, warmup)
-    if window is None:
+    timed = window_throughput(plan, iteration_done, warmup)
+    if timed is None:
         return None
-    t0, t1 = window
-    measured = len(iteration_done) - warmup
+    (t0, t1), measured, iteration_s, throughput = timed
     span = t1 - t0
-    iteration_s = span / measured
     g_r = plan.rollout_gpus if env_workers is None else env_workers
     g_a = plan.actor_gpus
     env_cores = g_r * max(1.0, plan.env_cores_per_worker)
@@ -101,7 +112,7 @@ def window_metrics(plan: Plan, rec: Recorder, iteration_done: list[float], warmu
         resources = {"rollout_gpu": stage_busy["inference"] / (span * g_r),
                      "actor_gpu": (stage_busy["train"] + stage_busy["optimizer_step"]) / (span * g_a)}
     resources["env_cpu"] = (stage_busy["env_reset"] + stage_busy["env_step"]) / (span * env_cores)
-    return WindowMetrics((t0, t1), measured, iteration_s, plan.workload.env_steps_per_iteration / iteration_s,
+    return WindowMetrics((t0, t1), measured, iteration_s, throughput,
                          stage_time, {"stages": stage_util, "resources": resources})
 
 

@@ -71,9 +71,12 @@ def replica_label(resource: str, replicas: int) -> str:
 class Recorder:
     """Collects spans. ``keep_spans`` keeps every span, counter and marker for a trace; busy
     sums are always kept (per stage, weighted by how many units of its resource class a span
-    occupies). Safe to call from several threads (the executor's driver)."""
+    occupies). Safe to call from several threads (the executor's driver). ``keep_busy=False``
+    keeps nothing at all: a simulation asked only for its throughput, which reads the iterations'
+    end times and no span (perfmodel.simulate.simulated_throughput)."""
 
     keep_spans: bool = False
+    keep_busy: bool = True
     spans: list[tuple[str, str, str, float, float, dict[str, Any]]] = field(default_factory=list)
     busy: dict[str, list[tuple[float, float, float]]] = field(default_factory=lambda: defaultdict(list))
     counters: list[tuple[str, float, float]] = field(default_factory=list)
@@ -93,6 +96,8 @@ class Recorder:
 
     def span(self, stage: str, resource: str, lane: str, start: float, end: float,
              units: float = 1.0, **args: Any) -> None:
+        if not self.keep_busy:
+            return
         self.busy[stage].append((start, end, units))
         if self.keep_spans:
             self.spans.append((stage, resource, lane, start, end, args))
@@ -102,6 +107,8 @@ class Recorder:
         """``span`` for many spans that share everything but their interval (a block's steps):
         a callable taking ``(start, end, units)``. Without a trace it is the busy list's own
         ``append``, so a hot loop pays one call per step and builds no trace arguments."""
+        if not self.keep_busy:
+            return _ignore
         append = self.busy[stage].append
         if not self.keep_spans:
             return append
@@ -187,6 +194,10 @@ class Recorder:
         from perfmodel.schema.jsonio import write_json_atomic
 
         write_json_atomic(path, self.chrome_trace(meta))
+
+
+def _ignore(_span: tuple[float, float, float]) -> None:
+    """``spans_of`` of a recorder that keeps nothing."""
 
 
 def _compact(counters: list[tuple[str, float, float]]) -> list[tuple[str, float, float]]:

@@ -44,6 +44,9 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from functools import reduce
+from itertools import chain, repeat
+from operator import add
 from dataclasses import dataclass, field
 from typing import Callable, Generator as Gen
 
@@ -314,7 +317,8 @@ class EnvWorker:
         self.replay: RolloutRecording | None = None
         if (collapse and not self.epoch_block and gpu_alone and dur.rng is None
                 and not rec.keep_spans):
-            self.replay = record_rollout(costs, dur, self.group_envs, groups, dynamic, server.b_max, server.t_max)
+            self.replay = record_rollout(costs, dur, self.group_envs, groups, dynamic, server.b_max, server.t_max,
+                                         spans=rec.keep_busy)
         self._replayed_from: float | None = None  # start of the replayed iteration not yet recorded
 
     def settle(self, now: float) -> None:
@@ -325,6 +329,8 @@ class EnvWorker:
         if start is None or r is None:
             return
         self._replayed_from = None
+        if not self.rec.keep_busy:  # a throughput only (perfmodel.simulate.simulated_throughput)
+            return
         busy = self.rec.busy
         for stage, spans in r.spans.items():
             ended = [(start + s, start + e, u) for s, e, u in spans]
@@ -484,10 +490,12 @@ class EnvWorker:
 @dataclass(frozen=True)
 class RolloutRecording:
     """One rollout iteration of one worker, alone, from time 0: its spans per stage (start,
-    end, units; in the order they ended) and its epoch ends in the order they happened."""
+    end, units; in the order they ended) and its epoch ends in the order they happened.
+    ``has_spans`` False: recorded for a throughput only, without spans (the same epoch ends)."""
 
     spans: dict[str, tuple[tuple[float, float, float], ...]]
     epoch_ends: tuple[float, ...]
+    has_spans: bool = True
 
 
 class _Tabulated:
@@ -523,26 +531,28 @@ RECORDINGS_AT_TIES = 3
 
 
 def record_rollout(costs: StageCosts, dur: Durations, n: int, groups: int, dynamic: bool,
-                   b_max: int, t_max: float, fast_forward: bool = True) -> RolloutRecording:
+                   b_max: int, t_max: float, fast_forward: bool = True, spans: bool = True) -> RolloutRecording:
     """The recording of one worker's iteration (``groups`` groups of ``n`` envs), memoised on
     every number it depends on: the workload's epochs and chunk steps, the worker's cores, the
     batching knobs and the durations of a reset, a chunk step and each batch size it can form.
     Dynamic batching skips the periods its groups settle into (``fast_forward``, perfmodel.sim.period);
-    ``fast_forward=False`` simulates every chunk step (the reference it equals up to float rounding)."""
+    ``fast_forward=False`` simulates every chunk step (the reference it equals up to float rounding).
+    ``spans=False``: only the epoch ends matter (a simulation asked for its throughput only,
+    perfmodel.simulate.simulated_throughput): recorded without spans unless one with them is memoised."""
     w = costs.plan.workload
     infer = {j * n: dur.infer_gpu(j * n) for j in range(1, groups + 1)}
     key = (n, groups, dynamic, b_max, t_max, w.rollout_epoch, w.chunk_steps_per_epoch, costs.cores_per_worker,
            costs.env_cores_used(n), dur.env_reset(n), dur.env_chunk(n, not dynamic), tuple(sorted(infer.items())),
            costs.driver_chunk_s(), dur.infer_latency())
     hit = _RECORDINGS.get(key) if fast_forward else None
-    if hit is not None:
+    if hit is not None and (hit.has_spans or not spans):
         _RECORDINGS.move_to_end(key)
         return hit
     tab = _Tabulated(key[9], key[10], infer, dur.infer_latency())
     watched = dynamic and fast_forward
     skip_after, tries = -math.inf, 0
     while True:  # once, unless a tie after a skip makes it record again (RECORDINGS_AT_TIES)
-        env, rec = (TieWatch() if watched else simpy.Environment()), Recorder()
+        env, rec = (TieWatch() if watched else simpy.Environment()), Recorder(keep_busy=spans)
         server = InferenceServer(env, "rollout_gpu_0", simpy.Resource(env, 1), tab, rec, b_max, t_max)
         worker = EnvWorker(env, 0, n * groups, groups, costs, tab, rec, server, SampleBuffer(env),
                            WeightStore(env), RolloutLog(env, 1), staleness=0, dynamic=dynamic, collapse=False)
@@ -560,10 +570,10 @@ def record_rollout(costs: StageCosts, dur: Durations, n: int, groups: int, dynam
         break
     if worker.watch is not None:
         worker.watch.flush()
-        spans, ends = worker.watch.spans, worker.watch.epoch_ends
+        got_spans, ends = worker.watch.spans, worker.watch.epoch_ends
     else:
-        spans, ends = rec.busy, worker.epoch_end_times
-    out = RolloutRecording({stage: tuple(got) for stage, got in spans.items()}, tuple(ends))
+        got_spans, ends = rec.busy, worker.epoch_end_times
+    out = RolloutRecording({stage: tuple(got) for stage, got in got_spans.items()}, tuple(ends), spans)
     if not fast_forward:  # the reference (tests): every chunk step simulated, not memoised
         return out
     _RECORDINGS[key] = out
@@ -729,6 +739,12 @@ class Trainer:
         self.log.micro_batches += draws
         self.log.optimizer_steps += passes
         self.log.samples += count * size
+        if passes * (steps + 1) <= EXACT_STEPS and deterministic and not rec.keep_busy and not self.per_step:
+            # A throughput only (no span, no version per step): the additions below, in their
+            # order, by reduce's loop instead of Python's (one global batch: its intake, then
+            # per pass its micro-batches and its optimizer step).
+            batch = ((intake,) if intake > 0 else ()) + ((mean,) * steps + (opt,)) * w.update_epoch
+            return reduce(add, chain.from_iterable(repeat(batch, count)), t)
         if passes * (steps + 1) <= EXACT_STEPS or rec.keep_spans:
             # Step by step, in the events' order: bit-for-bit the reference's times.
             v = self.weights.version
