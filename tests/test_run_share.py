@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
+from quick_envs import QUICK_ENVS
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.profile import Profile, load_profile
 
@@ -37,7 +38,8 @@ def test_parse_modes_and_refusals(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_real_run_measures_the_share_and_the_prediction_charges_it(tmp_path: Path) -> None:
-    """A 3-iteration disaggregated run on this host (real LIBERO envs, tiny stand-in, Ray actors):
+    """A 3-iteration disaggregated run on this host (real LIBERO scenes stepped the quick_envs way,
+    tiny stand-in, Ray actors):
     the env processes' share of their cores is measured in (0, 1], kept with the run's raw
     figures, and a profile carrying it predicts that mode slower by no more than the share says
     (env stages stretched, the rest unchanged) and every other mode as before."""
@@ -47,8 +49,7 @@ def test_a_real_run_measures_the_share_and_the_prediction_charges_it(tmp_path: P
     from perfmodel.simulate import simulate
 
     got = measure_run_share(("disaggregated",), TINY, 2, "pi05_tiny_cpu", 24.0,
-                            RunOptions(backbone="pi05", scale="tiny", image_size=64, hard_reset=False,
-                                                       settle_steps=0))  # rendered: the share is a measurement
+                            RunOptions(backbone="pi05", scale="tiny", image_size=64, **QUICK_ENVS))
     share = got["disaggregated"]
     assert 0 < share["env_step"] <= 1 and 0 < share["env_reset"] <= 1
     raw = share["raw"]
