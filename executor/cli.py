@@ -423,6 +423,7 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
                                   progress=not no_progress, address=addr,
                                   profile=before["profile"] if before else profile, verbose=verbose,
                                   ray_log=run_dir.tmp / "ray.log", on_session=run_dir.note_ray_session,
+                                  after_iteration=run_dir.note_iteration,
                                   prediction=before["prediction"] if before else None)
         except RunFailed as e:
             record = e.record

@@ -49,6 +49,24 @@ def wait_for_ray_session(proc: subprocess.Popen, parent: Path, name: str) -> str
     pytest.fail("Ray never started")
 
 
+def wait_for_iterations(proc: subprocess.Popen, parent: Path, name: str, done: int) -> None:
+    """Until the run's actor has finished ``done`` iterations (the count the run keeps in its
+    temporary directory, RunDir.note_iteration): the run is past start-up, mid-run."""
+    deadline = time.time() + 300  # a bound on a hang, not a measurement
+    while time.time() < deadline:
+        for marker in parent.glob(f".{name}.run-*/.iterations_done"):
+            try:
+                if int(marker.read_text()) >= done:
+                    return
+            except (OSError, ValueError):  # not there, or being replaced
+                pass
+        if proc.poll() is not None:
+            pytest.fail(f"run ended early: {proc.communicate()}")
+        time.sleep(0.2)
+    proc.kill()
+    pytest.fail(f"no iteration done in {parent}")
+
+
 def session_processes(session_dir: str) -> list[int]:
     """Pids of processes whose command line names this run's Ray session (Ray's own processes):
     the scan executor run itself uses to end them (session.session_pids)."""
@@ -66,7 +84,7 @@ def test_sigterm_then_second_ctrl_c_still_write_the_partial_record(tmp_path):
     out = tmp_path / "run"
     proc = start_run(tmp_path, out, iterations=LONG_RUN)
     session = wait_for_ray_session(proc, tmp_path, "run")
-    time.sleep(20)  # let the actors start and the rollout begin (not asserted on)
+    wait_for_iterations(proc, tmp_path, "run", 1)  # the actors up, the rollout going on
     proc.send_signal(signal.SIGTERM)
     time.sleep(1)
     proc.send_signal(signal.SIGINT)  # the impatient second Ctrl-C, during teardown
@@ -77,6 +95,7 @@ def test_sigterm_then_second_ctrl_c_still_write_the_partial_record(tmp_path):
     assert "partial record" in lines[0]
     record = json.loads((out / "record.json").read_text())
     assert record["status"] == "interrupted" and record["env_steps_match"] is False
+    assert record["counts"]["iterations"] >= 1  # stopped mid-run
     assert (out / "trace.json").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp dir left
     assert not Path(session).exists()  # this run's Ray session directory removed
@@ -95,7 +114,7 @@ def test_sigterm_to_the_process_group_ends_the_run_with_a_partial_record(tmp_pat
     proc = start_run(tmp_path, out, iterations=LONG_RUN, own_group=True)
     session = wait_for_ray_session(proc, tmp_path, "run")  # Ray is up; the actors are starting
     if moment == "mid-run":
-        time.sleep(25)  # the actors up and the rollout going on this machine (not asserted on)
+        wait_for_iterations(proc, tmp_path, "run", 1)  # the actors up, the rollout going on
     try:
         os.killpg(proc.pid, signal.SIGTERM)  # the driver, Ray's head processes, its workers, the envs
         _, err = proc.communicate(timeout=GROUP_SIGTERM_HANG_S)
@@ -109,6 +128,7 @@ def test_sigterm_to_the_process_group_ends_the_run_with_a_partial_record(tmp_pat
     record = json.loads((out / "record.json").read_text())
     assert record["status"] == "interrupted" and record["env_steps_match"] is False
     assert record["wall_clock"]["stop_s"] is not None and record["wall_clock"]["stop_s"] >= 0
+    assert (record["counts"]["iterations"] >= 1) == (moment == "mid-run")
     assert (out / "trace.json").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # nothing hidden left
     assert not Path(session).exists()

@@ -89,11 +89,22 @@ class RunDir:
             except OSError:
                 pass
 
+    def note_iteration(self, iteration: int) -> None:
+        """Say in the run's temporary directory how many iterations the actor has finished
+        (``.iterations_done``, replaced atomically): how far a running run is, from outside."""
+        try:
+            part = self.tmp / ".iterations_done.part"
+            part.write_text(f"{iteration + 1}\n")
+            os.replace(part, self.tmp / ".iterations_done")
+        except OSError:
+            pass
+
     def write(self, plan: Any, record: dict[str, Any], rec: Any, profile: Any) -> None:
         """plan.json, profile.json (if any), record.json, trace.json, tensorboard/ (RLinf's layout:
         config.yaml and the per-iteration timers); then rename into place."""
         t = self.tmp
-        (t / ".ray_session").unlink(missing_ok=True)
+        for marker in (".ray_session", ".iterations_done"):  # the running run's notes: not the run's output
+            (t / marker).unlink(missing_ok=True)
         (t / "plan.json").write_text(strict_json(plan.to_dict()) + "\n")
         if profile is not None:
             (t / "profile.json").write_text(strict_json(profile.to_dict()) + "\n")
