@@ -31,6 +31,7 @@ def _sizes(field: str, text: str, kind=int) -> tuple:
 # executor profile's options that one kind of measurement uses: given to the other kind, an
 # option would be silently unused (--comm --backbone pi05 measures no backbone).
 COMM_ONLY = ("comm_ranks", "comm_mb", "base_profile", "address")
+MAX_SETTLE_STEPS = 1000  # a bound on a typo (LIBERO's is 15; an episode is at most a few hundred steps)
 COMM_USES = COMM_ONLY + ("comm", "out", "device", "repeats", "verbose", "no_progress")
 
 
@@ -374,8 +375,8 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
     if warmup_iterations < 0 or warmup_iterations >= iterations:
         raise ConfigError("warmup-iterations", f"must be in 0..{iterations - 1}, got {warmup_iterations}")
     preflight.check_options(suite, image_size)
-    if settle_steps is not None and settle_steps < 0:
-        raise ConfigError("settle-steps", f"must be an integer >= 0, got {settle_steps}")
+    if settle_steps is not None and not 0 <= settle_steps <= MAX_SETTLE_STEPS:
+        raise ConfigError("settle-steps", f"must be an integer in 0..{MAX_SETTLE_STEPS}, got {settle_steps}")
     fault = _parse_fault(inject_env_fault)
     dev = str(resolve_device(device))
     addr, _ = preflight.resolve_address(address)

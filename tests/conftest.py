@@ -12,18 +12,18 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 # The test files that took longest in a full run (seconds of their tests as `--durations` measured
-# them, 2026-12-05, 2 workers on the shared 2 cores at load 6-9), longest first. The suite spreads
-# whole files over its 2 workers (pyproject addopts: --dist loadfile); xdist's default order starts
-# files with the most tests first, which left these few-test, long files to the end, where one
-# worker could run a long file alone while the other had finished. They start first instead (the
-# longest job first), and the short files fill in around them (--no-loadscope-reorder keeps this
-# order). A file's tests keep their own order.
+# them, 2026-12-05, 2 workers on the shared 2 cores, after the executor's mechanics tests moved to
+# quick envs), longest first. The suite spreads whole files over its 2 workers (pyproject addopts:
+# --dist loadfile); xdist's default order starts files with the most tests first, which left these
+# few-test, long files to the end, where one worker could run a long file alone while the other
+# had finished. They start first instead (the longest job first), and the short files fill in
+# around them (--no-loadscope-reorder keeps this order). A file's tests keep their own order.
 LONGEST_FILES = {
-    "test_executor_profile.py": 721, "test_executor_run.py": 416, "test_own_runs.py": 273,
-    "test_executor_multinode.py": 137, "test_executor_faults.py": 103, "test_executor_update.py": 82,
-    "test_run_share.py": 68, "test_executor_comm.py": 48, "test_traces.py": 45, "test_speed.py": 42,
-    "test_executor_envs.py": 39, "test_docs_examples.py": 29, "test_fuzz.py": 25, "test_executor_learner.py": 24,
-    "test_cli_reliability.py": 23, "test_executor_weight_sync.py": 21, "test_calibrate.py": 21,
+    "test_executor_profile.py": 190, "test_own_runs.py": 180, "test_executor_run.py": 172,
+    "test_executor_faults.py": 86, "test_executor_multinode.py": 56, "test_executor_comm.py": 27,
+    "test_executor_update.py": 27, "test_report.py": 26, "test_rlinf.py": 24, "test_run_share.py": 18,
+    "test_planner.py": 16, "test_cli.py": 16, "test_executor_envs.py": 15, "test_docs_examples.py": 15,
+    "test_traces.py": 14, "test_speed.py": 10, "test_executor_learner.py": 8, "test_cli_reliability.py": 8,
 }
 
 

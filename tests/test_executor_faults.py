@@ -88,7 +88,12 @@ def test_sigterm_then_second_ctrl_c_still_write_the_partial_record(tmp_path):
     proc.send_signal(signal.SIGTERM)
     time.sleep(1)
     proc.send_signal(signal.SIGINT)  # the impatient second Ctrl-C, during teardown
-    _, err = proc.communicate(timeout=300)
+    try:
+        _, err = proc.communicate(timeout=300)
+    finally:  # a run that ignored the signals would otherwise go on for LONG_RUN iterations
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 130, err
     lines = output_lines(err)
     assert len(lines) == 1 and lines[0].startswith("error: run: interrupted"), err  # Ray kept off stderr

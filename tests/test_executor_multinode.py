@@ -110,7 +110,7 @@ def test_killing_a_node_mid_run_names_it_in_one_line(cluster, tmp_path):
 
     session.execute_session = with_kill
     try:
-        r = cli(["run", p, "--out", str(out), "--iterations", "3", "--image-size", "64", *QUICK_ENV_FLAGS,
+        r = cli(["run", p, "--out", str(out), "--iterations", "50", "--image-size", "64", *QUICK_ENV_FLAGS,
                  "--no-progress", "--address", c.address])
     finally:
         session.execute_session = real

@@ -261,9 +261,16 @@ def test_streamer_cli_compare_json_and_run_dir(ray_session, tmp_path, monkeypatc
     assert {x.name for x in out.iterdir()} - {"ray.log"} == {"plan.json", "profile.json", "record.json", "trace.json",
                                                              "tensorboard"}
     # the per-iteration timers as RLinf logs them, read back as a run (perfmodel calibrate --from-run)
-    from perfmodel.rlinf.logs import read_run
+    import shutil
 
-    run = read_run(out, option="--from-run")
+    from perfmodel.rlinf.logs import read_run
+    from perfmodel.schema.errors import ConfigError
+
+    # ... which a calibration refuses beside this record (quick envs: not RLinf's env costs) ...
+    with pytest.raises(ConfigError, match="recorded with --settle-steps 0 --no-render"):
+        read_run(out, option="--from-run")
+    shutil.copytree(out / "tensorboard", tmp_path / "timers")  # ... and reads without it
+    run = read_run(tmp_path / "timers", option="--from-run")
     assert run.plan.mode == "streamer" and run.steps == (0, 1)
     done = record["iteration_done_s"]
     assert run.step_s == pytest.approx((done[1] - done[0],))

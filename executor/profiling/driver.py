@@ -61,6 +61,7 @@ def measure_driver(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any] | None
     # One local Ray for both runs (a run uses a running session and leaves it): one start-up less.
     ray = RaySession(None, num_cpus=max(2, os.cpu_count() or 1))
     ray.start()
+    res = None
     try:
         for kind, mode in (("lockstep", "disaggregated"), ("dynamic", "rollout_async")):
             bar.set_description(f"driver per chunk step ({kind})")
@@ -76,7 +77,12 @@ def measure_driver(cfg: ProfileConfig, chunk: int, bar) -> dict[str, Any] | None
                            "loadavg_1min": round(os.getloadavg()[0], 2)}
             bar.update(1)
     finally:
-        ray.stop()
+        # a run that failed or left a thread inside a Ray call: end Ray at once (ray.shutdown would
+        # block on it, RaySession.kill), as a run that started its own Ray does
+        if res is None or res.status != "ok" or res.abandoned:
+            ray.kill()
+        else:
+            ray.stop()
     return {"driver_chunk_step_s": out, "extra": extra,
             "assumption": f"costs.driver_chunk_step_s: one real executor run per stepping kind ({envs} envs, "
                           f"{cfg.driver_chunk_steps} chunk steps of {chunk}, one iteration, soft resets without "

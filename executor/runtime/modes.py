@@ -54,6 +54,15 @@ class RunOptions:
     dump_updates: str | None = None  # directory: trainer ranks save each global batch (tests)
 
 
+def env_not_as_rlinf(opts: RunOptions) -> list[str]:
+    """The flags under which a run's envs do not step as RLinf's LIBERO env does (a reset
+    rebuilds the scene and runs the settle steps; both cameras render every step): that run's env
+    costs are not what a profile's are (perfmodel calibrate --from-run reads them)."""
+    return ((["--soft-reset"] if not opts.hard_reset else [])
+            + ([f"--settle-steps {opts.settle_steps}"] if opts.settle_steps != EnvConfig.settle_steps else [])
+            + (["--no-render"] if not opts.render else []))
+
+
 @dataclass(frozen=True)
 class Layout:
     """What ``wire`` builds, as plain data read from the plan's placement and the mode table

@@ -4,8 +4,8 @@ LIBERO envs now, against the profile the prediction is made from.
 A shared host's speed drifts (other tenants of the physical machine; up to 30 % within the hour
 on the 2-core development machines) and a profile may come from another host: a prediction made
 from the profile alone cannot say whether a miss is the model's or the machine's. The probe
-steps, before anything of the run starts, the plan's envs per core on one core (real, rendered
-LIBERO scenes, as the run does; at most ``PROBE_MAX_ENVS``), for a few chunks and one reset, in
+steps, before anything of the run starts, the plan's envs per core on one core (real LIBERO
+scenes, stepped as the run steps its own: rendered unless the run is not; at most ``PROBE_MAX_ENVS``), for a few chunks and one reset, in
 CPU seconds (not counting time other processes took from the core), and divides by the
 profile's CPU seconds at the same density (``StageCosts.env_cost``). The prediction the run is
 judged by is made with the profile's env costs scaled by those ratios (``Costs.env_scaled``),
@@ -43,6 +43,7 @@ class HostProbe:
     profile_reset_cpu_s: float
     wall_s: float  # the probe's own duration, env creation included
     loadavg_1min: float
+    env_not_as_rlinf: tuple[str, ...] = ()  # the run's flags the probe's envs stepped under too
 
     @property
     def ratio(self) -> dict[str, float]:
@@ -58,7 +59,8 @@ class HostProbe:
                 "profile_step_cpu_s": self.profile_step_cpu_s, "profile_reset_cpu_s": self.profile_reset_cpu_s,
                 "ratio": self.ratio, "wall_s": self.wall_s, "loadavg_1min": self.loadavg_1min,
                 "samples": {"step_cpu_s": self.step_cpu_s, "reset_cpu_s": self.reset_cpu_s},
-                "method": f"{self.envs} rendered LIBERO env(s) in lock-step on core {self.core}: "
+                "method": f"{self.envs} LIBERO env(s) in lock-step on core {self.core}"
+                          f"{' (' + ' '.join(self.env_not_as_rlinf) + ')' if self.env_not_as_rlinf else ', rendered'}: "
                           f"{PROBE_CHUNKS} chunk steps and {PROBE_RESETS} reset(s) each after one warm-up "
                           "of each, CPU seconds per env step and per reset over the profile's at the plan's "
                           "envs per core (StageCosts.env_cost)"}
@@ -99,7 +101,10 @@ def probe_host(plan: Plan, profile: Any, opts: Any) -> HostProbe:
         for _ in range(PROBE_CHUNKS):
             res = group.chunk_step(rng.uniform(-1, 1, (n, chunk, ACTION_DIM)))
             steps.extend(float(x) for x in np.asarray(res["step_cpu_s"]).ravel())
+    from executor.runtime.modes import env_not_as_rlinf
+
     return HostProbe(envs=n, density=density, core=core, step_cpu_s=steps, reset_cpu_s=resets,
+                     env_not_as_rlinf=tuple(env_not_as_rlinf(opts)),
                      profile_step_cpu_s=prof_step, profile_reset_cpu_s=prof_reset,
                      wall_s=time.perf_counter() - t0, loadavg_1min=load)
 

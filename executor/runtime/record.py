@@ -105,6 +105,8 @@ def build_record(result: Any, *, iterations: int, warmup: int, opts: Any, profil
     when ``profile`` is given and the run completed: ``prediction`` when the caller already made
     it of this plan on ``profile`` with these iterations (``executor run --compare`` predicts
     before the run), else made here."""
+    from executor.runtime.modes import env_not_as_rlinf
+
     plan, rec, ctx, wiring = result.plan, result.rec, result.ctx, result.wiring
     w = plan.workload
     tl = wiring.train_log if wiring else None
@@ -167,7 +169,7 @@ def build_record(result: Any, *, iterations: int, warmup: int, opts: Any, profil
                        "teardown_abandoned": bool(getattr(result, "abandoned", False))},
         "options": {"scale": opts.scale, "device": opts.device, "image_size": opts.image_size, "suite": opts.suite,
                     "hard_reset": opts.hard_reset, "settle_steps": opts.settle_steps,
-                    "render": opts.render, "torch_threads": opts.torch_threads,
+                    "render": opts.render, "env_not_as_rlinf": env_not_as_rlinf(opts), "torch_threads": opts.torch_threads,
                     "ray_address": result.address, "iterations": iterations, "warmup_iterations": warmup},
         "versions": versions(),
         "host": {**host_facts(), "loadavg_1min_before": result.load_before},

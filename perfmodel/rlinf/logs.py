@@ -18,6 +18,7 @@ median of the steps after it, so that a slow second step (a late compilation) do
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ class RunLog:
     used: tuple[int, ...]  # those left after warm-up
     step_s: tuple[float, ...]  # time/step of each used step
     stage_s: dict[str, tuple[float, ...]] = field(default_factory=dict)  # STAGE_KEYS name -> per used step
+    env_not_as_rlinf: tuple[str, ...] = ()  # an executor run's flags that changed how its envs step
 
     @property
     def plan(self) -> Any:
@@ -80,7 +82,8 @@ class RunLog:
                 "iteration_s": round(self.iteration_s, 6),
                 "env_steps_per_iteration": self.env_steps_per_iteration,
                 "throughput_env_steps_per_s": round(self.throughput_env_steps_per_s, 4),
-                "stage_mean_s": {k: round(v, 6) for k in STAGE_KEYS if (v := self.stage_mean_s(k)) is not None}}
+                "stage_mean_s": {k: round(v, 6) for k in STAGE_KEYS if (v := self.stage_mean_s(k)) is not None},
+                **({"env_not_as_rlinf": list(self.env_not_as_rlinf)} if self.env_not_as_rlinf else {})}
 
 
 def find_folder(path: str | Path, option: str = "--from-rlinf-run") -> Path:
@@ -143,6 +146,32 @@ def _check_time(where: str, key: str, step: int, value: float) -> None:
                                             f"{'> 0' if key == STEP_KEY else '>= 0'} seconds")
 
 
+def env_not_as_rlinf(folder: Path, option: str) -> tuple[str, ...]:
+    """An ``executor run``'s own record beside its timers (``record.json`` in the run directory
+    that holds ``tensorboard/``) lists the flags under which its envs did not step as RLinf's
+    (``options.env_not_as_rlinf``). A run without cameras or without its settle steps is refused:
+    its env costs are an order of magnitude below a rendered env's (an unrendered step ~0.01 CPU s
+    against ~0.17 here; a reset without its 15 settle steps ~1/8 of one with them,
+    docs/executor.md), and a profile fitted to them would predict RLinf's runs silently wrong.
+    A soft reset (no scene rebuild) is let through and named in the run's provenance. An RLinf
+    folder has no such record: ()."""
+    for d in (folder, *folder.parents[:2]):
+        record = d / "record.json"
+        if record.is_file():
+            try:
+                opts = json.loads(record.read_text()).get("options") or {}
+            except (OSError, ValueError, AttributeError):
+                return ()
+            flags = tuple(str(f) for f in opts.get("env_not_as_rlinf") or ())
+            refused = [f for f in flags if f != "--soft-reset"]
+            if refused:
+                raise ConfigError(option, f"{d}: recorded with {' '.join(refused)} ({record.name} "
+                                          "options.env_not_as_rlinf): its envs do not cost what RLinf's do; "
+                                          "calibrate from runs without them")
+            return flags
+    return ()
+
+
 def read_run(path: str | Path, profile_ref: str | None = None, gpu: str | None = None,
              mode: str | None = None, option: str = "--from-rlinf-run") -> RunLog:
     """One RLinf run folder -> its plan and timers; every problem is one ConfigError naming the
@@ -150,6 +179,7 @@ def read_run(path: str | Path, profile_ref: str | None = None, gpu: str | None =
     from perfmodel.rlinf.importer import load_rlinf
 
     folder = find_folder(path, option)
+    env_flags = env_not_as_rlinf(folder, option)
     config = folder / CONFIG_NAME
     try:
         imported = load_rlinf(config, profile_ref=profile_ref, gpu=gpu, mode=mode)
@@ -186,4 +216,5 @@ def read_run(path: str | Path, profile_ref: str | None = None, gpu: str | None =
                                                     f"{len(vals)} other steps)")
             _check_time(where, key, s, vals[s])
         stage_s[name] = tuple(vals[s] for s in used)
-    return RunLog(folder, imported, tuple(steps), tuple(used), tuple(steps_map[s] for s in used), stage_s)
+    return RunLog(folder, imported, tuple(steps), tuple(used), tuple(steps_map[s] for s in used), stage_s,
+                  env_flags)
