@@ -13,9 +13,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # The test files that took longest in a full run (seconds of their tests as `--durations` measured
 # them, 2026-12-05, 2 workers on the shared 2 cores, after the executor's mechanics tests moved to
-# quick envs), longest first. The suite spreads whole files over its 2 workers (pyproject addopts:
+# quick envs), longest first. The suite spreads whole files over its workers (pyproject addopts:
 # --dist loadfile); xdist's default order starts files with the most tests first, which left these
-# few-test, long files to the end, where one worker could run a long file alone while the other
+# few-test, long files to the end, where one worker could run a long file alone while the others
 # had finished. They start first instead (the longest job first), and the short files fill in
 # around them (--no-loadscope-reorder keeps this order). A file's tests keep their own order.
 LONGEST_FILES = {

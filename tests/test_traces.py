@@ -140,10 +140,8 @@ def test_measured_and_simulated_traces_have_one_layout(tmp_path):
 
 
 @pytest.mark.slow
-def test_real_run_has_the_simulated_layout(tmp_path):
+def test_real_run_has_the_simulated_layout(ray_session, tmp_path):
     """Runs the tiny plan for real (2 envs, CPU, real LIBERO scenes) and compares layouts."""
-    pytest.importorskip("ray")
-    pytest.importorskip("libero")
     from executor.runtime.session import execute
     from executor.runtime.modes import RunOptions
 
