@@ -27,6 +27,20 @@ LONGEST_FILES = {
 }
 
 
+def pytest_configure(config):
+    """Compile the repository's modules once, before the workers start. Where the environment sets
+    PYTHONDONTWRITEBYTECODE (these machines do), no process writes bytecode, so every subprocess,
+    Ray actor and env process the suite starts compiled the modules it imports again; Python still
+    reads bytecode that exists (the fast suite: 131 -> 120 s here, 2026-12-05). Stale files are
+    never read: a module's bytecode records its source's time and size."""
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller did it
+        return
+    import compileall
+
+    for package in ("perfmodel", "executor", "analysis"):
+        compileall.compile_dir(str(ROOT / package), quiet=1)
+
+
 def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: -LONGEST_FILES.get(item.path.name, 0))  # stable: the rest keep their order
 
