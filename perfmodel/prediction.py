@@ -90,7 +90,7 @@ def predict(plan: Plan, profile: Profile, *, replications: int = 1, seed: int = 
         "extrapolation": {**extrapolation(plan, profile.uncertainty, calibrated_gpu_type(profile)),
                           **workload_extrapolation(plan, profile)},
     }
-    if profile.provenance.get("backbone_calibrated") is False:
+    if profile.backbone_uncalibrated:
         # no published point calibrates this backbone (perfmodel.calibration.uncalibrated): its
         # per-backbone parameters are bracketed over the calibrated backbones' spread
         out["extrapolation"]["backbone_not_calibrated"] = True

@@ -107,7 +107,7 @@ def simulated_throughput(plan: Plan, profile: Profile, *, iterations: int = DEFA
     _, wiring = _run(plan, profile, Recorder(keep_busy=False), iterations, warmup, seed, None, True)
     timed = window_throughput(plan, wiring.train_log.iteration_done, warmup)
     assert timed is not None  # the trainer ran every iteration
-    return timed[3]
+    return timed.throughput_env_steps_per_s
 
 
 def _run(plan: Plan, profile: Profile, rec: Recorder, iterations: int, warmup: int, seed: int | None,

@@ -34,37 +34,34 @@ def start_run(tmp_path: Path, out: Path, iterations: int = 3, own_group: bool = 
                             start_new_session=own_group)
 
 
-def wait_for_ray_session(proc: subprocess.Popen, parent: Path, name: str) -> str:
-    """The run's Ray session directory, from the marker its temporary run directory holds."""
+def wait_for_marker(proc: subprocess.Popen, parent: Path, name: str, marker: str, what: str) -> str:
+    """The text of ``marker`` in the run's temporary run directory once it has some, polled
+    while the run goes on; ``what`` names it in the failure."""
     deadline = time.time() + 300  # a bound on a hang, not a measurement
     while time.time() < deadline:
-        for marker in parent.glob(f".{name}.run-*/.ray_session"):
-            text = marker.read_text().strip()
+        for path in parent.glob(f".{name}.run-*/{marker}"):
+            try:
+                text = path.read_text().strip()
+            except OSError:  # not there, or being replaced
+                continue
             if text:
                 return text
         if proc.poll() is not None:
             pytest.fail(f"run ended early: {proc.communicate()}")
         time.sleep(0.2)
     proc.kill()
-    pytest.fail("Ray never started")
+    pytest.fail(f"no {what} in {parent}")
 
 
-def wait_for_iterations(proc: subprocess.Popen, parent: Path, name: str, done: int) -> None:
-    """Until the run's actor has finished ``done`` iterations (the count the run keeps in its
-    temporary directory, RunDir.note_iteration): the run is past start-up, mid-run."""
-    deadline = time.time() + 300  # a bound on a hang, not a measurement
-    while time.time() < deadline:
-        for marker in parent.glob(f".{name}.run-*/.iterations_done"):
-            try:
-                if int(marker.read_text()) >= done:
-                    return
-            except (OSError, ValueError):  # not there, or being replaced
-                pass
-        if proc.poll() is not None:
-            pytest.fail(f"run ended early: {proc.communicate()}")
-        time.sleep(0.2)
-    proc.kill()
-    pytest.fail(f"no iteration done in {parent}")
+def wait_for_ray_session(proc: subprocess.Popen, parent: Path, name: str) -> str:
+    """The run's Ray session directory, from the marker its temporary run directory holds."""
+    return wait_for_marker(proc, parent, name, ".ray_session", "Ray session (Ray never started)")
+
+
+def wait_for_first_iteration(proc: subprocess.Popen, parent: Path, name: str) -> None:
+    """Until the run's actor has finished an iteration (the count the run keeps in its temporary
+    directory, RunDir.note_iteration, is written from 1): the run is past start-up, mid-run."""
+    wait_for_marker(proc, parent, name, ".iterations_done", "iteration done")
 
 
 def session_processes(session_dir: str) -> list[int]:
@@ -84,7 +81,7 @@ def test_sigterm_then_second_ctrl_c_still_write_the_partial_record(tmp_path):
     out = tmp_path / "run"
     proc = start_run(tmp_path, out, iterations=LONG_RUN)
     session = wait_for_ray_session(proc, tmp_path, "run")
-    wait_for_iterations(proc, tmp_path, "run", 1)  # the actors up, the rollout going on
+    wait_for_first_iteration(proc, tmp_path, "run")  # the actors up, the rollout going on
     proc.send_signal(signal.SIGTERM)
     time.sleep(1)
     proc.send_signal(signal.SIGINT)  # the impatient second Ctrl-C, during teardown
@@ -119,7 +116,7 @@ def test_sigterm_to_the_process_group_ends_the_run_with_a_partial_record(tmp_pat
     proc = start_run(tmp_path, out, iterations=LONG_RUN, own_group=True)
     session = wait_for_ray_session(proc, tmp_path, "run")  # Ray is up; the actors are starting
     if moment == "mid-run":
-        wait_for_iterations(proc, tmp_path, "run", 1)  # the actors up, the rollout going on
+        wait_for_first_iteration(proc, tmp_path, "run")  # the actors up, the rollout going on
     try:
         os.killpg(proc.pid, signal.SIGTERM)  # the driver, Ray's head processes, its workers, the envs
         _, err = proc.communicate(timeout=GROUP_SIGTERM_HANG_S)

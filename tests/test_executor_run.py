@@ -123,7 +123,7 @@ def check_record(plan: Plan, record: dict, rec, iterations: int = 2, synced: boo
     assert c["weight_versions"] == iterations
     assert c["inference_calls"] >= 1
     # the env options the run was given are in its record (tests step the scenes quick_envs' way)
-    assert {k: record["options"][k] for k in ("settle_steps", "render")} == {"settle_steps": 0, "render": False}
+    assert {k: record["options"][k] for k in ("hard_reset", "settle_steps", "render")} == QUICK_ENVS
     # generators picked up newer weights, whose contents changed (the update trained); with
     # staleness 1 and 2 iterations an asynchronous rollout may legitimately never wait for them
     syncs = record["weight_syncs"]

@@ -167,7 +167,7 @@ def wire(ctx: Context, opts: RunOptions, learner_cfg: Any) -> Wiring:
     device = "cuda" if cuda else opts.device
     # Shared slots on a GPU (colocated, train_async on shared GPUs): the inference actor and the
     # trainer rank share the slot's GPU.
-    gpu_share = (0.5 if lay.rollout_slots == lay.actor_slots else 1.0) if cuda else 0.0
+    gpu_share = (0.5 if plan.placement.colocated else 1.0) if cuda else 0.0
     sizes = lay.group_sizes
     env_actors = [ray.remote(EnvGroupsActor).options(max_concurrency=len(sizes) + 4, **on(d)).remote(
         i, env_cfg, sizes, lay.first_env[i], lay.env_cores[i]) for i, d in enumerate(lay.rollout_slots)]

@@ -135,7 +135,7 @@ def backbone_corners(plan: Any, profile: Profile, run: Any) -> list[tuple[str, f
     the parameters interact (more host work per observation hides faster inference), so the
     interval also spans these joint corners."""
     params = profile.provenance.get("parameters") or {}
-    if profile.provenance.get("backbone_calibrated") is not False or not params:
+    if not profile.backbone_uncalibrated or not params:
         return []
     from dataclasses import replace as _replace
 

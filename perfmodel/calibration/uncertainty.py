@@ -568,7 +568,7 @@ def prediction_interval(plan: Plan, profile: Profile, throughput: float, run: Ca
                       unc.residual_sd_log if unc is not None else 0.0)
     # a backbone no published point calibrates: its per-backbone parameters' joint corners (issue 31;
     # none for a calibrated backbone's profile, which then need not import the module)
-    if profile.provenance.get("backbone_calibrated") is False:
+    if profile.backbone_uncalibrated:
         from perfmodel.calibration.uncalibrated import backbone_corners, with_backbone_corners
 
         iv = with_backbone_corners(iv, throughput, backbone_corners(plan, profile, run))

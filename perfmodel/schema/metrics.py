@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.timeline import STAGES, Recorder
@@ -56,17 +56,24 @@ def measured_window(iteration_done: list[float], warmup: int) -> tuple[float, fl
     return (iteration_done[warmup - 1] if warmup > 0 else 0.0), iteration_done[-1]
 
 
-def window_throughput(plan: Plan, iteration_done: list[float], warmup: int
-                      ) -> tuple[tuple[float, float], int, float, float] | None:
-    """(window, measured iterations, iteration time, env steps/s) of the measured window
-    (``measured_window``), or None when it is empty: what ``window_metrics`` reports of them, and
-    all a throughput needs (no span is summed)."""
+class TimedWindow(NamedTuple):
+    """The measured window's timing (``WindowMetrics``' first fields): all a throughput needs."""
+
+    window: tuple[float, float]
+    measured_iterations: int
+    iteration_time_s: float
+    throughput_env_steps_per_s: float
+
+
+def window_throughput(plan: Plan, iteration_done: list[float], warmup: int) -> TimedWindow | None:
+    """The measured window (``measured_window``) timed, or None when it is empty: what
+    ``window_metrics`` reports of it, and all a throughput needs (no span is summed)."""
     window = measured_window(iteration_done, warmup)
     if window is None:
         return None
     measured = len(iteration_done) - warmup
     iteration_s = (window[1] - window[0]) / measured
-    return window, measured, iteration_s, plan.workload.env_steps_per_iteration / iteration_s
+    return TimedWindow(window, measured, iteration_s, plan.workload.env_steps_per_iteration / iteration_s)
 
 
 def staleness(behaviour_version: dict[int, list[int]], warmup: int) -> dict[str, float]:

@@ -700,6 +700,12 @@ class Profile:
     envs_per_gpu: int = 48
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def backbone_uncalibrated(self) -> bool:
+        """No published point calibrates this profile's backbone: its per-backbone parameters are
+        bracketed over the calibrated backbones' (perfmodel.calibration.uncalibrated marks it so)."""
+        return self.provenance.get("backbone_calibrated") is False
+
     @classmethod
     def from_dict(cls, obj: Any, path: str = "profile") -> "Profile":
         f = Fields(obj, path)
