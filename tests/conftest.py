@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,17 +29,17 @@ LONGEST_FILES = {
 
 
 def pytest_configure(config):
-    """Compile the repository's modules once, before the workers start. Where the environment sets
-    PYTHONDONTWRITEBYTECODE (these machines do), no process writes bytecode, so every subprocess,
-    Ray actor and env process the suite starts compiled the modules it imports again; Python still
-    reads bytecode that exists (the fast suite: 131 -> 120 s here, 2026-12-05). Stale files are
-    never read: a module's bytecode records its source's time and size."""
+    """Let the suite's processes write bytecode. Where the environment sets PYTHONDONTWRITEBYTECODE
+    (these machines do), no process writes it, so each of the suite's several hundred processes
+    (workers, command lines, Ray actors, env processes) compiled every module it imported that had
+    none: the repository's own always, and, installed as the README says (`pip install
+    --no-compile`), torch's, Ray's and LIBERO's too. With writing on, the first process to import a
+    module compiles it once for all. Stale files are never read: bytecode records its source's
+    time and size. Done by the controller before the workers start, which inherit it."""
     if hasattr(config, "workerinput"):  # an xdist worker: the controller did it
         return
-    import compileall
-
-    for package in ("perfmodel", "executor", "analysis"):
-        compileall.compile_dir(str(ROOT / package), quiet=1)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.dont_write_bytecode = False
 
 
 def pytest_collection_modifyitems(config, items):

@@ -84,3 +84,41 @@ def test_env_chunk_advances_num_action_chunks_steps():
         assert env.steps == 0 and not env.success
     finally:
         env.close()
+
+
+def test_an_env_without_cameras_compiles_its_scene_without_image_textures_and_steps_the_same():
+    """Without cameras the scene is compiled without its image textures (a PNG decode each,
+    ``executor.envs.without_image_textures``); every other array of the compiled model is the
+    scene's own, so the physics from the same state under the same controls is the same."""
+    import mujoco
+    from robosuite.utils.binding_utils import MjSim
+
+    from executor.envs import without_image_textures
+
+    compile_scene = MjSim.__dict__["from_xml_string"]
+    env = LiberoEnv(EnvConfig(suite="libero_spatial", max_episode_steps=10, num_action_chunks=5, settle_steps=0,
+                              render=False, hard_reset=False))
+    try:
+        assert MjSim.__dict__["from_xml_string"] is compile_scene  # the patch ends with the construction
+        env.reset(0)
+        xml = env._env.env.model.get_xml()
+        bare, textured = (mujoco.MjModel.from_xml_string(x) for x in (without_image_textures(xml), xml))
+        assert (env._env.env.sim.model._model.tex_width == bare.tex_width).all()  # what the env compiled
+        assert bare.ntex == textured.ntex and (bare.tex_width < textured.tex_width).sum() >= 5
+        arrays = [n for n in dir(textured)
+                  if not n.startswith("_") and isinstance(getattr(textured, n, None), np.ndarray)]
+        assert len(arrays) > 100
+        assert [n for n in arrays if not np.array_equal(getattr(bare, n), getattr(textured, n))] == \
+            ["tex_adr", "tex_colorspace", "tex_data", "tex_height", "tex_pathadr", "tex_width"]
+        start = env._env.env.sim.data._data
+        runs = []
+        for model in (bare, textured):
+            data = mujoco.MjData(model)
+            data.qpos[:], data.qvel[:] = start.qpos, start.qvel
+            for t in range(50):
+                data.ctrl[:] = np.sin(np.arange(model.nu) + t)
+                mujoco.mj_step(model, data)
+            runs.append(data.qpos.copy())
+        assert np.array_equal(runs[0], runs[1]) and not np.array_equal(runs[0], start.qpos)
+    finally:
+        env.close()
