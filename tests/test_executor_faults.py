@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from quick_envs import QUICK_ENV_FLAGS
 
+from executor.runtime.rundir import ITERATIONS_DONE_MARKER, RAY_SESSION_MARKER, tmp_prefix
 from tests.test_executor_run import ROOT, output_lines, tiny_plan, write_plan
 
 pytestmark = pytest.mark.slow
@@ -39,7 +40,7 @@ def wait_for_marker(proc: subprocess.Popen, parent: Path, name: str, marker: str
     while the run goes on; ``what`` names it in the failure."""
     deadline = time.time() + 300  # a bound on a hang, not a measurement
     while time.time() < deadline:
-        for path in parent.glob(f".{name}.run-*/{marker}"):
+        for path in parent.glob(f"{tmp_prefix(name, '*')}*/{marker}"):
             try:
                 text = path.read_text().strip()
             except OSError:  # not there, or being replaced
@@ -55,13 +56,13 @@ def wait_for_marker(proc: subprocess.Popen, parent: Path, name: str, marker: str
 
 def wait_for_ray_session(proc: subprocess.Popen, parent: Path, name: str) -> str:
     """The run's Ray session directory, from the marker its temporary run directory holds."""
-    return wait_for_marker(proc, parent, name, ".ray_session", "Ray session (Ray never started)")
+    return wait_for_marker(proc, parent, name, RAY_SESSION_MARKER, "Ray session (Ray never started)")
 
 
 def wait_for_first_iteration(proc: subprocess.Popen, parent: Path, name: str) -> None:
     """Until the run's actor has finished an iteration (the count the run keeps in its temporary
     directory, RunDir.note_iteration, is written from 1): the run is past start-up, mid-run."""
-    wait_for_marker(proc, parent, name, ".iterations_done", "iteration done")
+    wait_for_marker(proc, parent, name, ITERATIONS_DONE_MARKER, "iteration done")
 
 
 def session_processes(session_dir: str) -> list[int]:
@@ -154,10 +155,10 @@ def test_kill_9_leaves_nothing_the_next_run_does_not_clean(tmp_path):
     session = wait_for_ray_session(proc, tmp_path, "run")
     proc.kill()
     proc.communicate(timeout=60)
-    assert [p.name for p in tmp_path.glob(".run.run-*")]  # the killed run's hidden directory
+    assert [p.name for p in tmp_path.glob(tmp_prefix("run", "*") + "*")]  # the killed run's hidden directory
     rd = reserve(tmp_path / "next", "disaggregated")  # what the next run does first
     try:
-        assert list(tmp_path.glob(".run.run-*")) == []
+        assert list(tmp_path.glob(tmp_prefix("run", "*") + "*")) == []
         assert not Path(session).exists()
         # Ray's own processes of the killed run are gone too (ended by the next run's cleanup)
         deadline = time.time() + 60

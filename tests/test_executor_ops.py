@@ -66,11 +66,11 @@ def test_unwritable_out_is_refused_before_ray_starts(tmp_path):
 
 
 def test_reserve_overwrite_empty_dir_and_unique_defaults(tmp_path):
-    from executor.runtime.rundir import default_out, reserve
+    from executor.runtime.rundir import default_out, reserve, tmp_prefix
 
     (tmp_path / "empty").mkdir()
     rd = reserve(tmp_path / "empty", "disaggregated")  # an empty directory is fine
-    assert rd.tmp.parent == tmp_path and rd.tmp.name.startswith(".empty.run-")
+    assert rd.tmp.parent == tmp_path and rd.tmp.name.startswith(tmp_prefix("empty", os.getpid()))
     rd.discard()
     full = tmp_path / "full"
     full.mkdir()
@@ -86,19 +86,19 @@ def test_reserve_overwrite_empty_dir_and_unique_defaults(tmp_path):
 
 
 def test_stale_temp_dirs_of_killed_runs_are_removed(tmp_path):
-    from executor.runtime.rundir import reserve
+    from executor.runtime.rundir import RAY_SESSION_MARKER, reserve, tmp_prefix
 
     # a pid that is not running: the largest pid + 1 is free on Linux as long as nothing takes it
     dead = int(Path("/proc/sys/kernel/pid_max").read_text()) - 1
     while os.path.exists(f"/proc/{dead}"):
         dead -= 1
-    stale = tmp_path / f".old.run-{dead}-abc123"
+    stale = tmp_path / f"{tmp_prefix('old', dead)}abc123"
     stale.mkdir()
     (stale / "record.json").write_text("{}")
     fake_session = tmp_path / "ray" / "session_2000-01-01_00-00-00_1_1"
     fake_session.mkdir(parents=True)
-    (stale / ".ray_session").write_text(str(fake_session))
-    live = tmp_path / f".mine.run-{os.getpid()}-xyz"
+    (stale / RAY_SESSION_MARKER).write_text(str(fake_session))
+    live = tmp_path / f"{tmp_prefix('mine', os.getpid())}xyz"
     live.mkdir()
     rd = reserve(tmp_path / "new", "colocated")
     assert not stale.exists() and not fake_session.exists()

@@ -14,7 +14,7 @@ import pytest
 
 from perfmodel.calibration.reference import published_plan
 from perfmodel.rlinf.emit import emit_yaml
-from perfmodel.rlinf.importer import load_rlinf
+from perfmodel.rlinf.importer import RATIO_APART_NOTE, SHARED_ASYNC_NOTE, load_rlinf
 from perfmodel.schema.errors import ConfigError
 from tests.conftest import run_cli
 from perfmodel.schema.profile import load_profile
@@ -198,7 +198,28 @@ def test_async_ppo_on_shared_gpus_is_train_async_on_shared_gpus(tmp_path: Path) 
     # --ratio puts them apart: the note says that, not how shared GPUs are costed
     r = _cli("predict", "--rlinf-config", str(cfg), "--ratio", "1:1", "--no-interval")
     assert r.returncode == 0 and "rollout 4 : actor 4 (ratio 1:1)" in r.stdout
-    assert "costed as train_async on shared GPUs" not in r.stderr and "--ratio 1:1: the config's actor" in r.stderr
+    assert [line for line in r.stderr.splitlines() if line.startswith("warning:")] == \
+        ["warning: --ratio 1:1: the config's actor and rollout share every GPU; costed apart, train_async at "
+         "rollout:actor 1:1"]
+
+
+def test_the_importer_told_the_ratio_writes_its_note_instead_of_the_shared_gpu_one(tmp_path: Path) -> None:
+    """The importer given ``--ratio`` says the shared GPUs are costed apart and not how they are
+    costed shared (one note, never both); the note comes after the config's own notes; a
+    config whose actor and rollout are apart already gets no note about the option."""
+    cfg = write_config(tmp_path, extra_algorithm="  staleness_threshold: 2")
+    assert load_rlinf(cfg).warnings == [SHARED_ASYNC_NOTE.format(staleness=2)]
+    im = load_rlinf(cfg, ratio="3:1")
+    assert im.warnings == [RATIO_APART_NOTE.format(ratio="3:1", mode="train_async")]
+    assert im.plan.allocation_ratio is None  # the caller applies the split (commands/predict.py)
+    more = write_config(tmp_path, "more", extra_algorithm="  staleness_threshold: 2", group=4,
+                        placement="    actor,env,rollout: 0-3")
+    w = load_rlinf(more, ratio="1:1").warnings
+    assert len(w) == 3 and w[0].startswith("algorithm.group_size") and w[1].startswith("cluster.component_placement")
+    assert w[2] == RATIO_APART_NOTE.format(ratio="1:1", mode="train_async")
+    apart = write_config(tmp_path, "apart", extra_algorithm="  staleness_threshold: 2",
+                         placement="    actor: 0-3\n    env,rollout: 4-7")
+    assert load_rlinf(apart, ratio="3:1").warnings == load_rlinf(apart).warnings == []
 
 
 def _costs(cfg: Path) -> tuple[float, float, Any]:

@@ -120,6 +120,21 @@ def test_counter_samples_are_compacted():
     assert c == [(1e6, 0.0), (2e6, 2.0)]
 
 
+def test_a_recorder_keeping_no_busy_sums_refuses_to_keep_spans():
+    """``keep_busy=False`` keeps nothing (a throughput only): asked for spans as well it is
+    refused by name, not a trace silently without spans; each flag alone does what it says."""
+    with pytest.raises(ValueError, match="keep_spans=True with keep_busy=False"):
+        Recorder(keep_spans=True, keep_busy=False)
+    traced = Recorder(keep_spans=True)
+    traced.span("train", "actor", "train", 0.0, 2.0)
+    traced.spans_of("env_step", "env_worker_0", "group")((0.0, 1.0, 3.0))
+    assert len(traced.spans) == 2 and traced.busy_time("env_step", 0.0, 1.0) == 3.0
+    nothing = Recorder(keep_busy=False)
+    nothing.span("train", "actor", "train", 0.0, 2.0)
+    nothing.spans_of("env_step", "env_worker_0", "group")((0.0, 1.0, 3.0))
+    assert nothing.spans == [] and nothing.busy_time("train", 0.0, 2.0) == 0.0
+
+
 def measured_trace_fixture() -> tuple[dict, dict]:
     return (json.loads((DATA / "trace.json").read_text()), json.loads((DATA / "record.json").read_text()))
 

@@ -24,7 +24,20 @@ from typing import Any
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.jsonio import dumps as strict_json
 
-_TMP_RE = re.compile(r"^\.(?P<name>.+)\.run-(?P<pid>\d+)-[A-Za-z0-9_]+$")
+# The notes a running run keeps in its temporary directory, removed before it is renamed into
+# place (the running run's, not the run's output):
+RAY_SESSION_MARKER = ".ray_session"  # its local Ray session directory, for clean_stale after a kill -9
+ITERATIONS_DONE_MARKER = ".iterations_done"  # how many iterations the actor has finished
+MARKERS = (RAY_SESSION_MARKER, ITERATIONS_DONE_MARKER)
+
+
+def tmp_prefix(name: str, pid: int | str) -> str:
+    """The start of the hidden temporary directory's name of a run directory ``name`` whose
+    driver is ``pid``, before mkdtemp's random suffix (``pid="*"``: a glob for any driver's)."""
+    return f".{name}.run-{pid}-"
+
+
+_TMP_RE = re.compile(r"^\.(?P<name>.+)\.run-(?P<pid>\d+)-[A-Za-z0-9_]+$")  # tmp_prefix's names, read back
 
 
 def _pid_alive(pid: int) -> bool:
@@ -48,7 +61,7 @@ def clean_stale(parent: Path) -> list[Path]:
     for p in entries:
         m = _TMP_RE.match(p.name)
         if m and p.is_dir() and not _pid_alive(int(m["pid"])):
-            marker = p / ".ray_session"
+            marker = p / RAY_SESSION_MARKER
             try:  # the dead run's local Ray session directory, if it started one
                 session = Path(marker.read_text().strip()) if marker.exists() else None
             except OSError:
@@ -85,17 +98,17 @@ class RunDir:
         is killed with -9 before it cleans up."""
         if session_dir:
             try:
-                (self.tmp / ".ray_session").write_text(session_dir + "\n")
+                (self.tmp / RAY_SESSION_MARKER).write_text(session_dir + "\n")
             except OSError:
                 pass
 
     def note_iteration(self, iteration: int) -> None:
         """Say in the run's temporary directory how many iterations the actor has finished
-        (``.iterations_done``, replaced atomically): how far a running run is, from outside."""
+        (ITERATIONS_DONE_MARKER, replaced atomically): how far a running run is, from outside."""
         try:
-            part = self.tmp / ".iterations_done.part"
+            part = self.tmp / f"{ITERATIONS_DONE_MARKER}.part"
             part.write_text(f"{iteration + 1}\n")
-            os.replace(part, self.tmp / ".iterations_done")
+            os.replace(part, self.tmp / ITERATIONS_DONE_MARKER)
         except OSError:
             pass
 
@@ -103,7 +116,7 @@ class RunDir:
         """plan.json, profile.json (if any), record.json, trace.json, tensorboard/ (RLinf's layout:
         config.yaml and the per-iteration timers); then rename into place."""
         t = self.tmp
-        for marker in (".ray_session", ".iterations_done"):  # the running run's notes: not the run's output
+        for marker in MARKERS:  # the running run's notes: not the run's output
             (t / marker).unlink(missing_ok=True)
         (t / "plan.json").write_text(strict_json(plan.to_dict()) + "\n")
         if profile is not None:
@@ -156,7 +169,7 @@ def reserve(out: str | Path | None, mode: str, overwrite: bool = False) -> RunDi
     try:
         parent.mkdir(parents=True, exist_ok=True)
         clean_stale(parent)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.run-{os.getpid()}-", dir=parent))
+        tmp = Path(tempfile.mkdtemp(prefix=tmp_prefix(path.name, os.getpid()), dir=parent))
     except OSError as e:
         raise ConfigError("out", f"cannot write a run directory at {path} ({e.strerror or e}); "
                           "choose a writable path") from None

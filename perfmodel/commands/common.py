@@ -71,19 +71,14 @@ def load_rlinf_config(path: str, backbone: str | None, profile_path: str | None,
                       ratio: str | None = None):
     """An RLinf config (``--rlinf-config``) as a plan; its warnings go to ``say``, one a line, and
     the node values assumed (``node``: the ones the options gave; perfmodel/schema/node.py).
-    ``ratio`` (``--ratio``) puts a config's actor and rollout apart where it shares their GPUs:
-    its note then says so instead of how the shared GPUs are costed."""
-    from perfmodel.rlinf.importer import SHARED_ASYNC_NOTE, load_rlinf
+    ``ratio`` (``--ratio``), which the caller applies to the plan, goes to the importer for its
+    notes: a config that shares every GPU between actor and rollout is then said to be costed apart."""
+    from perfmodel.rlinf.importer import load_rlinf
     from perfmodel.schema.modes import MODES
 
     ref = backbone_or_profile(backbone, profile_path)
     one_of("--mode", mode, MODES)
-    im = load_rlinf(path, profile_ref=ref, gpu=gpu, mode=mode, node=node)
-    if ratio is not None and im.plan.mechanisms.trains_beside_rollout:
-        shared_note = SHARED_ASYNC_NOTE.format(staleness=im.plan.max_staleness)  # as the importer wrote it
-        im.warnings[:] = [w for w in im.warnings if w != shared_note] + [
-            f"--ratio {ratio}: the config's actor and rollout share every GPU; costed apart, {im.plan.mode} at "
-            f"rollout:actor {ratio}"]
+    im = load_rlinf(path, profile_ref=ref, gpu=gpu, mode=mode, node=node, ratio=ratio)
     for w in im.warnings:
         (say or to_stderr)(f"warning: {w}")
     if im.assumed_node:

@@ -69,6 +69,9 @@ SHARED_ASYNC_NOTE = ("algorithm.staleness_threshold: {staleness} with actor and 
                      "handed over in place (0 s, as colocated); env workers get their GPU's share of the node's "
                      "cores (the actor's CPU use is not charged); staleness counted in iterations, as RLinf 0.3.0 "
                      "does (docs/metrics.md, Weight versions)")
+# That config with ``--ratio``: actor and rollout put apart at the option's split.
+RATIO_APART_NOTE = ("--ratio {ratio}: the config's actor and rollout share every GPU; costed apart, {mode} at "
+                    "rollout:actor {ratio}")
 
 
 @dataclass
@@ -215,11 +218,16 @@ def _unread_async_keys(c: Composed) -> list[str]:
 
 
 def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None, mode: str | None = None,
-            node: dict[str, Any] | None = None) -> Imported:
+            node: dict[str, Any] | None = None, ratio: str | None = None) -> Imported:
     """Map a composed RLinf config onto a plan. ``profile_ref`` overrides the model -> profile
     mapping (a profile the user measured for this model); ``gpu`` the accelerator; ``mode`` the
     mode the placement and async settings imply; ``node`` the node fields the caller gave
-    (perfmodel/schema/node.py; they override the ``vlaperf:`` block's)."""
+    (perfmodel/schema/node.py; they override the ``vlaperf:`` block's). ``ratio``: the
+    rollout:actor split the caller puts the plan at (``--ratio``): where the config shares every
+    GPU between actor and rollout, the note then says they are costed apart at it
+    (RATIO_APART_NOTE) instead of how shared GPUs are costed (SHARED_ASYNC_NOTE). The split is
+    the caller's to apply (commands/predict.py): it applies after the caller's other options
+    (``--gpus``) and is checked against the cluster they give, which this config does not know."""
     from perfmodel.calibration.reference import default_cluster
     from perfmodel.gpu import cluster_on
     from perfmodel.schema.profile import load_profile
@@ -297,12 +305,12 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
                         "costed with staleness 1 (the published runs' assumption)")
     shared = set(actor) == set(rollout)
     if shared:
-        derived, ratio = "colocated", None
+        derived, placement_ratio = "colocated", None
     elif not set(actor) & set(rollout):
         derived = ("rollout_async" if decoupled or fork.per_env_async else "train_async") if staleness is not None \
             else "disaggregated"
         g = math.gcd(len(rollout), len(actor))
-        ratio = f"{len(rollout) // g}:{len(actor) // g}"
+        placement_ratio = f"{len(rollout) // g}:{len(actor) // g}"
     else:
         raise ConfigError("cluster.component_placement.actor", f"actor on GPUs {_ranges(actor)} partly overlaps rollout "
                                                                f"on {_ranges(rollout)}: vlaperf models all-shared "
@@ -333,17 +341,18 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
         want = "streamer" if fork.streamer and derived == "rollout_async" else derived
     if shared and staleness is not None and want == "train_async" and "allocation_ratio" not in block:
         shared_async = True  # the config's own mode, named or not: its placement kept
-        warnings.append(SHARED_ASYNC_NOTE.format(staleness=staleness))
+        if ratio is None:  # with --ratio its note comes last (below), after the config's own
+            warnings.append(SHARED_ASYNC_NOTE.format(staleness=staleness))
     elif MODE_TABLE[want].disaggregated != (derived != "colocated"):
         if MODE_TABLE[want].disaggregated:
             warnings.append(f"cluster.component_placement: shares GPUs between actor and rollout; mode {want} "
                             f"puts them apart, costed with a rollout:actor split "
                             f"({block.get('allocation_ratio') or '1:1'} unless --ratio)")
-            ratio = block.get("allocation_ratio") or "1:1"
+            placement_ratio = block.get("allocation_ratio") or "1:1"
         else:
             warnings.append(f"cluster.component_placement: actor and rollout apart; mode {want} costed on all "
                             f"{len(used)} of their GPUs")
-            ratio = None
+            placement_ratio = None
     if mode is not None:
         # --mode can add what the config does not switch on: say so, the prediction is the mode's.
         m = MODE_TABLE[want]
@@ -455,7 +464,7 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     # Fork async settings: dynamic batching and streaming (vlaperf block), staleness (RLinf).
     plan: dict[str, Any] = {
         "mode": want,
-        "allocation_ratio": ratio if MODE_TABLE[want].disaggregated else None,
+        "allocation_ratio": placement_ratio if MODE_TABLE[want].disaggregated else None,
         "pipeline_stage_num": stages,
         "profile": ref,
         "workload": workload,
@@ -494,6 +503,8 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     for key in (k for k in _unread_async_keys(c) if k not in FORK_READ):
         warnings.append(f"{key}: looks like an asynchronous-pipeline setting; vlaperf does not read it (say the mode "
                         "with vlaperf.mode or --mode)")
+    if shared_async and ratio is not None:
+        warnings.append(RATIO_APART_NOTE.format(ratio=ratio, mode=want))
     known = {f.name for f in Plan.__dataclass_fields__.values()}
     plan = {k: v for k, v in plan.items() if k in known}
     try:
@@ -569,6 +580,6 @@ def _ranges(ids: list[int]) -> str:
 
 
 def load_rlinf(path: str | Path, profile_ref: str | None = None, gpu: str | None = None,
-               mode: str | None = None, node: dict[str, Any] | None = None) -> Imported:
-    """Compose the RLinf config at ``path`` and map it onto a plan."""
-    return to_plan(compose(path), profile_ref=profile_ref, gpu=gpu, mode=mode, node=node)
+               mode: str | None = None, node: dict[str, Any] | None = None, ratio: str | None = None) -> Imported:
+    """Compose the RLinf config at ``path`` and map it onto a plan (``to_plan``)."""
+    return to_plan(compose(path), profile_ref=profile_ref, gpu=gpu, mode=mode, node=node, ratio=ratio)

@@ -73,7 +73,8 @@ class Recorder:
     sums are always kept (per stage, weighted by how many units of its resource class a span
     occupies). Safe to call from several threads (the executor's driver). ``keep_busy=False``
     keeps nothing at all: a simulation asked only for its throughput, which reads the iterations'
-    end times and no span (perfmodel.simulate.simulated_throughput)."""
+    end times and no span (perfmodel.simulate.simulated_throughput); with ``keep_spans=True`` it
+    is refused (ValueError), as no caller wants a trace without its busy sums."""
 
     keep_spans: bool = False
     keep_busy: bool = True
@@ -84,6 +85,11 @@ class Recorder:
     replicas: dict[str, int] = field(default_factory=dict)
     _levels: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
     _lock: Any = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.keep_spans and not self.keep_busy:
+            raise ValueError("Recorder: keep_spans=True with keep_busy=False would keep no span; "
+                             "keep_busy=False keeps nothing (a throughput only)")
 
     def __getstate__(self) -> dict[str, Any]:  # a lock does not pickle
         state = dict(self.__dict__)
