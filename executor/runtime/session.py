@@ -6,10 +6,11 @@ happened, so a partial record is always written.
   cluster (``--address`` or ``RAY_ADDRESS``, checked in ``preflight.resolve_address``) is joined
   and left running. Ray's banners go to ``ray_init.log`` in the run directory unless verbose.
 - Signals: the first Ctrl-C or a SIGTERM stops the run (partial record) within a bounded time
-  (``STOP_BUDGET_S`` from the first signal): a start-up that does not return at once is
-  abandoned, and a teardown that cannot finish (a SIGTERM to the whole process group also ends
-  Ray's own GCS and raylet, and Ray calls then block for a minute) gives way to killing this
-  run's local Ray processes; the run is then marked ``abandoned`` and the CLI leaves with
+  (``STOP_BUDGET_S`` from the first signal). A local Ray's processes block SIGTERM and SIGINT
+  (``RaySession.start``), so a signal to the whole process group stops the driver alone. A
+  start-up that does not return at once is abandoned, and a teardown that cannot finish (a
+  joined cluster's GCS may be gone, and Ray calls then block for a minute) gives way to killing
+  this run's local Ray processes; the run is then marked ``abandoned`` and the CLI leaves with
   ``os._exit`` after writing the record, as Ray cannot be shut down under a thread stuck in it.
   Later signals are only counted, so the record is still written.
 - Dead actors: ``ActorWatch`` polls the GCS actor table and ends the run the moment an actor of
@@ -160,9 +161,17 @@ class RaySession:
                 # RAY_ADDRESS would make ray.init join a cluster (and refuse num_cpus);
                 # preflight.resolve_address already turned it into ``address`` if set.
                 env = os.environ.pop("RAY_ADDRESS", None)
+                # Ray's processes (GCS, raylet, and through the raylet the workers and their env
+                # processes) start with SIGTERM blocked, as Ray starts them with SIGINT blocked: a
+                # SIGTERM to the process group (Slurm, `timeout`) then stops this driver alone,
+                # which writes the record and ends them. Else the raylet died with the group, and
+                # at the driver's next call to it Ray's core worker ended this process at once
+                # (exit 1, no record: 2 of 15 runs of the group-SIGTERM test, 2026-12-05).
+                mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
                 try:
                     ray.init(address="local", num_cpus=self.num_cpus, include_dashboard=False, **kw)
                 finally:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
                     if env is not None:
                         os.environ["RAY_ADDRESS"] = env
         except Exception as e:  # noqa: BLE001 - whatever Ray raises, the user gets one line
@@ -176,16 +185,17 @@ class RaySession:
             except Exception:  # noqa: BLE001 - only used for cleanup
                 self.session_dir = None
 
-    def kill(self) -> None:
+    def kill(self, node: Any = None) -> None:
         """End this run's local Ray at once, without ``ray.shutdown`` (which blocks on a dead GCS,
         and aborts the process under a thread stuck in a Ray call): SIGKILL the head's processes
         (GCS, raylet and the rest; the raylet's workers, and their env processes, end when it
-        does) and remove the session directory. A joined cluster is left running."""
+        does) and remove the session directory. A joined cluster is left running. ``node``: the
+        head's processes when ``stop`` has already detached them from Ray."""
         if not self.started or self.address:
             return
         import ray
 
-        node = getattr(ray._private.worker, "_global_node", None)
+        node = node or getattr(ray._private.worker, "_global_node", None)
         if node is not None:
             with contextlib.suppress(Exception):
                 node.kill_all_processes(check_alive=False, allow_graceful=False, wait=False)
@@ -204,15 +214,24 @@ class RaySession:
             remove_session_dir(self.session_dir)
 
     def stop(self) -> None:
-        """Shut Ray down if this run started it, and remove its session directory."""
+        """Shut Ray down if this run started it, and remove its session directory. The driver
+        disconnects (``ray.shutdown``), then its local Ray is killed (``kill``): Ray's own
+        shutdown sends SIGTERM first and waits a second a process for it, and this run's Ray
+        processes block SIGTERM (``start``)."""
         import ray
 
         if not self.started:
             return
-        ray.shutdown()
-        self.started = False
-        if self.session_dir:
-            remove_session_dir(self.session_dir)
+        if self.address:
+            ray.shutdown()
+            self.started = False
+            return
+        worker = ray._private.worker
+        node, worker._global_node = getattr(worker, "_global_node", None), None  # shutdown: disconnect only
+        try:
+            ray.shutdown()
+        finally:
+            self.kill(node)
 
 
 KILL_WAIT_S = 1.0  # SIGKILLed processes are gone in milliseconds; a bound, not a wait
