@@ -7,7 +7,10 @@ depend on the images or on the settle steps, and the envs then cost about a thir
 rendered with 15 settle steps, 33.7 with none, 18.0 with none and no rendering; a rendered 64 px step is ~0.17 CPU s
 where an unrendered one is ~0.01, and a reset's 15 settle steps ~2.4 s).
 Without cameras a scene is also compiled without its image textures (nothing reads them; the
-physics is the same, tests/test_executor_envs.py): 2.0 -> 0.9 CPU s of an env's start-up. Rendering and the default
+physics is the same, tests/test_executor_envs.py): the compile takes half the CPU and an env's
+construction 2.2 -> 1.2 CPU s (measured on the 2-core machine on 2026-12-05). That holds here
+because the resets are soft; with hard resets the first reset compiles the textures again and pays
+it back (0.5 -> 1.4 CPU s). Rendering and the default
 settle steps are tested where they matter: tests/test_executor_envs.py (the scene renders),
 tests/test_own_runs.py (runs a calibration reads) and tests/test_executor_profile.py (what a
 profile measures)."""
