@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 import click
 
@@ -356,7 +357,7 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
     from executor.policies import resolve_device
     from executor.runtime import preflight, rundir
     from executor.runtime.modes import RunOptions
-    from executor.runtime.session import RunFailed, execute
+    from executor.runtime.session import RunFailed, Signals, execute
     from perfmodel.calibration.reference import complete_cluster
     from perfmodel.schema.plan import Plan
     from perfmodel.schema.profile import load_profile
@@ -418,36 +419,43 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
             click.echo(f"warning: {w}", err=True)
         click.echo(before["line"], err=True)
 
-    try:
+    # The run's signal handling (a first Ctrl-C or SIGTERM stops it, later ones are only counted)
+    # lasts until its record is written: the run's own handlers give way to these when it returns,
+    # so a second Ctrl-C just after a quick teardown cannot abort the writing of the record.
+    stop = threading.Event()
+    with Signals(stop) as signals:
         try:
-            record, rec = execute(plan, iterations=iterations, warmup=warmup_iterations, opts=opts,
-                                  progress=not no_progress, address=addr,
-                                  profile=before["profile"] if before else profile, verbose=verbose,
-                                  ray_log=run_dir.tmp / "ray.log", on_session=run_dir.note_ray_session,
-                                  after_iteration=run_dir.note_iteration,
-                                  prediction=before["prediction"] if before else None)
-        except RunFailed as e:
-            record = e.record
+            try:
+                record, rec = execute(plan, iterations=iterations, warmup=warmup_iterations, opts=opts,
+                                      progress=not no_progress, address=addr, stop=stop,
+                                      profile=before["profile"] if before else profile, verbose=verbose,
+                                      ray_log=run_dir.tmp / "ray.log", on_session=run_dir.note_ray_session,
+                                      after_iteration=run_dir.note_iteration,
+                                      prediction=before["prediction"] if before else None)
+            except RunFailed as e:
+                record = e.record
+                if before:
+                    add_probe(record, before)
+                record["run_dir"] = str(run_dir.out)
+                run_dir.write(plan, record, e.rec, profile)
+                if as_json:
+                    click.echo(strict_json(record, indent=None, measured=True))
+                click.echo(f"error: run: {e} (partial record in {run_dir.out / 'record.json'})", err=True)
+                code = 130 if record["status"] == "interrupted" else 1
+                if code == 130:  # stopped by a signal, the record written: one more only ends the exit
+                    signals.ignore_from_now()
+                if e.abandoned:  # a thread is stuck inside Ray: its exit hooks would block; leave now
+                    run_dir.discard()
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    os._exit(code)
+                sys.exit(code)
             if before:
                 add_probe(record, before)
             record["run_dir"] = str(run_dir.out)
-            run_dir.write(plan, record, e.rec, profile)
-            if as_json:
-                click.echo(strict_json(record, indent=None, measured=True))
-            click.echo(f"error: run: {e} (partial record in {run_dir.out / 'record.json'})", err=True)
-            code = 130 if record["status"] == "interrupted" else 1
-            if e.abandoned:  # a thread is stuck inside Ray: its exit hooks would block; leave now
-                run_dir.discard()
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-            sys.exit(code)
-        if before:
-            add_probe(record, before)
-        record["run_dir"] = str(run_dir.out)
-        run_dir.write(plan, record, rec, profile)
-    finally:
-        run_dir.discard()
+            run_dir.write(plan, record, rec, profile)
+        finally:
+            run_dir.discard()
     if as_json:
         click.echo(strict_json(record, indent=None, measured=True))
         return

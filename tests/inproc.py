@@ -54,6 +54,10 @@ def run_main(*args: str, module: str = "perfmodel.cli", limit_s: int = 300,
         raise Hang(f"{module} {' '.join(args)} did not end within {limit_s} s")
 
     old = signal.signal(signal.SIGALRM, alarm)
+    # a command's signal dispositions are its process's: an interrupted run leaves Ctrl-C and
+    # SIGTERM ignored for its exit (executor.runtime.session.Signals.ignore_from_now); here the
+    # process goes on, so they are restored
+    stops = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     signal.alarm(limit_s)
     code = 0
     try:
@@ -65,6 +69,8 @@ def run_main(*args: str, module: str = "perfmodel.cli", limit_s: int = 300,
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+        for s, handler in stops.items():
+            signal.signal(s, handler)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)

@@ -83,6 +83,18 @@ class Signals:
                 old = signal.signal(s, self._handle)
                 self._old.setdefault(s, old)
 
+    def ignore_from_now(self) -> None:
+        """Ignore Ctrl-C and SIGTERM from now on, and leave them ignored on exit: for a command
+        leaving after a signal stopped its run and its record is written. Python's exit sets its
+        own handlers back to the default (the signal kills the process) but leaves an ignored one
+        ignored, so an impatient second Ctrl-C during the exit neither kills the process (exit
+        status -2, not 130) nor prints a traceback. A caller running the command in a process
+        that goes on restores them (tests/inproc.py)."""
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(s, signal.SIG_IGN)
+                self._old[s] = signal.SIG_IGN
+
     def __enter__(self) -> "Signals":
         self.install()
         return self
