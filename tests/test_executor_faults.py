@@ -85,7 +85,7 @@ def test_sigterm_then_second_ctrl_c_still_write_the_partial_record(tmp_path):
     wait_for_first_iteration(proc, tmp_path, "run")  # the actors up, the rollout going on
     proc.send_signal(signal.SIGTERM)
     time.sleep(1)
-    proc.send_signal(signal.SIGINT)  # the impatient second Ctrl-C, during teardown
+    proc.send_signal(signal.SIGINT)  # the impatient second Ctrl-C: during teardown, the record's writing or the exit
     try:
         _, err = proc.communicate(timeout=300)
     finally:  # a run that ignored the signals would otherwise go on for LONG_RUN iterations
@@ -119,7 +119,7 @@ def test_sigterm_to_the_process_group_ends_the_run_with_a_partial_record(tmp_pat
     if moment == "mid-run":
         wait_for_first_iteration(proc, tmp_path, "run")  # the actors up, the rollout going on
     try:
-        os.killpg(proc.pid, signal.SIGTERM)  # the driver, Ray's head processes, its workers, the envs
+        os.killpg(proc.pid, signal.SIGTERM)  # every process of the run (Ray's block it: the driver stops them)
         _, err = proc.communicate(timeout=GROUP_SIGTERM_HANG_S)
     finally:
         if proc.poll() is None:

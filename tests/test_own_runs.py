@@ -334,8 +334,8 @@ def _tiny(gpus: int, envs: int) -> dict:
 
 # name: (GPUs, envs); a and b calibrate, c is predicted: twice the GPUs, one env per core as in a.
 # Rendered, with the settle steps, as a calibration reads them (soft resets: the run's provenance
-# names them, env_not_as_rlinf; the fewest envs that vary the
-# density: each rendered env costs about 4 CPU s an iteration here)
+# names them, env_not_as_rlinf); the fewest envs that vary the density: each rendered env costs
+# about 4 CPU s an iteration here
 E2E = {"a": (1, 1), "b": (1, 2), "c": (2, 2)}
 
 

@@ -1,15 +1,15 @@
 """A host-speed probe before ``executor run --compare``: how fast this machine steps and resets
 LIBERO envs now, against the profile the prediction is made from.
 
-A shared host's speed drifts (other tenants of the physical machine; up to 30 % within the hour
-on the 2-core development machines) and a profile may come from another host: a prediction made
-from the profile alone cannot say whether a miss is the model's or the machine's. The probe
-steps, before anything of the run starts, the plan's envs per core on one core (real LIBERO
-scenes, stepped as the run steps its own: rendered unless the run is not; at most ``PROBE_MAX_ENVS``), for a few chunks and one reset, in
-CPU seconds (not counting time other processes took from the core), and divides by the
-profile's CPU seconds at the same density (``StageCosts.env_cost``). The prediction the run is
-judged by is made with the profile's env costs scaled by those ratios (``Costs.env_scaled``),
-and the unscaled one is kept beside it.
+A shared host's speed drifts (other tenants of the physical machine; up to 30 % within the hour on
+the 2-core development machines) and a profile may come from another host: a prediction made from
+the profile alone cannot say whether a miss is the model's or the machine's. The probe steps,
+before anything of the run starts, the plan's envs per core on one core (real LIBERO scenes,
+stepped as the run steps its own: rendered unless the run is not; at most ``PROBE_MAX_ENVS``), for
+a few chunks and one reset, in CPU seconds (not counting time other processes took from the core),
+and divides by the profile's CPU seconds at the same density (``StageCosts.env_cost``). The
+prediction the run is judged by is made with the profile's env costs scaled by those ratios
+(``Costs.env_scaled``), and the unscaled one is kept beside it.
 
 What it does not see: contention between cores (the probe uses one), and what the run's own
 driver, Ray and actors take from the env cores (the record's ``env_cpu.*.cpu_share``).
