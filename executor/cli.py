@@ -357,7 +357,7 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
     from executor.policies import resolve_device
     from executor.runtime import preflight, rundir
     from executor.runtime.modes import RunOptions
-    from executor.runtime.session import RunFailed, Signals, execute
+    from executor.runtime.session import RunFailed, Signals, execute, quiet_output
     from perfmodel.calibration.reference import complete_cluster
     from perfmodel.schema.plan import Plan
     from perfmodel.schema.profile import load_profile
@@ -410,8 +410,9 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
         click.echo(f"warning: {loaded}", err=True)
     before = None
     if compare:  # the prediction the run is judged by, made now, with this host's speed now
-        try:
-            before = predict_before_run(plan, profile, opts, backbone, iterations, warmup_iterations)
+        try:  # the probe's envs print (LIBERO, robosuite): into the run's log, as Ray's messages
+            with quiet_output(None if verbose else run_dir.tmp / "ray.log"):
+                before = predict_before_run(plan, profile, opts, backbone, iterations, warmup_iterations)
         except BaseException:
             run_dir.discard()
             raise

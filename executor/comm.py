@@ -169,10 +169,10 @@ def run_comm_profile(cfg: CommConfig, verbose: bool = False, progress: Any = Non
     """Start (or join, with ``cfg.address``) Ray, measure, shut down what was started."""
     import ray
 
-    from executor.runtime.session import RaySession, quiet_stderr
+    from executor.runtime.session import RaySession, quiet_output
 
     cfg.check()
-    with quiet_stderr(None if verbose else Path(os.devnull)):
+    with quiet_output(None if verbose else Path(os.devnull)):
         session = RaySession(cfg.address, num_cpus=max(max(cfg.ranks), os.cpu_count() or 1))
         session.start()
         try:

@@ -2,7 +2,9 @@
 followed by a second Ctrl-C still writes the partial record and cleans up; a SIGTERM to the whole
 process group (what `timeout`, a job scheduler and a terminal send: Ray's GCS and raylet get it
 too) at start-up and mid-run ends the run promptly with a partial record; kill -9 of the driver
-leaves a temporary directory and a Ray session that the next run removes."""
+leaves a temporary directory and a Ray session that the next run removes. After every ending
+but kill -9, no process the run started (listed while it ran: ``RunProcesses``) is alive 10 s after
+the driver exits."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from quick_envs import QUICK_ENV_FLAGS
+from run_processes import RunProcesses, finish
 
 from executor.runtime.rundir import ITERATIONS_DONE_MARKER, RAY_SESSION_MARKER, tmp_prefix
 from tests.test_executor_run import ROOT, output_lines, tiny_plan, write_plan
@@ -81,17 +84,15 @@ LONG_RUN = 1000
 def test_sigterm_then_second_ctrl_c_still_write_the_partial_record(tmp_path):
     out = tmp_path / "run"
     proc = start_run(tmp_path, out, iterations=LONG_RUN)
+    procs = RunProcesses(proc.pid)
     session = wait_for_ray_session(proc, tmp_path, "run")
     wait_for_first_iteration(proc, tmp_path, "run")  # the actors up, the rollout going on
     proc.send_signal(signal.SIGTERM)
     time.sleep(1)
     proc.send_signal(signal.SIGINT)  # the impatient second Ctrl-C: during teardown, the record's writing or the exit
-    try:
-        _, err = proc.communicate(timeout=300)
-    finally:  # a run that ignored the signals would otherwise go on for LONG_RUN iterations
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    # a run that ignored the signals would otherwise go on for LONG_RUN iterations
+    _, err, exited_at = finish(proc, 300)
+    assert procs.left_behind(exited_at) == []
     assert proc.returncode == 130, err
     lines = output_lines(err)
     assert len(lines) == 1 and lines[0].startswith("error: run: interrupted"), err  # Ray kept off stderr
@@ -115,16 +116,14 @@ GROUP_SIGTERM_HANG_S = 45
 def test_sigterm_to_the_process_group_ends_the_run_with_a_partial_record(tmp_path, moment):
     out = tmp_path / "run"
     proc = start_run(tmp_path, out, iterations=LONG_RUN, own_group=True)
+    procs = RunProcesses(proc.pid)
     session = wait_for_ray_session(proc, tmp_path, "run")  # Ray is up; the actors are starting
     if moment == "mid-run":
         wait_for_first_iteration(proc, tmp_path, "run")  # the actors up, the rollout going on
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)  # every process of the run (Ray's block it: the driver stops them)
-        _, err = proc.communicate(timeout=GROUP_SIGTERM_HANG_S)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
+    os.killpg(proc.pid, signal.SIGTERM)  # every process of the run (Ray's block it: the driver stops them)
+    _, err, exited_at = finish(proc, GROUP_SIGTERM_HANG_S, kill_group=True)
+    # Ray's DashboardAgent and RuntimeEnvAgent, which block SIGTERM, outlived such runs for minutes
+    assert procs.left_behind(exited_at) == []
     assert proc.returncode == 130, err
     lines = output_lines(err)
     assert len(lines) == 1 and lines[0].startswith("error: run: interrupted (SIGTERM)"), err
@@ -135,16 +134,7 @@ def test_sigterm_to_the_process_group_ends_the_run_with_a_partial_record(tmp_pat
     assert (out / "trace.json").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # nothing hidden left
     assert not Path(session).exists()
-    deadline = time.time() + 30  # workers end when their raylet does (a bound on a hang)
-    while session_processes(session) and time.time() < deadline:
-        time.sleep(0.5)
-    leftover = session_processes(session)
-    for pid in leftover:  # never leave a test's processes behind
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    assert leftover == []
+    assert session_processes(session) == []
 
 
 def test_kill_9_leaves_nothing_the_next_run_does_not_clean(tmp_path):

@@ -236,14 +236,15 @@ def test_interrupted_start_up_is_waited_for_and_errors_come_back():
         _interruptible(lambda: (_ for _ in ()).throw(ValueError("x")), Signals(threading.Event()))
 
 
-def test_quiet_stderr_sends_fd2_to_the_log(tmp_path, capfd):
+def test_quiet_output_sends_fds_1_and_2_to_the_log(tmp_path, capfd):
     import sys
 
-    from executor.runtime.session import quiet_stderr
+    from executor.runtime.session import quiet_output
 
     log = tmp_path / "ray.log"
-    with quiet_stderr(log) as real:
+    with quiet_output(log) as real:
         os.write(2, b"Token authentication is enabled\n")
+        os.write(1, b"[info] Applying task order index 0\n")  # LIBERO's print, in an env process
         # what Ray's error-listener thread does with a dead node's messages (print_to_stdstream)
         t = threading.Thread(target=lambda: print("(raylet) The node with node id: 1a2b has been marked dead",
                                                   file=sys.stdout))
@@ -256,6 +257,7 @@ def test_quiet_stderr_sends_fd2_to_the_log(tmp_path, capfd):
     assert "Token" not in out.err and "progress" in out.err and "raylet" not in out.err
     assert "marked dead" not in out.out and out.out == "after\n"
     text = log.read_text()
+    assert "[info] Applying" not in out.out and "[info] Applying" in text
     assert "Token authentication" in text and "marked dead" in text and "raylet last 20 lines" in text
 
 

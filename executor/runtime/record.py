@@ -173,7 +173,8 @@ def build_record(result: Any, *, iterations: int, warmup: int, opts: Any, profil
                     "torch_threads": opts.torch_threads,
                     "ray_address": result.address, "iterations": iterations, "warmup_iterations": warmup},
         "versions": versions(),
-        "host": {**host_facts(), "loadavg_1min_before": result.load_before},
+        "host": {**host_facts(), "loadavg_1min_before": result.load_before,
+                 "loadavg_1min_after": result.load_after},
     }
     warnings = list(result.notes)
     from executor.runtime.preflight import load_warning

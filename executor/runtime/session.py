@@ -109,25 +109,27 @@ class Signals:
 
 
 @contextlib.contextmanager
-def quiet_stderr(log: Path | None) -> Iterator[Any]:
-    """Send Ray's output to ``log`` for the duration: fd 2 (banners and worker-death warnings,
-    from Python and C++) and Python's ``sys.stdout`` / ``sys.stderr`` (Ray's driver prints the
-    cluster's error messages, e.g. a node marked dead followed by its raylet's last 20 log lines,
-    to ``sys.stdout`` from a background thread whatever ``log_to_driver`` says: a dead node would
-    otherwise bury the one error line, and corrupt ``--json``). Yields a file on the real stderr
-    for the progress bar."""
+def quiet_output(log: Path | None) -> Iterator[Any]:
+    """Send the libraries' output to ``log`` for the duration: fds 1 and 2 (Ray's banners and
+    worker-death warnings, from Python and C++; LIBERO's ``[info] ...`` lines and robosuite's
+    macro warnings, printed by env processes started meanwhile, which inherit them) and Python's
+    ``sys.stdout`` / ``sys.stderr`` (Ray's driver prints the cluster's error messages, e.g. a node
+    marked dead followed by its raylet's last 20 log lines, to ``sys.stdout`` from a background
+    thread whatever ``log_to_driver`` says: a dead node would otherwise bury the one error line,
+    and corrupt ``--json``). Yields a file on the real stderr for the progress bar."""
     if log is None:
         yield sys.stderr
         return
     sys.stdout.flush()
     sys.stderr.flush()
-    saved = os.dup(2)
-    real = os.fdopen(os.dup(saved), "w", buffering=1)
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
+    real = os.fdopen(os.dup(saved[2]), "w", buffering=1)
     py = open(log, "a", buffering=1)
     streams = sys.stdout, sys.stderr
     try:
         with open(log, "ab") as fh:
-            os.dup2(fh.fileno(), 2)
+            for fd in saved:
+                os.dup2(fh.fileno(), fd)
         sys.stdout = sys.stderr = py
         yield real
     finally:
@@ -138,9 +140,11 @@ def quiet_stderr(log: Path | None) -> Iterator[Any]:
         # closes when the last reference goes
         del py
         with contextlib.suppress(Exception):
+            sys.stdout.flush()
             sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
+        for fd, dup in saved.items():
+            os.dup2(dup, fd)
+            os.close(dup)
         real.close()
 
 
@@ -165,7 +169,7 @@ class RaySession:
         if ray.is_initialized():  # a caller's session (tests): use it, leave it running
             return
         kw: dict[str, Any] = dict(log_to_driver=False, configure_logging=False, logging_level=logging.ERROR)
-        # fd 2 is already redirected by the caller (quiet_stderr) unless --verbose
+        # fd 2 is already redirected by the caller (quiet_output) unless --verbose
         try:
             if self.address:
                 ray.init(address=self.address, **kw)
@@ -208,21 +212,24 @@ class RaySession:
         import ray
 
         node = node or getattr(ray._private.worker, "_global_node", None)
+        # Every process of this run's Ray, listed before any is killed (a killed raylet's
+        # children are re-parented to init): the head's processes and their descendants (the
+        # raylet's agents, workers and the workers' env processes, whose command lines Ray
+        # rewrites and which do not name the session), and whatever names the session. The
+        # agents block SIGTERM and SIGINT (they inherit the start-up mask) and outlive a dead
+        # raylet for minutes, so each is SIGKILLed, not left to end on its own.
+        roots = [info.process.pid for infos in getattr(node, "all_processes", {}).values() for info in infos
+                 if getattr(info, "process", None) is not None]
+        pids = set(process_tree(roots)) | set(session_pids(self.session_dir) if self.session_dir else [])
         if node is not None:
             with contextlib.suppress(Exception):
                 node.kill_all_processes(check_alive=False, allow_graceful=False, wait=False)
         self.started = False
+        if self.session_dir:  # started since the listing (a worker the raylet was starting)
+            pids |= set(session_pids(self.session_dir))
+        pids.discard(os.getpid())
+        kill_all(pids)
         if self.session_dir:
-            # the workers (and their env processes) would end on their own once the raylet is
-            # gone, a little later: end them now, so nothing of the run outlives it
-            pids = session_pids(self.session_dir)
-            for pid in pids:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
-            end = time.monotonic() + KILL_WAIT_S
-            while pids and time.monotonic() < end:
-                time.sleep(0.05)
-                pids = [p for p in pids if Path(f"/proc/{p}").exists() and not _zombie(p)]
             remove_session_dir(self.session_dir)
 
     def stop(self) -> None:
@@ -247,6 +254,42 @@ class RaySession:
 
 
 KILL_WAIT_S = 1.0  # SIGKILLed processes are gone in milliseconds; a bound, not a wait
+
+
+def kill_all(pids: set[int] | list[int]) -> None:
+    """SIGKILL ``pids`` and wait (at most KILL_WAIT_S) until they are gone."""
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    left, end = list(pids), time.monotonic() + KILL_WAIT_S
+    while left and time.monotonic() < end:
+        time.sleep(0.05)
+        left = [p for p in left if Path(f"/proc/{p}").exists() and not _zombie(p)]
+
+
+def process_tree(roots: list[int]) -> list[int]:
+    """``roots`` and all their descendants that are alive now (parent pids read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            ppid = _ppid(int(p.name))
+            if ppid is not None:
+                children.setdefault(ppid, []).append(int(p.name))
+    out: list[int] = []
+    todo = [r for r in roots if Path(f"/proc/{r}").exists()]
+    while todo:
+        pid = todo.pop()
+        if pid not in out:
+            out.append(pid)
+            todo += children.get(pid, [])
+    return out
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def session_pids(session_dir: str) -> list[int]:
@@ -397,6 +440,9 @@ class RunResult:
     # process must end with os._exit once the record is written (Ray's exit hooks would block).
     abandoned: bool = False
     stop_s: float | None = None  # from the first signal to the end of teardown
+    # the 1-minute load average once the run's processes are gone: with load_before, whether the
+    # host was quiet around the run (the run's own load lingers in it for a minute)
+    load_after: float | None = None
 
 
 def execute_session(plan: Plan, *, iterations: int, opts: Any, learner: Any, address: str | None = None,
@@ -422,7 +468,7 @@ def execute_session(plan: Plan, *, iterations: int, opts: Any, learner: Any, add
     actor_nodes: dict[str, str] = {}
     status, error, startup_s = "ok", None, None
     stuck = False  # a thread of the run is still inside a Ray call
-    with Signals(stop) as sig, quiet_stderr(None if verbose else ray_log) as err:
+    with Signals(stop) as sig, quiet_output(None if verbose else ray_log) as err:
         try:
             # Ray's head processes die with the *thread* that started them (PR_SET_PDEATHSIG):
             # ray.init runs in the main thread; its SIGTERM handler (sys.exit) is replaced after
@@ -487,7 +533,7 @@ def execute_session(plan: Plan, *, iterations: int, opts: Any, learner: Any, add
             abandoned = _tear_down(session, wiring, watch, sig.deadline(), stuck)
     stop_s = None if sig.first_at is None else time.monotonic() - sig.first_at
     return RunResult(plan, rec, ctx, wiring, status, error, wall0, startup_s, load_before, address,
-                     actor_nodes=actor_nodes, abandoned=abandoned, stop_s=stop_s)
+                     actor_nodes=actor_nodes, abandoned=abandoned, stop_s=stop_s, load_after=os.getloadavg()[0])
 
 
 class StartupAbandoned(KeyboardInterrupt):
