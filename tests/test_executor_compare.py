@@ -17,10 +17,12 @@ def test_compare_error_is_prediction_over_measurement_minus_one():
     assert out["stages"]["inference"]["error_pct"] is None  # nothing measured: no ratio
 
 
-def _probe(step, reset, prof_step=0.2, prof_reset=2.0):
+def _probe(step, reset, prof_step=0.2, prof_reset=2.0, step_wall=None, reset_wall=None):
     from executor.runtime.probe import HostProbe
 
     return HostProbe(envs=2, density=2.0, core=1, step_cpu_s=step, reset_cpu_s=reset,
+                     step_wall_s=step if step_wall is None else step_wall,
+                     reset_wall_s=reset if reset_wall is None else reset_wall,
                      profile_step_cpu_s=prof_step, profile_reset_cpu_s=prof_reset, wall_s=9.0, loadavg_1min=0.1)
 
 
@@ -37,7 +39,17 @@ def test_host_probe_ratio_scales_the_profiles_env_costs_and_nothing_else():
     assert scaled.costs.env_reset_s == pytest.approx(prof.costs.env_reset_s * 0.5)
     assert scaled.costs.infer_s == prof.costs.infer_s and scaled.costs.optimizer_step_s == prof.costs.optimizer_step_s
     d = _probe([0.3], [1.0]).to_dict()
-    assert d["samples"] == {"step_cpu_s": [0.3], "reset_cpu_s": [1.0]} and d["ratio"]["env_step"] == pytest.approx(1.5)
+    assert d["samples"] == {"step_wall_s": [0.3], "reset_wall_s": [1.0], "step_cpu_s": [0.3], "reset_cpu_s": [1.0]}
+    assert d["ratio"]["env_step"] == pytest.approx(1.5)
+
+
+def test_host_probe_ratio_counts_the_core_time_other_processes_take():
+    # a hog holding half the probe's core: the same CPU seconds per step, twice the wall seconds;
+    # the run's envs will pay the wall seconds, so the profile is scaled by them
+    probe = _probe([0.2, 0.2], [2.0], step_wall=[0.4, 0.4], reset_wall=[4.0])
+    assert probe.cpu_ratio == pytest.approx({"env_step": 1.0, "env_reset": 1.0})
+    assert probe.ratio == pytest.approx({"env_step": 2.0, "env_reset": 2.0})
+    assert probe.core_share == pytest.approx({"env_step": 0.5, "env_reset": 0.5})
 
 
 def test_a_profile_from_another_host_is_flagged_with_the_command_that_measures_it_here(monkeypatch):

@@ -2,17 +2,22 @@
 LIBERO envs now, against the profile the prediction is made from.
 
 A shared host's speed drifts (other tenants of the physical machine; up to 30 % within the hour on
-the 2-core development machines) and a profile may come from another host: a prediction made from
-the profile alone cannot say whether a miss is the model's or the machine's. The probe steps,
-before anything of the run starts, the plan's envs per core on one core (real LIBERO scenes,
-stepped as the run steps its own: rendered unless the run is not; at most ``PROBE_MAX_ENVS``), for
-a few chunks and one reset, in CPU seconds (not counting time other processes took from the core),
-and divides by the profile's CPU seconds at the same density (``StageCosts.env_cost``). The
-prediction the run is judged by is made with the profile's env costs scaled by those ratios
-(``Costs.env_scaled``), and the unscaled one is kept beside it.
+the 2-core development machines), other processes may hold its cores (a CPU hog, another job), and a
+profile may come from another host: a prediction made from the profile alone cannot say whether a
+miss is the model's or the machine's. The probe steps, before anything of the run starts, the
+plan's envs per core on one core (real LIBERO scenes, stepped as the run steps its own: rendered
+unless the run is not; at most ``PROBE_MAX_ENVS``), for a few chunks and one reset. It times them
+by the wall clock, per env step (a lock-step chunk's wall seconds over its env steps): the core
+seconds an env step costs on this host now, what other processes take from the core included, as
+the run's envs will pay them. Divided by the profile's CPU seconds at the same density
+(``StageCosts.env_cost``), that gives the ratios the prediction the run is judged by scales the
+profile's env costs with (``Costs.env_scaled``); the unscaled prediction is kept beside it. The CPU
+seconds the envs used are kept too: their ratio is the host's speed alone, and CPU over wall is
+the share of the core the envs got (1.0 on a quiet host).
 
-What it does not see: contention between cores (the probe uses one), and what the run's own
-driver, Ray and actors take from the env cores (the record's ``env_cpu.*.cpu_share``).
+What it does not see: what the run's own driver, Ray and actors will take from the env cores (the
+profile's ``env_cpu_share``, measured by ``executor profile --run-share``, and the record's
+``env_cpu.*.cpu_share``), and contention between cores (the probe uses one).
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ class HostProbe:
     core: int | None
     step_cpu_s: list[float]  # one per env step (CPU seconds)
     reset_cpu_s: list[float]  # one per env reset
+    step_wall_s: list[float]  # one per lock-step chunk: its wall seconds over its env steps
+    reset_wall_s: list[float]  # one per lock-step reset of the group: its wall seconds over its envs
     profile_step_cpu_s: float  # the profile's CPU seconds per step at the plan's density
     profile_reset_cpu_s: float
     wall_s: float  # the probe's own duration, env creation included
@@ -47,23 +54,44 @@ class HostProbe:
 
     @property
     def ratio(self) -> dict[str, float]:
-        """This host now over the profile, per env stage (1.0: as measured in the profile)."""
-        return {"env_step": statistics.fmean(self.step_cpu_s) / self.profile_step_cpu_s,
-                "env_reset": (statistics.fmean(self.reset_cpu_s) / self.profile_reset_cpu_s
-                              if self.profile_reset_cpu_s > 0 else 1.0)}
+        """This host now over the profile, per env stage (1.0: as measured in the profile): wall
+        seconds per env step and reset here, what other processes take included, over the
+        profile's CPU seconds."""
+        return _over_profile(self, self.step_wall_s, self.reset_wall_s)
+
+    @property
+    def cpu_ratio(self) -> dict[str, float]:
+        """The host's speed alone: CPU seconds here over the profile's."""
+        return _over_profile(self, self.step_cpu_s, self.reset_cpu_s)
+
+    @property
+    def core_share(self) -> dict[str, float]:
+        """The share of its core the probe's envs got (CPU over wall seconds; 1.0: the core whole)."""
+        return {s: min(1.0, self.cpu_ratio[s] / self.ratio[s]) for s in ("env_step", "env_reset")}
 
     def to_dict(self) -> dict[str, Any]:
         return {"envs": self.envs, "density_envs_per_core": self.density, "core": self.core,
+                "step_wall_s_mean": statistics.fmean(self.step_wall_s),
+                "reset_wall_s_mean": statistics.fmean(self.reset_wall_s),
                 "step_cpu_s_mean": statistics.fmean(self.step_cpu_s),
                 "reset_cpu_s_mean": statistics.fmean(self.reset_cpu_s),
                 "profile_step_cpu_s": self.profile_step_cpu_s, "profile_reset_cpu_s": self.profile_reset_cpu_s,
-                "ratio": self.ratio, "wall_s": self.wall_s, "loadavg_1min": self.loadavg_1min,
-                "samples": {"step_cpu_s": self.step_cpu_s, "reset_cpu_s": self.reset_cpu_s},
+                "ratio": self.ratio, "cpu_ratio": self.cpu_ratio, "core_share": self.core_share,
+                "wall_s": self.wall_s, "loadavg_1min": self.loadavg_1min,
+                "samples": {"step_wall_s": self.step_wall_s, "reset_wall_s": self.reset_wall_s,
+                            "step_cpu_s": self.step_cpu_s, "reset_cpu_s": self.reset_cpu_s},
                 "method": f"{self.envs} LIBERO env(s) in lock-step on core {self.core}"
                           f"{' (' + ' '.join(self.env_not_as_rlinf) + ')' if self.env_not_as_rlinf else ', rendered'}: "
                           f"{PROBE_CHUNKS} chunk steps and {PROBE_RESETS} reset(s) each after one warm-up "
-                          "of each, CPU seconds per env step and per reset over the profile's at the plan's "
-                          "envs per core (StageCosts.env_cost)"}
+                          "of each; ratio: wall seconds per env step and per reset (whatever else holds the "
+                          "core included) over the profile's CPU seconds at the plan's envs per core "
+                          "(StageCosts.env_cost); cpu_ratio: CPU seconds over the profile's"}
+
+
+def _over_profile(probe: HostProbe, step: list[float], reset: list[float]) -> dict[str, float]:
+    return {"env_step": statistics.fmean(step) / probe.profile_step_cpu_s,
+            "env_reset": (statistics.fmean(reset) / probe.profile_reset_cpu_s if probe.profile_reset_cpu_s > 0
+                          else 1.0)}
 
 
 def profile_env_costs_at_density(plan: Plan, profile: Any) -> tuple[float, float, float]:
@@ -93,17 +121,24 @@ def probe_host(plan: Plan, profile: Any, opts: Any) -> HostProbe:
     t0 = time.perf_counter()
     steps: list[float] = []
     resets: list[float] = []
+    step_wall: list[float] = []
+    reset_wall: list[float] = []
     with EnvProcessGroup(cfg, num_envs=n, cores=(core,) if core is not None else None, render_threads=1) as group:
         group.reset()  # warm-up: the first reset of a process is cold
         for _ in range(PROBE_RESETS):
+            w0 = time.perf_counter()
             resets.extend(float(x) for x in group.reset()["reset_cpu_s"])
+            reset_wall.append((time.perf_counter() - w0) / n)
         group.chunk_step(rng.uniform(-1, 1, (n, chunk, ACTION_DIM)))  # warm-up
         for _ in range(PROBE_CHUNKS):
+            w0 = time.perf_counter()
             res = group.chunk_step(rng.uniform(-1, 1, (n, chunk, ACTION_DIM)))
+            step_wall.append((time.perf_counter() - w0) / (n * chunk))
             steps.extend(float(x) for x in np.asarray(res["step_cpu_s"]).ravel())
     from executor.runtime.modes import env_not_as_rlinf
 
     return HostProbe(envs=n, density=density, core=core, step_cpu_s=steps, reset_cpu_s=resets,
+                     step_wall_s=step_wall, reset_wall_s=reset_wall,
                      env_not_as_rlinf=tuple(env_not_as_rlinf(opts)),
                      profile_step_cpu_s=prof_step, profile_reset_cpu_s=prof_reset,
                      wall_s=time.perf_counter() - t0, loadavg_1min=load)
