@@ -327,3 +327,16 @@ def test_executor_refuses_a_version_granularity_it_does_not_run():
                            "version_granularity": "optimizer_step"})
     with pytest.raises(ConfigError, match="plan.version_granularity"):
         check_plan_fits(plan, "pi05", "tiny", 1.92, local=False)
+
+
+def test_the_stored_group_sigterm_runs_each_stopped_with_a_record_and_left_nothing():
+    # benchmarks/group_sigterm.py's stored result, which docs/executor.md points to: five group
+    # SIGTERMs in a row at each moment (issue 43's "done when"), read as measured
+    rows = json.loads((Path(__file__).resolve().parent.parent / "benchmarks/results/group_sigterm.json")
+                      .read_text())["runs"]
+    assert sorted({r["moment"] for r in rows}) == ["mid-run", "start-up"]
+    assert all(sum(r["moment"] == m for r in rows) >= 5 for m in ("start-up", "mid-run"))
+    for r in rows:
+        assert r["exit_code"] == 130 and r["record_status"] == "interrupted", r
+        assert r["exit_after_signal_s"] <= 10 and r["left_after_10s"] == [], r
+        assert r["processes_seen"] > 0 and r["loadavg_1min"] >= 0  # the run was watched; its load kept
