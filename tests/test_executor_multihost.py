@@ -3,9 +3,10 @@ pair, each with its own address, a Ray head started in one (``ray start --head``
 in the other (``ray start --address``), as a user starts a cluster. The run joins it with
 ``--address``: the rollout slot (env worker, generator) lands on one node and the actor slot on the
 other, so the channel, the weight sync and the trajectory intake cross the veth. The counts are
-exact and the record names both nodes by address; killing every process of the worker's namespace
-mid-run ends the run in a partial record naming the lost node, well within 30 s. Either way the
-head's namespace holds the same processes after the run as before (nothing left behind).
+exact and the record names both nodes by address; a killed actor ends the run in one line naming
+it and its node; killing every process of the worker's namespace mid-run ends the run in a
+partial record naming the lost node, well within 30 s. Each time the namespaces hold the same
+processes after the run as before (nothing left behind).
 
 Only the namespaces' own addresses (10.200.0.0/24, on the veth inside them) and their loopbacks
 are used; the namespaces, the veth pair and every process in them go in the fixture's teardown."""
@@ -96,11 +97,11 @@ class TwoHosts:
             sh("ip", "netns", "del", ns, check=False)  # its end of the veth pair goes with it
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def run(self, plan: str, out: Path, iterations: int) -> subprocess.Popen:
+    def run(self, plan: str, out: Path, iterations: int, extra: tuple[str, ...] | list[str] = ()) -> subprocess.Popen:
         """``executor run`` from the head's namespace, joining the cluster by address."""
         return subprocess.Popen(["ip", "netns", "exec", self.head, sys.executable, "-m", "executor.cli", "run",
                                  plan, "--address", self.address, "--out", str(out), "--iterations",
-                                 str(iterations), "--image-size", "64", *QUICK_ENV_FLAGS, "--no-progress"],
+                                 str(iterations), "--image-size", "64", *QUICK_ENV_FLAGS, "--no-progress", *extra],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env,
                                 cwd=out.parent)
 
@@ -148,6 +149,23 @@ def test_rollout_and_actor_on_two_hosts_count_exactly(hosts, tmp_path):
     assert netns_pids(hosts.head) - before == set()
 
 
+def test_a_killed_actor_ends_the_run_and_leaves_both_hosts_as_they_were(hosts, tmp_path):
+    before = {ns: netns_pids(ns) for ns in (hosts.head, hosts.worker)}
+    out = tmp_path / "killed"
+    proc = hosts.run(write_plan(tmp_path, two_node_plan()), out, iterations=2, extra=["--inject-actor-fault", "1"])
+    procs = RunProcesses(proc.pid)
+    _, err, exited_at = finish(proc, 600)  # a bound on a hang
+    assert procs.left_behind(exited_at) == []
+    assert proc.returncode == 1, err
+    lines = output_lines(err)
+    assert len(lines) == 1 and "a Ray actor died" in lines[0] and "generator_0 on node 10.200.0." in lines[0], err
+    assert json.loads((out / "record.json").read_text())["status"] == "failed"
+    deadline = time.time() + 10
+    while any(netns_pids(ns) - pids for ns, pids in before.items()) and time.time() < deadline:
+        time.sleep(0.5)
+    assert {ns: netns_pids(ns) - pids for ns, pids in before.items()} == {ns: set() for ns in before}
+
+
 def test_losing_the_worker_host_mid_run_gives_a_partial_record_naming_it(hosts, tmp_path):
     before = netns_pids(hosts.head)
     out = tmp_path / "lost"
@@ -158,6 +176,8 @@ def test_losing_the_worker_host_mid_run_gives_a_partial_record_naming_it(hosts, 
     kill_netns(hosts.worker)  # the worker host is gone: its raylet, its actors
     _, err, exited_at = finish(proc, 120)  # a bound on a hang
     assert procs.left_behind(exited_at) == []
+    print(f"driver exited {exited_at - killed_at:.1f} s after the worker host was killed "
+          f"(load {os.getloadavg()[0]:.2f})")
     assert exited_at - killed_at < NODE_LOSS_EXIT_S, err
     assert proc.returncode == 1, err
     lines = output_lines(err)
