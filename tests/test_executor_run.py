@@ -248,7 +248,11 @@ def test_streamer_cli_compare_json_and_run_dir(ray_session, tmp_path, monkeypatc
     # the one from the profile as it is stays beside it
     probe = record["host_probe"]
     assert probe["samples"]["step_cpu_s"] and probe["samples"]["reset_cpu_s"]
-    assert probe["ratio"]["env_step"] == pytest.approx(probe["step_cpu_s_mean"] / probe["profile_step_cpu_s"])
+    assert probe["samples"]["step_wall_s"] and probe["samples"]["reset_wall_s"]
+    # scaled by the wall seconds an env step took (what else held the core included) ...
+    assert probe["ratio"]["env_step"] == pytest.approx(probe["step_wall_s_mean"] / probe["profile_step_cpu_s"])
+    # ... and the CPU seconds alone kept beside
+    assert probe["cpu_ratio"]["env_step"] == pytest.approx(probe["step_cpu_s_mean"] / probe["profile_step_cpu_s"])
     assert record["predicted_throughput_env_steps_per_s"] == record["prediction_before_run"]["throughput_env_steps_per_s"]
     # ... and is that prediction: the probed profile (the first predicted) is simulated once
     assert sum(prof is predicted[0] for prof in predicted) == 1
