@@ -1,5 +1,6 @@
 """A SIGTERM to the whole process group of ``executor run`` (what ``timeout``, Slurm and a terminal
-send), N times in a row at start-up (Ray up, actors starting) and mid-run (an iteration done):
+send), N times in a row during ray.init, at start-up (Ray up, actors starting) and mid-run (an
+iteration done):
 how long the driver takes to exit after the signal, whether it wrote its partial record, and which
 of the processes it started (listed while it ran, tests/run_processes.py) are alive 10 s after it
 exited. The tiny disaggregated plan with the quick envs of the fault tests
@@ -7,6 +8,7 @@ exited. The tiny disaggregated plan with the quick envs of the fault tests
 1-minute load average beside each (the stop time is noisy on a shared machine).
 
     python benchmarks/group_sigterm.py                 # 5 runs at each moment
+    python benchmarks/group_sigterm.py --moments ray-init --json benchmarks/results/group_sigterm_ray_init.json
     python benchmarks/group_sigterm.py --runs 2 --json benchmarks/results/group_sigterm.json
 """
 
@@ -36,7 +38,12 @@ def one(moment: str) -> dict:
         out = tmp / "run"
         proc = start_run(tmp, out, iterations=LONG_RUN, own_group=True)
         procs = RunProcesses(proc.pid)
-        wait_for_ray_session(proc, tmp, "run")
+        if moment == "ray-init":  # Ray's session directory exists, ray.init has not returned
+            deadline = time.time() + 300
+            while not list(Path("/tmp/ray").glob(f"session_*_{proc.pid}")) and time.time() < deadline:
+                time.sleep(0.05)
+        else:
+            wait_for_ray_session(proc, tmp, "run")
         if moment == "mid-run":
             wait_for_first_iteration(proc, tmp, "run")
         load = os.getloadavg()[0]
@@ -56,10 +63,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--json", default=None, help="also write the rows here")
+    ap.add_argument("--moments", default="ray-init,start-up,mid-run",
+                    help="when to send the signal: ray-init (Ray's session directory made, ray.init not "
+                         "returned), start-up (Ray up, the actors starting), mid-run (an iteration done)")
     a = ap.parse_args()
     rows = []
     print(f"{'moment':9} {'exit':>4} {'exit s':>7} {'stop_s':>7} {'record':12} {'procs':>5} {'left':>4} {'load':>5}")
-    for moment in ("start-up", "mid-run"):
+    for moment in a.moments.split(","):
         for _ in range(a.runs):
             r = one(moment)
             rows.append(r)

@@ -476,6 +476,8 @@ def execute_session(plan: Plan, *, iterations: int, opts: Any, learner: Any, add
             sig.install()
             if on_session is not None:
                 on_session(session.session_dir)
+            if stop.is_set():  # a signal during ray.init (blocked until it returned): no actors to wait for
+                raise KeyboardInterrupt
             if address:
                 _check_cluster(plan, address, opts)
             wiring = _interruptible(lambda: wire(ctx, opts, learner), sig)  # actors take minutes to start
