@@ -2,9 +2,9 @@
 followed by a second Ctrl-C still writes the partial record and cleans up; a SIGTERM to the whole
 process group (what `timeout`, a job scheduler and a terminal send: Ray's GCS and raylet get it
 too) at start-up and mid-run ends the run promptly with a partial record; kill -9 of the driver
-leaves a temporary directory and a Ray session that the next run removes. After every ending
-but kill -9, no process the run started (listed while it ran: ``RunProcesses``) is alive 10 s after
-the driver exits."""
+leaves a temporary directory and a Ray session that the next run removes, with the processes left.
+No process the run started (listed while it ran: ``RunProcesses``) is alive 10 s after the driver
+exits, or after the next run's clean-up for a kill -9."""
 
 from __future__ import annotations
 
@@ -142,6 +142,7 @@ def test_kill_9_leaves_nothing_the_next_run_does_not_clean(tmp_path):
 
     out = tmp_path / "run"
     proc = start_run(tmp_path, out)
+    procs = RunProcesses(proc.pid)
     session = wait_for_ray_session(proc, tmp_path, "run")
     proc.kill()
     proc.communicate(timeout=60)
@@ -150,10 +151,9 @@ def test_kill_9_leaves_nothing_the_next_run_does_not_clean(tmp_path):
     try:
         assert list(tmp_path.glob(tmp_prefix("run", "*") + "*")) == []
         assert not Path(session).exists()
-        # Ray's own processes of the killed run are gone too (ended by the next run's cleanup)
-        deadline = time.time() + 60
-        while session_processes(session) and time.time() < deadline:
-            time.sleep(0.5)
+        # Ray's own processes of the killed run are gone too (ended by the next run's cleanup):
+        # its agents, re-parented to init, used to stay
+        assert procs.left_behind(time.time()) == []
         assert session_processes(session) == []
     finally:
         rd.discard()

@@ -67,6 +67,11 @@ def clean_stale(parent: Path) -> list[Path]:
             except OSError:
                 session = None
             if session is not None and session.name.startswith("session_") and session.parent.name == "ray":
+                # what of that run is still alive: Ray's agents block SIGTERM and outlive their
+                # raylet (re-parented to init), found by the session's files they hold open
+                from executor.runtime.session import kill_all, session_pids
+
+                kill_all(session_pids(str(session)))
                 shutil.rmtree(session, ignore_errors=True)
             shutil.rmtree(p, ignore_errors=True)
             removed.append(p)

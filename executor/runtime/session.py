@@ -294,15 +294,27 @@ def _ppid(pid: int) -> int | None:
 
 def session_pids(session_dir: str) -> list[int]:
     """Pids of this machine's processes whose command line names the Ray session (Ray's own
-    processes and its workers; forked env processes inherit their worker's command line)."""
+    processes and its workers; forked env processes inherit their worker's command line), or that
+    hold a file of it open (Ray's agents, whose command lines Ray rewrites, keep their logs there:
+    after a kill -9 of the driver they are found so, re-parented to init)."""
     name = Path(session_dir).name.encode()
+    prefix = str(Path(session_dir)) + os.sep
     me, pids = os.getpid(), []
     for p in Path("/proc").iterdir():
         if p.name.isdigit() and int(p.name) != me:
             with contextlib.suppress(OSError):
-                if name in (p / "cmdline").read_bytes():
+                if name in (p / "cmdline").read_bytes() or _holds_open(p, prefix):
                     pids.append(int(p.name))
     return pids
+
+
+def _holds_open(proc: Path, prefix: str) -> bool:
+    with contextlib.suppress(OSError):
+        for fd in (proc / "fd").iterdir():
+            with contextlib.suppress(OSError):
+                if os.readlink(fd).startswith(prefix):
+                    return True
+    return False
 
 
 def _zombie(pid: int) -> bool:
