@@ -16,7 +16,8 @@ from typing import Any
 
 from perfmodel.rlinf.compose import Composed, compose
 from perfmodel.rlinf.fork import READ as FORK_READ
-from perfmodel.rlinf.fork import ROLLOUT_ASYNC, hybrid_placement, read_fork
+from perfmodel.rlinf.fork import (MANAGERS, PIPELINE_MODE, ROLLOUT_ASYNC, STREAMING, col_reading, hybrid_placement,
+                                  read_fork)
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.hardware import GPU_NAMES
 from perfmodel.schema.modes import MODE_TABLE, MODES
@@ -318,12 +319,18 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     want = mode or block.get("mode")
     if want is not None and want not in MODES:
         raise ConfigError("--mode" if mode else "vlaperf.mode", f"must be one of {', '.join(MODES)}; got {want!r}")
+    fork_col = shared and fork.per_env_async  # the fork's col_as / col_aa (perfmodel/rlinf/fork.py)
     if want is None:
-        if derived == "colocated" and fork.per_env_async:
-            raise UnnamedModeError(ROLLOUT_ASYNC, "the fork's per-env asynchronous rollout with actor and rollout on the "
-                                                  "same GPUs (col placement) is not a vlaperf mode (its asynchronous "
-                                                  "modes need disjoint rollout and actor GPUs); " + PASS_MODE,
-                                   disaggregated=False)
+        if fork_col and fork.streamer:
+            raise UnnamedModeError(STREAMING, "True with actor and rollout on the same GPUs (col placement): the fork's "
+                                              "streamer on shared GPUs is not a vlaperf mode (vlaperf's streamer "
+                                              "trains on GPUs of its own); " + PASS_MODE, disaggregated=False)
+        if shared and fork.pipeline_async and not fork.per_env_async:
+            raise UnnamedModeError(PIPELINE_MODE, "async without the per-env asynchronous rollout "
+                                                  f"({ROLLOUT_ASYNC}) is not a configuration of the fork's that vlaperf "
+                                                  "models; " + PASS_MODE, disaggregated=False)
+        if fork_col:
+            derived = "rollout_async" if fork.pipeline_async else "colocated"
         if streaming:
             raise UnnamedModeError(TRAINING_PIPELINE, "RLinf's streaming inside its synchronous runner (micro-batches "
                                                       "per env worker and rollout epoch) is not a vlaperf mode "
@@ -339,6 +346,15 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
         if shared and staleness is not None:
             derived = "train_async"  # RLinf's asynchronous PPO on the GPUs it shares (SHARED_ASYNC_NOTE)
         want = "streamer" if fork.streamer and derived == "rollout_async" else derived
+    if fork_col and want == "rollout_async" and "allocation_ratio" not in block:
+        # the fork's _run_async: a step's rollout starts from the weights its previous step trained
+        if staleness is not None and staleness != 0:
+            warnings.append(f"algorithm.staleness_threshold: {staleness} has no effect in the fork's "
+                            f"{PIPELINE_MODE} async runner, which syncs the weights at every step: costed with "
+                            "staleness 0")
+        staleness = 0
+    if fork_col and want in ("colocated", "rollout_async") and mode is None:
+        warnings.append(col_reading(fork))
     if shared and staleness is not None and want == "train_async" and "allocation_ratio" not in block:
         shared_async = True  # the config's own mode, named or not: its placement kept
         if ratio is None:  # with --ratio its note comes last (below), after the config's own
@@ -411,6 +427,16 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
         "algorithm": algo,
     }
 
+    if fork.flex_table is not None and fork.per_env_async:
+        ranks, per, size = fork.flex_table
+        if ranks != len(env) or ranks * per * size != workload["total_num_envs"]:
+            raise ConfigError(MANAGERS, f"{ranks} env ranks x {per} managers x {size} envs do not make "
+                                        f"env.train.total_num_envs {workload['total_num_envs']} on {len(env)} env GPUs")
+        if per != stages:
+            warnings.append(f"rollout.pipeline_stage_num: {stages} is not read by the fork's flex workers; "
+                            f"pipeline_stage_num {per} ({MANAGERS}: {per} env managers per env rank)")
+            stages = per
+
     # Model, training and memory settings.
     trained = "full"
     mt = c.get("actor.model.model_type", None)
@@ -474,6 +500,8 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
         "enable_offload": offload,
         **shape,
     }
+    if fork.per_env_async and not MODE_TABLE[want].async_training:
+        plan["rollout"] = "per_env_async"  # the fork's as: dynamic batching beside synchronous training
     if "allocation_ratio" in block and not isinstance(block["allocation_ratio"], str):
         raise ConfigError("vlaperf.allocation_ratio", "must be a quoted string like '3:1' (YAML reads an unquoted 3:1 "
                                                       f"as the base-60 number 181), got {block['allocation_ratio']!r}")
