@@ -21,7 +21,10 @@ from perfmodel.schema.modes import MODE_TABLE, MODES, ROLLOUTS, SHARED_GPU_MODES
 from perfmodel.schema.placement import Placement, env_cores_of, placement_of
 from perfmodel.schema.rules import whole_global_batch
 
-ALGORITHMS = ("ppo", "grpo")
+# nft: RLinf's embodied NFT (adv_type grpo, loss_type embodied_nft): GRPO's pipeline and groups,
+# another loss, whose training pass perfmodel.costs costs by its own FLOPs.
+ALGORITHMS = ("ppo", "grpo", "nft")
+GROUPED_ALGORITHMS = ("grpo", "nft")
 # How the system runs (issue 13): plan fields whose defaults reproduce the published setup.
 # RLinf scheduler/placement/packed.py: contiguous global GPU ranges, a node filled before the
 # next; "split" divides every node by the allocation ratio.
@@ -135,8 +138,8 @@ class Workload:
                 f"{path}.total_num_envs",
                 f"must be a multiple of group_size ({self.group_size}), got {self.total_num_envs}",
             )
-        if self.algorithm == "grpo" and self.group_size < 2:
-            raise ConfigError(f"{path}.group_size", f"must be >= 2 for grpo, got {self.group_size}")
+        if self.algorithm in GROUPED_ALGORITHMS and self.group_size < 2:
+            raise ConfigError(f"{path}.group_size", f"must be >= 2 for {self.algorithm}, got {self.group_size}")
 
 
 # The published setup (RL-VLA3 fork of RLinf, LIBERO): its example config is Workload's defaults
