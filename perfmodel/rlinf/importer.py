@@ -56,8 +56,9 @@ UNMODELLED_ALGORITHMS = {
     "embodied_dagger": "DAgger labels the student's samples with an expert model's inference in the rollout worker "
                        "(workers/rollout/hf/huggingface_worker.py expert_model) and trains by imitation from a replay "
                        "buffer (workers/actor/fsdp_dagger_policy_worker.py); vlaperf costs neither",
-    "opd": "on-policy distillation runs a teacher model's inference on every student sample; vlaperf does not cost "
-           "a second model",
+    "opd": "on-policy distillation (a teacher model's inference on every student sample) is not in rlinf 0.3.0, "
+           "the package index's (its advantages: gae, grpo, grpo_dynamic, reinpp, raw), so its cost cannot be read "
+           "from RLinf's code; vlaperf does not cost a second model",
 }
 # RLinf model types -> bundled profiles. RLinf's model/gr00t.yaml is GR00T N1.5 (n1d6, n1d7 have
 # their own model types); gr00t_n1d7 has no published shapes here.
