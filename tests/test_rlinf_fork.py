@@ -188,3 +188,53 @@ def test_a_flex_table_vlaperf_cannot_run_is_refused_naming_it(tmp_path: Path, mo
     with pytest.raises(ConfigError) as e:
         load_rlinf(p)
     assert e.value.field == field and "\n" not in str(e.value)
+
+
+def _tiny_fork_plan(**changes):
+    """The fork's col layout at the executor's test scale: 4 envs on 2 shared slots, 2 env
+    managers (pipeline stages) per worker, 2 rollout epochs (gradients accumulate across them)."""
+    from perfmodel.schema.plan import Plan
+
+    d = {"mode": "rollout_async", "allocation_ratio": None, "pipeline_stage_num": 2, "b_max": 1, "t_max_s": 0.05,
+         "max_staleness": 0, "profile": "gr00t_n15_tiny_cpu",
+         "workload": {"total_num_envs": 4, "max_episode_steps": 10, "num_action_chunks": 5, "rollout_epoch": 2,
+                      "update_epoch": 1, "micro_batch_size": 2, "global_batch_size": 4, "group_size": 1,
+                      "algorithm": "ppo"},
+         "cluster": {"gpus": 2, "gpus_per_node": 2, "cpu_cores_per_node": 2, "node_ram_gb": 24,
+                     "intra_node_bw_GBps": 2.4, "inter_node_bw_GBps": 2.4}}
+    d.update(changes)
+    return Plan.from_dict(d)
+
+
+def test_the_executor_wires_the_forks_col_as_and_aa_from_the_plan() -> None:
+    """Without Ray: as = the colocated wiring with dynamic batching (models swap, the trainer
+    waits for the rollout); aa = the shared-GPU wiring with dynamic batching, staleness 0."""
+    from executor.runtime.modes import layout
+
+    as_ = layout(_tiny_fork_plan(mode="colocated", rollout="per_env_async", max_staleness=1))
+    assert (as_.dynamic_batching, as_.phase_swaps, as_.trains_after_rollout, as_.staleness) == (True, True, True, 0)
+    aa = layout(_tiny_fork_plan())
+    assert (aa.dynamic_batching, aa.phase_swaps, aa.trains_after_rollout, aa.staleness) == (True, False, False, 0)
+    assert aa.rollout_slots == aa.actor_slots == [0, 1] and aa.b_max == 1
+
+
+@pytest.mark.slow
+def test_the_executor_runs_the_forks_col_aa(ray_session) -> None:
+    """The fork's aa for real (2 envs, 2 env managers, on one shared slot, 2 rollout epochs):
+    per-env batches of b_max, the trainer taking
+    each global batch as it fills, the next iteration's rollout waiting for its weights."""
+    from quick_envs import QUICK_ENVS
+
+    from executor.runtime.modes import RunOptions
+    from executor.runtime.session import execute
+
+    plan = _tiny_fork_plan(workload={**_tiny_fork_plan().workload.__dict__, "total_num_envs": 2},
+                           cluster={**_tiny_fork_plan().cluster.__dict__, "gpus": 1, "gpus_per_node": 1})
+    record, rec = execute(plan, iterations=2, warmup=1, progress=False,
+                          opts=RunOptions(backbone="gr00t_n15", image_size=64, **QUICK_ENVS))
+    w, c = plan.workload, record["counts"]
+    assert record["status"] == "ok" and c["env_steps"] == w.env_steps_per_iteration * 2
+    assert c["optimizer_steps"] == w.optimizer_steps_per_iteration * 2 and c["weight_versions"] == 2
+    assert record["staleness"]["max"] == 0
+    batches = [e["args"]["batch"] for e in rec.chrome_trace()["traceEvents"] if e["name"] == "inference"]
+    assert batches and max(batches) <= plan.b_max and sum(batches) == w.samples_per_iteration * 2
