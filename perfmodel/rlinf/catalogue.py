@@ -43,7 +43,7 @@ class Row:
 
 
 @contextmanager
-def _embodied_path(path: Path | None) -> Iterator[None]:
+def embodied_path_set(path: Path | None) -> Iterator[None]:
     old = os.environ.get("EMBODIED_PATH")
     if path is not None:
         os.environ["EMBODIED_PATH"] = str(path)
@@ -59,7 +59,7 @@ def _embodied_path(path: Path | None) -> Iterator[None]:
 
 def read_config(path: Path, source: str, embodied: Path | None = None) -> Row:
     """How the importer reads one config."""
-    with _embodied_path(embodied):
+    with embodied_path_set(embodied):
         try:
             im = load_rlinf(path)
         except ConfigError as e:
