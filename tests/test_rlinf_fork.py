@@ -166,6 +166,13 @@ def test_every_fork_libero_config_imports_as_its_name_says(monkeypatch: pytest.M
     for key in (("as", "pipe2"), ("aa", "pipe2")):
         d = predict(seen[key], load_profile(seen[key].profile), interval=False)
         assert d["throughput_env_steps_per_s"] > 0
+        # the prediction names the plan's rollout where the plan does (as), not the mode's own (aa)
+        assert d.get("rollout") == ("per_env_async" if key[0] == "as" else None)
+    from inproc import run_main
+
+    r = run_main("predict", "--rlinf-config", str(FORK_REFERENCE / "config" / "libero" / "libero_col_as_env256_pipe4.yaml"),
+                 "--no-interval")
+    assert r.exit_code == 0 and "colocated, rollout per_env_async" in r.output
 
 
 @pytest.mark.parametrize("old, new, field", [
