@@ -112,8 +112,11 @@ def check_plan_fits(plan: Plan, backbone: str, scale: str, env_memory_gb: float,
     if plan.version_granularity != "iteration":  # the driver publishes a version per iteration
         raise ConfigError("plan.version_granularity", f"the executor runs 'iteration' versions only (RLinf 0.3.0's: "
                           f"version = global step); got {plan.version_granularity!r}, a perfmodel reading")
-    chunk = with_denoising(get_backbone(backbone, scale), plan.denoising_steps, plan.action_horizon).action_chunk
     w = plan.workload
+    if w.algorithm not in ("ppo", "grpo"):  # executor.learner's updates
+        raise ConfigError("plan.workload.algorithm", f"the executor trains ppo or grpo; {w.algorithm!r} is costed by "
+                          "perfmodel only (RLinf's NFT: GRPO's pipeline with another training pass)")
+    chunk = with_denoising(get_backbone(backbone, scale), plan.denoising_steps, plan.action_horizon).action_chunk
     if w.num_action_chunks > chunk:
         raise ConfigError("plan.workload.num_action_chunks",
                           f"{backbone} generates chunks of {chunk} actions; must be <= {chunk}, got {w.num_action_chunks}")
