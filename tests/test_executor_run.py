@@ -65,8 +65,6 @@ def output_lines(text: str) -> list[str]:
     (lambda d: d["workload"].update(num_action_chunks=20, max_episode_steps=20), "plan.workload.num_action_chunks"),
     (lambda d: d["workload"].update(total_num_envs=64), "plan.workload.total_num_envs"),  # RAM
     (lambda d: d.update(mode="pipelined"), "plan.mode"),
-    # NFT is predicted (RLinf's, perfmodel.costs), not trained by the executor's learner
-    (lambda d: d["workload"].update(algorithm="nft", group_size=2), "plan.workload.algorithm"),
 ])
 def test_bad_plan_is_refused_with_one_line(tmp_path, change, field):
     d = copy.deepcopy(TINY)
