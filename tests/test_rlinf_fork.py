@@ -245,3 +245,17 @@ def test_the_executor_runs_the_forks_col_aa(ray_session) -> None:
     assert record["staleness"]["max"] == 0
     batches = [e["args"]["batch"] for e in rec.chrome_trace()["traceEvents"] if e["name"] == "inference"]
     assert batches and max(batches) <= plan.b_max and sum(batches) == w.samples_per_iteration * 2
+
+
+def test_plan_from_a_col_as_config_keeps_its_rollout_on_the_synchronous_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The config's per-env asynchronous rollout carries to colocated (the config as written) and
+    not to train_async (which would be rollout_async): no row is lost as infeasible for it."""
+    from inproc import run_main
+
+    monkeypatch.setenv("EMBODIED_PATH", str(FORK_REFERENCE))
+    cfg = _fork_configs()[2]
+    assert cfg.name == "libero_col_as_env256_pipe2.yaml"
+    r = run_main("plan", "--rlinf-config", str(cfg), "--gpus", "8")
+    assert r.exit_code == 0 and "plan.rollout" not in r.output
+    assert "Over your config as written (colocated" in r.output
+    assert any(line.split()[1:2] == ["train_async"] for line in r.output.splitlines() if line[:1].isdigit())
