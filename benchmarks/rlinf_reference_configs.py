@@ -1,5 +1,7 @@
-"""Count RLinf's LIBERO configs (../shared/reference/rlinf-configs/) that import and predict, and
-why each of the others is refused (the key the one-line error names).
+"""Count RLinf's LIBERO configs (../shared/reference/rlinf-configs/) and the RL-VLA3 fork's
+(../shared/reference/rl-vla3-fork/config/libero/, composed with EMBODIED_PATH set to the fork's
+folder) that import and predict, and why each of the others is refused (the key the one-line
+error names).
 
     python benchmarks/rlinf_reference_configs.py [CONFIG_DIR] [--no-predict]
 
@@ -14,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 from perfmodel.prediction import predict
+from perfmodel.rlinf.catalogue import embodied_path_set
 from perfmodel.rlinf.importer import load_rlinf
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.profile import load_profile
@@ -26,11 +29,14 @@ DEFAULT = next((p / "shared" / "reference" / "rlinf-configs" for p in (ROOT.pare
 def main(argv: list[str]) -> int:
     args = [a for a in argv if not a.startswith("--")]
     ref = Path(args[0]) if args else DEFAULT
-    configs = sorted(ref.glob("*.yaml"))
+    fork = ref.parent / "rl-vla3-fork"
+    configs = [(p, None) for p in sorted(ref.glob("*.yaml"))] + \
+        [(p, fork) for p in sorted((fork / "config" / "libero").glob("*.yaml"))]
     ok, refused, crashed = 0, Counter(), 0
-    for cfg in configs:
+    for cfg, embodied in configs:
         try:
-            im = load_rlinf(cfg)
+            with embodied_path_set(embodied):
+                im = load_rlinf(cfg)
             line = f"{im.backbone:12s} {im.plan.mode:14s} {im.plan.cluster.gpus:3d} GPUs"
             if "--no-predict" not in argv:
                 d = predict(im.plan, load_profile(im.plan.profile), interval=False)

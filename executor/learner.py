@@ -28,7 +28,7 @@ from perfmodel.schema.rules import global_batches, micro_batching
 
 @dataclass(frozen=True)
 class LearnerConfig:
-    algorithm: str = "ppo"  # ppo | grpo
+    algorithm: str = "ppo"  # ppo | grpo | nft
     update_epoch: int = 1
     micro_batch_size: int = 4
     global_batch_size: int = 8
@@ -45,8 +45,8 @@ class LearnerConfig:
     trained_part: str = "action_expert"  # plan.trained_part: which weights the ranks train
 
     def check(self, world_size: int = 1) -> None:
-        if self.algorithm not in ("ppo", "grpo"):
-            raise ConfigError("algorithm", f"must be ppo or grpo, got {self.algorithm!r}")
+        if self.algorithm not in ("ppo", "grpo", "nft"):
+            raise ConfigError("algorithm", f"must be ppo, grpo or nft, got {self.algorithm!r}")
         for name in ("update_epoch", "micro_batch_size", "global_batch_size", "group_size"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -155,8 +155,28 @@ def micro_batch_slice(batch: int, ranks: int, micro_batch_size: int, step: int, 
     return lo, min(batch, lo + per_rank)
 
 
+def nft_losses(policy, mb: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """NFT's loss of one micro-batch (the shape of RLinf's embodied_nft, mse form): the implicit
+    positive and negative policies v_old +- (v - v_old) regressed on the flow target, weighted
+    by the advantage mapped to [0, 1] (r = sigmoid(advantage); RLinf maps its own way)."""
+    actions = torch.as_tensor(mb["actions"]).float()
+    noise = torch.as_tensor(mb["noise"]).float()
+    gen = torch.Generator().manual_seed(int(actions.abs().sum() * 1e3) % (2**31))
+    tau = torch.rand(actions.shape[0], generator=gen)  # resampled timestep per sample
+    v, v_old, target = policy.nft_velocities(mb["obs"], actions, tau, noise)
+    v, v_old, target = v.float(), v_old.float(), target.float().to(v.device)
+    delta = v - v_old
+    r = torch.sigmoid(torch.as_tensor(mb["advantages"]).float().to(v.device))[:, None, None]
+    loss = (r * (v_old + delta - target).pow(2) + (1 - r) * (v_old - delta - target).pow(2)).mean()
+    zero = torch.zeros((), device=v.device)
+    return {"total": loss, "policy": loss, "value": zero, "entropy": zero, "approx_kl": zero, "clipfrac": zero}
+
+
 def compute_losses(policy, mb: dict[str, Any], cfg: LearnerConfig, use_value: bool) -> dict[str, torch.Tensor]:
-    """Clipped surrogate + value + entropy losses of one micro-batch of M samples."""
+    """Clipped surrogate + value + entropy losses of one micro-batch of M samples (NFT: its own,
+    ``nft_losses``)."""
+    if cfg.algorithm == "nft":
+        return nft_losses(policy, mb)
     newlogp, entropy, newvalue = policy.evaluate(mb["obs"], mb["noise"], mb["actions"])  # (M,) each
     oldlogp = torch.as_tensor(mb["logprob"]).to(newlogp.device)  # (M,)
     adv = torch.as_tensor(mb["advantages"]).float().to(newlogp.device)  # (M,) normalised per global batch

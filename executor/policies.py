@@ -384,6 +384,30 @@ class VLAPolicy(nn.Module):
         actions = mean.float() if deterministic else mean.float() + dist.stddev * eps
         return PolicyOutput(actions, mean.float(), noise.float(), dist.log_prob(actions).sum((1, 2)), value.float())
 
+    def nft_velocities(self, obs: dict[str, Any], x0: torch.Tensor, tau: torch.Tensor, noise: torch.Tensor):
+        """NFT's training forward (RLinf 0.3.0 fsdp_nft_policy_worker.py with nft_xcur_source
+        resample): x_t interpolated from the stored chunk ``x0`` (B, chunk, adim) and ``noise`` at
+        ``tau`` (B,); (v, v_old, target): the velocity at x_t with grad, the same forward again
+        without grad for v_old (_recompute_v_old, as RLinf runs it: prefix and one head step), and
+        the flow's target velocity (noise - x0, this policy integrating from tau=1 to 0)."""
+        t = self.prepare(obs)
+        x0, noise = x0.to(self.device, self.dtype), noise.to(self.device, self.dtype)
+        x_t = (1 - tau[:, None, None]).to(x0.dtype) * x0 + tau[:, None, None].to(x0.dtype) * noise
+
+        def forward() -> torch.Tensor:
+            if self.backbone.train_vlm and torch.is_grad_enabled():
+                feats, kvs = self.encode_prefix(t)
+            else:
+                with torch.no_grad():  # frozen VLM: forward only
+                    feats, kvs = self.encode_prefix(t)
+            ctx, _ = self.head_context(feats, kvs)
+            return self.velocity(x_t, tau.to(self.device), t["state"], ctx)
+
+        v = forward()
+        with torch.no_grad():
+            v_old = forward()
+        return v, v_old, noise - x0
+
     def evaluate(self, obs: dict[str, Any], noise: torch.Tensor, actions: torch.Tensor):
         """Training forward: (logprob (B,), entropy (B,), value (B,)) of stored samples."""
         t = self.prepare(obs)

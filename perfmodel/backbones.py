@@ -155,6 +155,17 @@ class Backbone:
         trained_fwd = self.action_head_flops() + (self.prefix_flops() if self.train_vlm else 0.0)
         return fwd + 2.0 * trained_fwd
 
+    def nft_train_flops(self) -> float:
+        """A training sample of RLinf's NFT (rlinf 0.3.0 workers/actor/fsdp_nft_policy_worker.py,
+        openpi_action_model.py nft_forward): one velocity evaluation at one timestep (the prefix
+        forward and one action-head step) with backward of the trained part, and the same forward
+        again without grad for v_old (_recompute_v_old: with recompute_v, and always with
+        nft_xcur_source resample, as RLinf's LIBERO NFT config sets it). No denoising chain."""
+        step = self.action_head_flops() / max(self.denoise_steps, 1)
+        once = self.prefix_flops() + step
+        trained_fwd = step + (self.prefix_flops() if self.train_vlm else 0.0)
+        return once + 2.0 * trained_fwd + once
+
     # --- bytes ---
     def weight_bytes(self) -> float:
         """bf16 weights of the whole policy (weight sync to generators, offload)."""

@@ -33,7 +33,8 @@ def policy_shape_scales(plan: Plan, profile: Profile) -> tuple[float, float] | N
     (``plan.denoising_steps``, ``plan.action_horizon``) to the profile's backbone's own, or None
     when the plan keeps them or the profile's backbone has no shapes here (a name perfmodel.backbones
     does not know: nothing to rescale by)."""
-    if plan.denoising_steps is None and plan.action_horizon is None:
+    nft = plan.workload.algorithm == "nft"
+    if plan.denoising_steps is None and plan.action_horizon is None and not nft:
         return None
     from perfmodel.backbones import BACKBONES, default_trained_part, with_denoising, with_trained_part
 
@@ -43,7 +44,9 @@ def policy_shape_scales(plan: Plan, profile: Profile) -> tuple[float, float] | N
     part = plan.trained_part if spec.has_action_expert else default_trained_part(spec)
     own = with_trained_part(spec, part)
     new = with_denoising(own, plan.denoising_steps, plan.action_horizon)
-    return new.inference_flops() / own.inference_flops(), new.train_flops() / own.train_flops()
+    # NFT trains on one velocity evaluation per sample, not the denoising chain (Backbone.nft_train_flops)
+    train = new.nft_train_flops() if nft else new.train_flops()
+    return new.inference_flops() / own.inference_flops(), train / own.train_flops()
 
 
 def with_policy_shape(plan: Plan, profile: Profile) -> Profile:

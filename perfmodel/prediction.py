@@ -71,6 +71,8 @@ def predict(plan: Plan, profile: Profile, *, replications: int = 1, seed: int = 
     it_mean, it_lo, it_hi = _interval(its)
     out: dict[str, Any] = {
         "mode": plan.mode,
+        # the plan's own rollout where it names one (plan.rollout): absent, the mode's
+        **({"rollout": plan.rollout} if plan.rollout is not None else {}),
         "backbone": profile.backbone,
         "profile": profile.name,
         **plan_fields(plan),

@@ -141,3 +141,27 @@ def test_data_parallel_ranks_stay_in_sync_and_average_the_global_batch():
         assert steps == 1  # 8 samples: one global batch of 8 (2 micro-steps of 2 samples x 2 ranks)
         assert in_sync and not unchanged
         assert abs(dp_norm - one_norm) <= 1e-4 * one_norm
+
+
+def test_nft_update_runs_the_passes_perfmodel_costs():
+    """RLinf's NFT on the stand-in: GRPO's optimizer and micro-batch counts, each micro-batch
+    two prefix passes (v with grad, v_old without) and one action-head step each, against PPO's
+    one prefix pass and the whole denoising chain (Backbone.nft_train_flops / train_flops); the
+    update trains (NFT's own loss moves with v_old, the current policy's: no before/after compare)."""
+    policy = make_policy("pi05", "tiny")
+    batch = random_batch(policy, 16, image_size=32)
+    calls = {"prefix": 0, "head": 0}
+    policy.llm_norm.register_forward_hook(lambda *a: calls.__setitem__("prefix", calls["prefix"] + 1))
+    policy.head_norm.register_forward_hook(lambda *a: calls.__setitem__("head", calls["head"] + 1))
+    counts = {}
+    for algorithm in ("grpo", "nft"):
+        cfg = LearnerConfig(algorithm=algorithm, update_epoch=1, micro_batch_size=4, global_batch_size=8, lr=1e-5)
+        before = _flat(policy)
+        calls.update(prefix=0, head=0)
+        metrics = grpo_update(policy, make_optimizer(policy, cfg), batch, cfg)
+        counts[algorithm] = dict(calls)
+        assert metrics["charts/optimizer_steps"] == 2 and metrics["charts/micro_batches"] == 4
+        assert metrics["charts/grad_norm"] > 0 and not torch.equal(before, _flat(policy))
+    steps = policy.backbone.denoise_steps
+    assert counts["grpo"] == {"prefix": 4, "head": 4 * steps}
+    assert counts["nft"] == {"prefix": 8, "head": 8}

@@ -48,9 +48,15 @@ def _plan(mode: str, changes: dict) -> Plan:
 SHARED = {"shared GPUs, 2 nodes of 4": {"allocation_ratio": None}}
 
 
-@pytest.mark.parametrize("mode, case", [(m, c) for m in MODES for c in CASES] + [("train_async", c) for c in SHARED])
+# the RL-VLA3 fork's per-env asynchronous rollout beside synchronous training (its col_as)
+PER_ENV_ASYNC = {"per-env asynchronous rollout": {"rollout": "per_env_async", "pipeline_stage_num": 2}}
+
+
+@pytest.mark.parametrize("mode, case", [(m, c) for m in MODES for c in CASES]
+                         + [(m, c) for m in ("train_async", "rollout_async") for c in SHARED]
+                         + [("colocated", c) for c in PER_ENV_ASYNC])
 def test_simulator_and_executor_wire_a_mode_alike(mode, case):
-    plan = _plan(mode, {**CASES, **SHARED}[case])
+    plan = _plan(mode, {**CASES, **SHARED, **PER_ENV_ASYNC}[case])
     costs = StageCosts(plan, load_profile(plan.profile))
     env = simpy.Environment()
     sim = sim_wire(env, costs, Durations(costs, None), Recorder(), max_workers=10 ** 6)  # no replicas

@@ -461,8 +461,12 @@ def test_shared_gpus_hold_both_models_and_both_activations():
 
 
 @pytest.mark.parametrize("change, field", [
-    ({"mode": "rollout_async", "allocation_ratio": None}, "plan.allocation_ratio"),
     ({"mode": "streamer", "allocation_ratio": None}, "plan.allocation_ratio"),
+    ({"mode": "rollout_async", "allocation_ratio": None, "enable_offload": True}, "plan.enable_offload"),
+    # the plan's rollout: train_async with the per-env asynchronous rollout is rollout_async
+    ({"rollout": "per_env_async"}, "plan.rollout"),
+    ({"mode": "rollout_async", "rollout": "lockstep"}, "plan.rollout"),
+    ({"mode": "colocated", "allocation_ratio": None, "rollout": "free"}, "plan.rollout"),
     ({"mode": "train_async", "allocation_ratio": None, "enable_offload": True}, "plan.enable_offload"),
 ])
 def test_shared_gpus_bad_combinations_are_one_line_errors(tmp_path, change, field):

@@ -368,22 +368,28 @@ REFUSED_REASONS = ("actor.model.model_type", "algorithm.loss_type", "rollout.ena
 
 
 def test_every_reference_config_imports_or_is_refused_with_a_reason() -> None:
+    """RLinf's and the fork's LIBERO configs: each imports or is refused in one line naming its
+    key; the tables of docs/formats.md and docs/backbones.md are what the importer reads now."""
+    from perfmodel.rlinf import catalogue
+
     if not REFERENCE.is_dir():
         pytest.skip(f"RLinf reference configs not found at {REFERENCE} (CI keeps ../shared/reference beside the clone)")
-    configs = sorted(REFERENCE.glob("*.yaml"))
-    assert configs
+    rows = catalogue.rows(REFERENCE.parent)
+    for kind, doc in catalogue.DOCS.items():
+        assert catalogue.table(rows, kind) in doc.read_text(), \
+            f"docs/{doc.name} is stale: python -m perfmodel.rlinf.catalogue --write"
+    mine = [r for r in rows if r.source == "RLinf"]
+    assert len(mine) == len(list(REFERENCE.glob("*.yaml"))) > 0
     imported, refused = [], []
-    for cfg in configs:
-        try:
-            im = load_rlinf(cfg)
-        except ConfigError as e:
-            assert e.field in REFUSED_REASONS, f"{cfg.name}: {e}"
-            assert "\n" not in str(e) and len(e.message) > 20
-            refused.append(cfg.name)
+    for r in mine:
+        if not r.imported:
+            field = r.reading.split("`")[1]
+            assert field in REFUSED_REASONS, f"{r.name}: {r.reading}"
+            assert "\n" not in r.reading and len(r.reading) > 20
+            refused.append(r.name)
             continue
-        assert im.plan.workload.total_num_envs > 0
-        assert (im.plan.allocation_ratio is None and im.plan.mode == "train_async") == ("async_ppo" in cfg.name)
-        imported.append(cfg.name)
+        assert ("train_async (shared GPUs)" in r.reading) == ("async_ppo" in r.name)
+        imported.append(r.name)
     # Every pi0.5, pi0, GR00T (N1.5) and OpenVLA-OFT PPO/GRPO config with a modelled placement
     # imports, and GR00T N1.6's and Dexbotic's pi0 (docs/backbones.md).
     expected = {f"libero_{suite}_{algo}_{model}.yaml" for suite in ("10", "goal", "object", "spatial")
@@ -397,7 +403,9 @@ def test_every_reference_config_imports_or_is_refused_with_a_reason() -> None:
     shared_async = {"libero_object_async_ppo_openpi_pi05.yaml", "libero_spatial_async_ppo_openpi.yaml",
                     "libero_spatial_async_ppo_openpi_pi05.yaml"}
     expected |= shared_async
-    assert len(expected) == 35
+    # RLinf's NFT: GRPO's pipeline with NFT's training pass
+    expected.add("libero_object_0_nft_openpi.yaml")
+    assert len(expected) == 36
     assert "libero_goal_async_ppo_gr00t.yaml" in refused
     assert set(imported) == expected, sorted(set(imported) ^ expected)
 
@@ -673,3 +681,43 @@ def test_plan_emit_repairs_the_micro_batch_or_refuses(tmp_path: Path) -> None:
 
     rows = {row["allocation_ratio"]: row["rlinf_runs_as_emitted"] for row in csvmod.DictReader(csv.open())}
     assert rows == {"1:1": "True", "1:3": "False"}
+
+
+def test_nft_is_grpos_pipeline_with_its_own_training_pass(tmp_path: Path) -> None:
+    """RLinf's NFT (grpo + embodied_nft): GRPO's rollout, groups and batches; per training sample
+    one velocity evaluation and its no-grad forward for v_old instead of the denoising chain
+    (Backbone.nft_train_flops), so only the training slope changes, by that FLOP ratio."""
+    from dataclasses import replace
+
+    from perfmodel.backbones import BACKBONES
+    from perfmodel.costs import StageCosts
+    from perfmodel.schema.profile import load_profile
+
+    cfg = write_config(tmp_path, adv="grpo", loss="embodied_nft", group=8,
+                       extra_algorithm="  nft_xcur_source: resample\n  nft_tau: 1.0")
+    im = load_rlinf(cfg)
+    p = im.plan
+    assert (p.workload.algorithm, p.workload.group_size) == ("nft", 8)
+    assert any("embodied_nft costed as GRPO's pipeline" in w and "upper bound" not in w for w in im.warnings)
+    profile = load_profile(p.profile)
+    grpo = StageCosts(p.with_(workload=replace(p.workload, algorithm="grpo")), profile).profile.costs
+    nft = StageCosts(p, profile).profile.costs
+    spec = BACKBONES["pi05"]
+    assert nft.train_micro_batch_s.slope == pytest.approx(
+        grpo.train_micro_batch_s.slope * spec.nft_train_flops() / spec.train_flops())
+    assert nft.infer_s == grpo.infer_s
+    # pi0.5's prefix dominates: v_old's extra prefix forward about doubles the training pass
+    assert 1.5 < spec.nft_train_flops() / spec.train_flops() < 2.5
+    # without the v_old recompute the costs are said to be an upper bound
+    im = load_rlinf(write_config(tmp_path, "r", adv="grpo", loss="embodied_nft", group=8))
+    assert any("upper bound" in w for w in im.warnings)
+    # NFT trains a flow-matching head: OpenVLA-OFT has none
+    with pytest.raises(ConfigError) as e:
+        load_rlinf(write_config(tmp_path, "o", model="openvla_oft", adv="grpo", loss="embodied_nft", group=8))
+    assert e.value.field == "algorithm.loss_type" and "flow-matching" in e.value.message
+
+
+def test_a_refused_algorithm_says_what_it_runs(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as e:
+        load_rlinf(write_config(tmp_path, adv="embodied_sac", loss="embodied_sac"))
+    assert e.value.field == "algorithm.loss_type" and "replay buffer" in e.value.message

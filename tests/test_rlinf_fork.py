@@ -11,7 +11,8 @@ import pytest
 from perfmodel.rlinf.importer import UnnamedModeError, load_rlinf
 from perfmodel.schema.errors import ConfigError
 
-FORK = Path(__file__).resolve().parent / "data" / "rlvla3_fork"
+ROOT = Path(__file__).resolve().parent.parent
+FORK = ROOT / "tests" / "data" / "rlvla3_fork"
 LIBERO = FORK / "config" / "libero"
 
 
@@ -99,12 +100,162 @@ def test_bad_fork_values_are_refused_naming_the_key(tmp_path: Path, monkeypatch:
     assert e.value.field == field
 
 
-def test_per_env_async_on_col_needs_a_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_per_env_async_on_col_is_colocated_with_the_per_env_asynchronous_rollout(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fork's col_as (pipeline_mode sync, the default): colocated, its rollout per-env
+    asynchronous (dynamic batching beside synchronous training); --mode still names another."""
     p = _write(tmp_path, "libero_10_ppo_pi05_col.yaml", "    enabled: False\n  train:", "    enabled: True\n  train:")
     text = p.read_text().replace("  per_env_async:\n    enabled: False\n", "  per_env_async:\n    enabled: True\n")
     p.write_text(text)
     monkeypatch.setenv("EMBODIED_PATH", str(tmp_path / "fork"))
-    with pytest.raises(UnnamedModeError) as e:
+    im = load_rlinf(p)
+    assert (im.plan.mode, im.plan.rollout, im.plan.allocation_ratio) == ("colocated", "per_env_async", None)
+    assert im.plan.mechanisms.dynamic_batching and not im.plan.mechanisms.async_training
+    assert any("the fork's col_as" in w for w in im.warnings)
+    assert load_rlinf(p, mode="disaggregated").plan.rollout == "per_env_async"
+    # with pipeline_mode async it is the fork's col_aa: rollout_async on the shared GPUs
+    p.write_text(text.replace("algorithm:\n", "algorithm:\n  pipeline_mode: async\n", 1))
+    im = load_rlinf(p)
+    assert (im.plan.mode, im.plan.allocation_ratio, im.plan.max_staleness, im.plan.rollout) == (
+        "rollout_async", None, 0, None)
+    m = im.plan.mechanisms
+    assert m.trains_beside_rollout and m.dynamic_batching and not m.disaggregated
+    p.write_text(text.replace("algorithm:\n", "algorithm:\n  pipeline_mode: later\n", 1))
+    with pytest.raises(ConfigError) as e:
         load_rlinf(p)
-    assert e.value.field == "rollout.per_env_async.enabled"
-    assert load_rlinf(p, mode="colocated").plan.mode == "colocated"
+    assert e.value.field == "algorithm.pipeline_mode"
+
+
+# The fork's own LIBERO configs in its layout (../shared/reference/rl-vla3-fork/config).
+FORK_REFERENCE = next((p / "shared" / "reference" / "rl-vla3-fork" for p in (ROOT.parent, ROOT.parent.parent)
+                       if (p / "shared" / "reference" / "rl-vla3-fork" / "config").is_dir()),
+                      ROOT.parent / "shared" / "reference" / "rl-vla3-fork")
+
+
+def _fork_configs() -> list[Path]:
+    if not (FORK_REFERENCE / "config" / "libero").is_dir():
+        pytest.skip(f"the fork's configs not found at {FORK_REFERENCE} (CI keeps ../shared/reference beside the clone)")
+    return sorted((FORK_REFERENCE / "config" / "libero").glob("libero_col_*.yaml"))
+
+
+def test_every_fork_libero_config_imports_as_its_name_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ss: colocated, lock-step; as: colocated with the per-env asynchronous rollout; aa:
+    rollout_async on the shared GPUs, staleness 0 (a step's rollout starts from the weights the
+    step before trained). pipe{P} is the pipeline stages; the flex workers' max_batch_size is b_max."""
+    from perfmodel.prediction import predict
+    from perfmodel.schema.profile import load_profile
+
+    monkeypatch.setenv("EMBODIED_PATH", str(FORK_REFERENCE))
+    configs = _fork_configs()
+    assert len(configs) == 7
+    seen = {}
+    for cfg in configs:
+        _, _, kind, _, pipe = cfg.stem.split("_")
+        p = load_rlinf(cfg).plan
+        assert p.cluster.gpus == 8 and p.pipeline_stage_num == int(pipe.removeprefix("pipe")), cfg.name
+        assert p.allocation_ratio is None and not p.mechanisms.disaggregated
+        assert (p.mode, p.rollout_kind, p.mechanisms.async_training) == {
+            "ss": ("colocated", "lockstep", False), "as": ("colocated", "per_env_async", False),
+            "aa": ("rollout_async", "per_env_async", True)}[kind], cfg.name
+        if kind != "ss":
+            assert p.effective_b_max == 384 // 8 // p.pipeline_stage_num  # one env manager's envs
+        if kind == "aa":
+            assert p.max_staleness == 0
+        seen[kind, pipe] = p
+    # one of each asynchronous kind predicts (the simulator runs the fork's rollout beside either training)
+    for key in (("as", "pipe2"), ("aa", "pipe2")):
+        d = predict(seen[key], load_profile(seen[key].profile), interval=False)
+        assert d["throughput_env_steps_per_s"] > 0
+        # the prediction names the plan's rollout where the plan does (as), not the mode's own (aa)
+        assert d.get("rollout") == ("per_env_async" if key[0] == "as" else None)
+    from inproc import run_main
+
+    r = run_main("predict", "--rlinf-config", str(FORK_REFERENCE / "config" / "libero" / "libero_col_as_env256_pipe4.yaml"),
+                 "--no-interval")
+    assert r.exit_code == 0 and "colocated, rollout per_env_async" in r.output
+
+
+@pytest.mark.parametrize("old, new, field", [
+    ("        - [[1],[1]]\n", "        - [[0],[1]]\n", "rollout.per_env_async.flex.rollout_ranks_by_env_rank_stage"),
+    ("        - [24,24]   # env rank 1\n", "        - [24,12,12]   # env rank 1\n",
+     "env.per_env_async.flex.manager_batch_sizes_by_env_rank"),
+    ("    total_num_envs: 384", "    total_num_envs: 320", "env.per_env_async.flex.manager_batch_sizes_by_env_rank"),
+])
+def test_a_flex_table_vlaperf_cannot_run_is_refused_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              old: str, new: str, field: str) -> None:
+    import shutil
+
+    _fork_configs()
+    shutil.copytree(FORK_REFERENCE / "config", tmp_path / "config")
+    p = tmp_path / "config" / "libero" / "libero_col_aa_env256_pipe2.yaml"
+    text = p.read_text()
+    assert old in text
+    p.write_text(text.replace(old, new, 1))
+    monkeypatch.setenv("EMBODIED_PATH", str(tmp_path))
+    with pytest.raises(ConfigError) as e:
+        load_rlinf(p)
+    assert e.value.field == field and "\n" not in str(e.value)
+
+
+def _tiny_fork_plan(**changes):
+    """The fork's col layout at the executor's test scale: 4 envs on 2 shared slots, 2 env
+    managers (pipeline stages) per worker, 2 rollout epochs (gradients accumulate across them)."""
+    from perfmodel.schema.plan import Plan
+
+    d = {"mode": "rollout_async", "allocation_ratio": None, "pipeline_stage_num": 2, "b_max": 1, "t_max_s": 0.05,
+         "max_staleness": 0, "profile": "gr00t_n15_tiny_cpu",
+         "workload": {"total_num_envs": 4, "max_episode_steps": 10, "num_action_chunks": 5, "rollout_epoch": 2,
+                      "update_epoch": 1, "micro_batch_size": 2, "global_batch_size": 4, "group_size": 1,
+                      "algorithm": "ppo"},
+         "cluster": {"gpus": 2, "gpus_per_node": 2, "cpu_cores_per_node": 2, "node_ram_gb": 24,
+                     "intra_node_bw_GBps": 2.4, "inter_node_bw_GBps": 2.4}}
+    d.update(changes)
+    return Plan.from_dict(d)
+
+
+def test_the_executor_wires_the_forks_col_as_and_aa_from_the_plan() -> None:
+    """Without Ray: as = the colocated wiring with dynamic batching (models swap, the trainer
+    waits for the rollout); aa = the shared-GPU wiring with dynamic batching, staleness 0."""
+    from executor.runtime.modes import layout
+
+    as_ = layout(_tiny_fork_plan(mode="colocated", rollout="per_env_async", max_staleness=1))
+    assert (as_.dynamic_batching, as_.phase_swaps, as_.trains_after_rollout, as_.staleness) == (True, True, True, 0)
+    aa = layout(_tiny_fork_plan())
+    assert (aa.dynamic_batching, aa.phase_swaps, aa.trains_after_rollout, aa.staleness) == (True, False, False, 0)
+    assert aa.rollout_slots == aa.actor_slots == [0, 1] and aa.b_max == 1
+
+
+@pytest.mark.slow
+def test_the_executor_runs_the_forks_col_aa(ray_session) -> None:
+    """The fork's aa for real (2 envs, 2 env managers, on one shared slot, 2 rollout epochs):
+    per-env batches of b_max, the trainer taking
+    each global batch as it fills, the next iteration's rollout waiting for its weights."""
+    from quick_envs import QUICK_ENVS
+
+    from executor.runtime.modes import RunOptions
+    from executor.runtime.session import execute
+
+    plan = _tiny_fork_plan(workload={**_tiny_fork_plan().workload.__dict__, "total_num_envs": 2},
+                           cluster={**_tiny_fork_plan().cluster.__dict__, "gpus": 1, "gpus_per_node": 1})
+    record, rec = execute(plan, iterations=2, warmup=1, progress=False,
+                          opts=RunOptions(backbone="gr00t_n15", image_size=64, **QUICK_ENVS))
+    w, c = plan.workload, record["counts"]
+    assert record["status"] == "ok" and c["env_steps"] == w.env_steps_per_iteration * 2
+    assert c["optimizer_steps"] == w.optimizer_steps_per_iteration * 2 and c["weight_versions"] == 2
+    assert record["staleness"]["max"] == 0
+    batches = [e["args"]["batch"] for e in rec.chrome_trace()["traceEvents"] if e["name"] == "inference"]
+    assert batches and max(batches) <= plan.b_max and sum(batches) == w.samples_per_iteration * 2
+
+
+def test_plan_from_a_col_as_config_keeps_its_rollout_on_the_synchronous_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The config's per-env asynchronous rollout carries to colocated (the config as written) and
+    not to train_async (which would be rollout_async): no row is lost as infeasible for it."""
+    from inproc import run_main
+
+    monkeypatch.setenv("EMBODIED_PATH", str(FORK_REFERENCE))
+    cfg = _fork_configs()[2]
+    assert cfg.name == "libero_col_as_env256_pipe2.yaml"
+    r = run_main("plan", "--rlinf-config", str(cfg), "--gpus", "8")
+    assert r.exit_code == 0 and "plan.rollout" not in r.output
+    assert "Over your config as written (colocated" in r.output
+    assert any(line.split()[1:2] == ["train_async"] for line in r.output.splitlines() if line[:1].isdigit())

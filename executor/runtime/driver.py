@@ -265,7 +265,7 @@ def trajectory_samples(cfg: Any, steps: list[dict[str, Any]]) -> list[dict[str, 
     T, N = rewards.shape
     dones = torch.zeros(T, N)
     dones[-1] = 1.0  # full horizon, no early reset: the episode ends at the last chunk step
-    if cfg.algorithm == "grpo":
+    if cfg.algorithm in ("grpo", "nft"):  # NFT takes GRPO's advantages (RLinf: adv_type grpo)
         adv_env = grpo_advantages(rewards.sum(0), cfg.group_size)
         adv, ret = adv_env.expand(T, N), adv_env.expand(T, N)
     else:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfmodel.schema.errors import ConfigError
-from perfmodel.schema.plan import Plan
+from perfmodel.schema.plan import GROUPED_ALGORITHMS, Plan
 
 ENV_MEMORY_GB_DEFAULT = 2.0  # one rendered LIBERO env process, when no profile says otherwise
 RAY_BASE_GB = 0.8  # Ray's head processes, measured 0.61 GB RSS (module docstring), rounded up
@@ -112,12 +112,15 @@ def check_plan_fits(plan: Plan, backbone: str, scale: str, env_memory_gb: float,
     if plan.version_granularity != "iteration":  # the driver publishes a version per iteration
         raise ConfigError("plan.version_granularity", f"the executor runs 'iteration' versions only (RLinf 0.3.0's: "
                           f"version = global step); got {plan.version_granularity!r}, a perfmodel reading")
-    chunk = with_denoising(get_backbone(backbone, scale), plan.denoising_steps, plan.action_horizon).action_chunk
     w = plan.workload
+    spec = get_backbone(backbone, scale)
+    if w.algorithm == "nft" and (not spec.has_action_expert or spec.parallel_decoding):
+        raise ConfigError("plan.workload.algorithm", f"nft trains a flow-matching action head; {backbone} has none")
+    chunk = with_denoising(get_backbone(backbone, scale), plan.denoising_steps, plan.action_horizon).action_chunk
     if w.num_action_chunks > chunk:
         raise ConfigError("plan.workload.num_action_chunks",
                           f"{backbone} generates chunks of {chunk} actions; must be <= {chunk}, got {w.num_action_chunks}")
-    if w.algorithm == "grpo":
+    if w.algorithm in GROUPED_ALGORITHMS:
         n = plan.placement.group_sizes[0]
         if n % w.group_size:
             raise ConfigError("plan.workload.group_size",

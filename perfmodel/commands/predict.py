@@ -207,7 +207,7 @@ def format_prediction(p: dict[str, Any]) -> str:
              else "actor and rollout share every GPU, training while rollout goes on" if p["allocation_ratio"] is None
              else f"rollout {p['rollout_gpus']} : actor {p['actor_gpus']} (ratio {p['allocation_ratio']})")
     rows = [
-        ("mode", p["mode"]),
+        ("mode", p["mode"] + (f", rollout {p['rollout']}" if "rollout" in p else "")),
         ("backbone", f"{p['backbone']} (profile {p['profile']})"),
         ("gpus", f"{p['gpus']}, {split}"),
         ("envs", f"{p['total_num_envs']} ({p['pipeline_stage_num']} pipeline stage(s))"),

@@ -263,7 +263,10 @@ def build_plan_noted(spec: SweepSpec, profile: Profile, c: Combo) -> tuple[Plan,
             raise ConfigError("plan.workload.total_num_envs",
                               f"{base.workload.total_num_envs} envs on {base.cluster.gpus} GPUs do not scale to {c.gpus} GPUs")
         disagg = MODE_TABLE[c.mode].disaggregated
-        plan = base.with_(mode=c.mode, allocation_ratio=(c.allocation_ratio or "1:1") if disagg else None,
+        # the config's rollout (the fork's per-env asynchronous one) carries to the synchronous
+        # modes; an asynchronous mode's is its own (train_async with it is rollout_async, swept too)
+        rollout = None if MODE_TABLE[c.mode].async_training else base.rollout
+        plan = base.with_(mode=c.mode, allocation_ratio=(c.allocation_ratio or "1:1") if disagg else None, rollout=rollout,
                           workload=base.workload.__class__(**{**base.workload.__dict__, "total_num_envs": int(envs)}),
                           cluster=base.cluster.__class__(**{**base.cluster.__dict__, "gpus": c.gpus}), **knobs)
     if spec.gpu is not None and spec.gpu != plan.cluster.gpu:

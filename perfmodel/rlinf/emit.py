@@ -28,9 +28,9 @@ def fragment(plan: Plan, backbone: str | None = None) -> dict[str, Any]:
     else:
         r = plan.rollout_gpus
         placement = {"env,rollout": _range(0, r - 1), "actor": _range(r, c.gpus - 1)}
-    algorithm: dict[str, Any] = {"adv_type": "gae" if w.algorithm == "ppo" else "grpo",
-                                 "loss_type": ("decoupled_actor_critic" if m.async_training else "actor_critic")
-                                 if w.algorithm == "ppo" else "actor",
+    loss = {"ppo": "decoupled_actor_critic" if m.async_training else "actor_critic",
+            "grpo": "actor", "nft": "embodied_nft"}[w.algorithm]
+    algorithm: dict[str, Any] = {"adv_type": "gae" if w.algorithm == "ppo" else "grpo", "loss_type": loss,
                                  "update_epoch": w.update_epoch, "group_size": w.group_size}
     # A synchronous plan pasted over an asynchronous config must switch RLinf's asynchronous PPO
     # and dynamic batching off, not leave them as they were.
@@ -56,6 +56,8 @@ def fragment(plan: Plan, backbone: str | None = None) -> dict[str, Any]:
                           "placement_strategy": plan.placement_strategy, "trained_part": plan.trained_part}
     if m.disaggregated:
         vl["allocation_ratio"] = plan.allocation_ratio
+    if plan.rollout is not None:
+        vl["rollout"] = plan.rollout  # the fork's per-env asynchronous rollout on colocated
     vl["b_max"] = plan.b_max  # dynamic batching (rollout_async, streamer); kept for the round trip
     vl["t_max_s"] = plan.t_max_s
     # RLinf's own switch for dynamic batching (0.3.0: 20 ms timeout, one worker's envs per batch)
@@ -94,6 +96,10 @@ def emit_yaml(plan: Plan, backbone: str | None = None, header: str | None = None
         lines.append(f"# warning: RLinf requires global_batch_size to be a multiple of micro_batch_size x actor GPUs "
                      f"({w.global_batch_size} / ({w.micro_batch_size} x {plan.actor_gpus}) is not whole) and will "
                      "refuse this fragment: change the ratio or the batch sizes.")
+    if m.dynamic_batching and not m.disaggregated:
+        lines.append("# note: dynamic batching on shared GPUs is the RL-VLA3 fork's per-env asynchronous rollout "
+                     "(env.per_env_async.enabled and rollout.per_env_async.enabled"
+                     + (", algorithm.pipeline_mode async" if m.async_training else "") + "), not stock RLinf's.")
     if m.async_training:
         lines.append("# note: asynchronous PPO and dynamic batching run with RLinf's asynchronous runner and workers "
                      "(AsyncPPOEmbodiedRunner), which your entry script chooses, not these keys.")

@@ -35,8 +35,19 @@ TIMEOUT_MS = "rollout.per_env_async.batch_timeout_ms"
 FLEX = "rollout.per_env_async.flex.enabled"
 STREAMING = "actor.streaming_mode"
 ACCUMULATE = "actor.gradient_accumulation_across_epochs"
+# The runner's loop (code/rlinf/runners/embodied_runner.py, run): "sync" (_run_sync: every rollout
+# epoch, then advantages, then training) or "async" (_run_async: each step syncs the weights once,
+# then runs env.interact, rollout.generate and actor.async_train_loop at once; the actor trains on
+# each rollout epoch's batch as it arrives and the step ends when both are done).
+PIPELINE_MODE = "algorithm.pipeline_mode"
+PIPELINE_MODES = ("sync", "async")
+# The flex workers' table (code/rlinf/workers/per_env_flex_plan.py): env rank r runs one env
+# manager per entry of MANAGERS[r] (that many envs stepping together), and ROUTES[r][s] lists the
+# rollout ranks that serve manager s of env rank r.
+MANAGERS = "env.per_env_async.flex.manager_batch_sizes_by_env_rank"
+ROUTES = "rollout.per_env_async.flex.rollout_ranks_by_env_rank_stage"
 # The fork's keys read here: the importer does not list them as unread asynchronous settings.
-READ = (ENV_ASYNC, ROLLOUT_ASYNC, MAX_BATCH, TIMEOUT_MS, FLEX, STREAMING, ACCUMULATE)
+READ = (ENV_ASYNC, ROLLOUT_ASYNC, MAX_BATCH, TIMEOUT_MS, FLEX, STREAMING, ACCUMULATE, PIPELINE_MODE)
 
 
 def embodied_path(config: Path) -> tuple[str, str | None]:
@@ -74,6 +85,10 @@ class ForkAsync:
     streamer: bool = False
     b_max: int | None = None  # in envs, the plan's unit
     t_max_s: float | None = None
+    # algorithm.pipeline_mode: async (the runner's _run_async: training beside the rollout)
+    pipeline_async: bool = False
+    # the flex table (env ranks, env managers per env rank, envs per manager): the config's pipe{P}
+    flex_table: tuple[int, int, int] | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -95,13 +110,23 @@ def read_fork(c: Any) -> ForkAsync:  # c: compose.Composed (which imports this m
         raise ConfigError(off, f"is off but {on} is on: the fork's per-env asynchronous pipeline needs both "
                                "(env workers step each env apart, the rollout batches their requests)")
     out.per_env_async = env_async and rollout_async
+    pipeline = c.get(PIPELINE_MODE, "sync")
+    if pipeline not in PIPELINE_MODES:
+        raise ConfigError(PIPELINE_MODE, f"must be one of {', '.join(PIPELINE_MODES)} (the fork's runner), got {pipeline!r}")
+    out.pipeline_async = pipeline == "async"
     streaming, accumulate = c.get_bool(STREAMING), c.get_bool(ACCUMULATE)
-    if streaming != accumulate:
-        raise ConfigError(ACCUMULATE if streaming else STREAMING,
-                          f"{STREAMING} is {streaming} but {ACCUMULATE} is {accumulate}: vlaperf models the fork's "
-                          "streamer, which sets both True (training on each micro-batch as it arrives, gradients "
-                          "accumulated across rollout epochs); either alone is not a vlaperf mode")
-    out.streamer = streaming and accumulate
+    # Streaming without accumulation is refused: vlaperf's streamer accumulates across epochs.
+    # Accumulation without streaming is the fork's own aa (async_train_loop_with_gradient_accumulation
+    # in code/rlinf/workers/actor/fsdp_actor_worker.py: each epoch's batch trained as it arrives, an
+    # optimizer step per global batch): asynchronous training, read with pipeline_mode below.
+    if streaming and not accumulate:
+        raise ConfigError(ACCUMULATE, f"{STREAMING} is True but {ACCUMULATE} is False: vlaperf models the fork's "
+                                      "streamer, which sets both True (training on each micro-batch as it arrives, "
+                                      "gradients accumulated across rollout epochs)")
+    out.streamer = streaming
+    if accumulate and not out.pipeline_async and not streaming:
+        out.notes.append(f"{ACCUMULATE}: True has no effect with {PIPELINE_MODE} sync (the fork's _run_sync trains "
+                         "after the whole rollout with run_training, which does not read it)")
     if out.streamer and not out.per_env_async:
         raise ConfigError(STREAMING, f"True without the per-env asynchronous rollout ({ENV_ASYNC}, {ROLLOUT_ASYNC}): "
                                      "vlaperf's streamer streams within the asynchronous rollout")
@@ -126,7 +151,33 @@ def read_fork(c: Any) -> ForkAsync:  # c: compose.Composed (which imports this m
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
             raise ConfigError(TIMEOUT_MS, f"must be a number of milliseconds > 0, got {t!r}")
         out.t_max_s = float(t) / 1000.0
+    if c.get_bool(FLEX):
+        out.flex_table = _flex_table(c)
     return out
+
+
+def _flex_table(c: Any) -> tuple[int, int, int] | None:
+    """(env ranks, env managers per env rank, envs per manager) from the flex table, checked to be vlaperf's layout: every env
+    rank the same managers of the same size, each served by the rollout rank of its own index
+    (one generator beside each env worker). None when the table is not given (the fork's default:
+    rollout.pipeline_stage_num managers per env rank)."""
+    managers = c.get(MANAGERS, None)
+    if managers is None:
+        return None
+    if (not isinstance(managers, list) or not managers
+            or not all(isinstance(r, list) and r and all(isinstance(x, int) and not isinstance(x, bool) and x > 0
+                                                         for x in r) for r in managers)):
+        raise ConfigError(MANAGERS, f"must list, per env rank, the env managers' sizes (integers > 0), got {managers!r}")
+    if any(r != managers[0] for r in managers) or len(set(managers[0])) != 1:
+        raise ConfigError(MANAGERS, f"{managers!r}: env managers of different sizes or counts per env rank are not "
+                                    "modelled (vlaperf's env workers are identical, their groups of one size)")
+    routes = c.get(ROUTES, None)
+    if routes is not None:
+        own = [[[rank] for _ in managers[rank]] for rank in range(len(managers))]
+        if routes != own:
+            raise ConfigError(ROUTES, f"{routes!r}: vlaperf models each env rank's managers served by the rollout "
+                                      f"rank of the same index ({own!r}), one generator beside each env worker")
+    return len(managers), len(managers[0]), managers[0][0]
 
 
 def hybrid_placement(actor: list[int], env: list[int], rollout: list[int]) -> str | None:
@@ -138,3 +189,19 @@ def hybrid_placement(actor: list[int], env: list[int], rollout: list[int]) -> st
                 "one env worker beside each generator, with the actor on the same GPUs (colocated, the fork's col) "
                 "or on GPUs of its own (disaggregated modes)")
     return None
+
+
+def col_reading(fork: ForkAsync) -> str:
+    """How a colocated (``col``) config with the fork's per-env asynchronous rollout is costed:
+    its ``as`` (pipeline_mode sync) or ``aa`` (async), each with the code it follows."""
+    rollout = ("the per-env asynchronous rollout (env managers step on their own, code/rlinf/workers/env/per_env_async/; "
+               "each rollout rank batches its env ranks' requests up to max_batch_size or batch_timeout_ms, "
+               "code/rlinf/workers/rollout/hf/flexible_per_env_async_rollout_worker.py) is rollout_async's dynamic "
+               "batching (b_max, t_max_s) on the shared GPUs")
+    if fork.pipeline_async:
+        return (f"{PIPELINE_MODE}: async with actor and rollout on every GPU (the fork's col_aa): costed as "
+                f"rollout_async on shared GPUs (allocation_ratio null), staleness 0: {rollout}; the runner's _run_async "
+                "syncs the weights once a step and the actor trains each rollout epoch's batch as it arrives, an "
+                f"optimizer step per global batch ({ACCUMULATE}), taking the GPUs in turn with inference")
+    return (f"{PIPELINE_MODE}: sync with actor and rollout on every GPU (the fork's col_as): costed as colocated with "
+            f"rollout per_env_async: {rollout}; training waits for the whole rollout (_run_sync)")

@@ -16,11 +16,12 @@ from typing import Any
 
 from perfmodel.rlinf.compose import Composed, compose
 from perfmodel.rlinf.fork import READ as FORK_READ
-from perfmodel.rlinf.fork import ROLLOUT_ASYNC, hybrid_placement, read_fork
+from perfmodel.rlinf.fork import (MANAGERS, PIPELINE_MODE, ROLLOUT_ASYNC, STREAMING, col_reading, hybrid_placement,
+                                  read_fork)
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.hardware import GPU_NAMES
 from perfmodel.schema.modes import MODE_TABLE, MODES
-from perfmodel.schema.plan import DEFAULT_T_MAX_S, MAX_FIELD, MAX_GPUS, Plan
+from perfmodel.schema.plan import DEFAULT_T_MAX_S, GROUPED_ALGORITHMS, MAX_FIELD, MAX_GPUS, Plan
 
 COMPONENTS = ("actor", "env", "rollout")
 # what a config whose own mode vlaperf cannot name asks of the user (predict: one mode; sweep and
@@ -38,11 +39,27 @@ class UnnamedModeError(ConfigError):
 # vlaperf's own block: what RLinf's schema cannot say (the RL-VLA3 fork's dynamic batching and
 # streaming, the accelerator). RLinf ignores a top-level key it does not read.
 VLAPERF_KEYS = ("mode", "b_max", "t_max_s", "gpu", "profile", "placement_strategy", "allocation_ratio", "trained_part",
+                "rollout",
                 # the node (perfmodel/schema/node.py): an RLinf config names nodes, not their shape
                 "cpu_cores_per_node", "gpus_per_node", "inter_node_bw_GBps", "node_ram_gb")
 # (algorithm.adv_type, algorithm.loss_type) -> the workload's algorithm.
 ALGORITHMS = {("gae", "actor_critic"): "ppo", ("gae", "decoupled_actor_critic"): "ppo",
-              ("grpo", "actor"): "grpo", ("grpo", "decoupled_actor"): "grpo"}
+              ("grpo", "actor"): "grpo", ("grpo", "decoupled_actor"): "grpo",
+              # RLinf's NFT (workers/actor/fsdp_nft_policy_worker.py): GRPO's rollout, groups and
+              # batches, another loss and training pass (perfmodel.backbones.Backbone.nft_train_flops)
+              ("grpo", "embodied_nft"): "nft"}
+# What each refused algorithm runs per iteration (rlinf 0.3.0), and why vlaperf does not cost it.
+UNMODELLED_ALGORITHMS = {
+    "embodied_sac": "DSRL (SAC on the frozen VLA's noise, workers/actor/fsdp_sac_policy_worker.py) takes update_epoch "
+                    "gradient steps an iteration on batches drawn from a replay buffer (TrajectoryReplayBuffer), "
+                    "not the iteration's samples in global batches; vlaperf's trainer has no replay buffer",
+    "embodied_dagger": "DAgger labels the student's samples with an expert model's inference in the rollout worker "
+                       "(workers/rollout/hf/huggingface_worker.py expert_model) and trains by imitation from a replay "
+                       "buffer (workers/actor/fsdp_dagger_policy_worker.py); vlaperf costs neither",
+    "opd": "on-policy distillation (a teacher model's inference on every student sample) is not in rlinf 0.3.0, "
+           "the package index's (its advantages: gae, grpo, grpo_dynamic, reinpp, raw), so its cost cannot be read "
+           "from RLinf's code; vlaperf does not cost a second model",
+}
 # RLinf model types -> bundled profiles. RLinf's model/gr00t.yaml is GR00T N1.5 (n1d6, n1d7 have
 # their own model types); gr00t_n1d7 has no published shapes here.
 # dexbotic_pi: Dexbotic's pi0 (RLinf model/dexbotic_pi.yaml: two images, flow matching, an action
@@ -263,11 +280,16 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     adv, loss = c.get("algorithm.adv_type", "gae"), c.get("algorithm.loss_type", "actor_critic")
     algo = ALGORITHMS.get((adv, loss)) if isinstance(adv, str) and isinstance(loss, str) else None
     if algo is None:
-        raise ConfigError("algorithm.loss_type", f"adv_type {adv} with loss_type {loss} is not modelled (vlaperf models "
-                                                 "PPO: gae + actor_critic / decoupled_actor_critic, and GRPO: grpo + actor)")
+        why = UNMODELLED_ALGORITHMS.get(loss) if isinstance(loss, str) else None
+        raise ConfigError("algorithm.loss_type", f"adv_type {adv} with loss_type {loss} is not modelled"
+                                                 + (f": {why}" if why else "")
+                                                 + " (vlaperf models PPO: gae + actor_critic / decoupled_actor_critic, "
+                                                 "GRPO: grpo + actor, NFT: grpo + embodied_nft)")
+    if algo == "nft":
+        _nft_notes(c, backbone, warnings)
     # checked whatever the algorithm: a group size of 0 is wrong in any config, and PPO ignores one
     group_size = _int(c, "algorithm.group_size", 1, most=MAX_FIELD["group_size"])
-    if algo != "grpo":
+    if algo not in GROUPED_ALGORITHMS:
         if group_size != 1:
             warnings.append(f"algorithm.group_size: {group_size} has no effect with PPO (adv_type {adv}); "
                             "only GRPO samples groups")
@@ -318,12 +340,18 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     want = mode or block.get("mode")
     if want is not None and want not in MODES:
         raise ConfigError("--mode" if mode else "vlaperf.mode", f"must be one of {', '.join(MODES)}; got {want!r}")
+    fork_col = shared and fork.per_env_async  # the fork's col_as / col_aa (perfmodel/rlinf/fork.py)
     if want is None:
-        if derived == "colocated" and fork.per_env_async:
-            raise UnnamedModeError(ROLLOUT_ASYNC, "the fork's per-env asynchronous rollout with actor and rollout on the "
-                                                  "same GPUs (col placement) is not a vlaperf mode (its asynchronous "
-                                                  "modes need disjoint rollout and actor GPUs); " + PASS_MODE,
-                                   disaggregated=False)
+        if fork_col and fork.streamer:
+            raise UnnamedModeError(STREAMING, "True with actor and rollout on the same GPUs (col placement): the fork's "
+                                              "streamer on shared GPUs is not a vlaperf mode (vlaperf's streamer "
+                                              "trains on GPUs of its own); " + PASS_MODE, disaggregated=False)
+        if shared and fork.pipeline_async and not fork.per_env_async:
+            raise UnnamedModeError(PIPELINE_MODE, "async without the per-env asynchronous rollout "
+                                                  f"({ROLLOUT_ASYNC}) is not a configuration of the fork's that vlaperf "
+                                                  "models; " + PASS_MODE, disaggregated=False)
+        if fork_col:
+            derived = "rollout_async" if fork.pipeline_async else "colocated"
         if streaming:
             raise UnnamedModeError(TRAINING_PIPELINE, "RLinf's streaming inside its synchronous runner (micro-batches "
                                                       "per env worker and rollout epoch) is not a vlaperf mode "
@@ -339,6 +367,15 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
         if shared and staleness is not None:
             derived = "train_async"  # RLinf's asynchronous PPO on the GPUs it shares (SHARED_ASYNC_NOTE)
         want = "streamer" if fork.streamer and derived == "rollout_async" else derived
+    if fork_col and want == "rollout_async" and "allocation_ratio" not in block:
+        # the fork's _run_async: a step's rollout starts from the weights its previous step trained
+        if staleness is not None and staleness != 0:
+            warnings.append(f"algorithm.staleness_threshold: {staleness} has no effect in the fork's "
+                            f"{PIPELINE_MODE} async runner, which syncs the weights at every step: costed with "
+                            "staleness 0")
+        staleness = 0
+    if fork_col and want in ("colocated", "rollout_async") and mode is None:
+        warnings.append(col_reading(fork))
     if shared and staleness is not None and want == "train_async" and "allocation_ratio" not in block:
         shared_async = True  # the config's own mode, named or not: its placement kept
         if ratio is None:  # with --ratio its note comes last (below), after the config's own
@@ -411,6 +448,16 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
         "algorithm": algo,
     }
 
+    if fork.flex_table is not None and fork.per_env_async:
+        ranks, per, size = fork.flex_table
+        if ranks != len(env) or ranks * per * size != workload["total_num_envs"]:
+            raise ConfigError(MANAGERS, f"{ranks} env ranks x {per} managers x {size} envs do not make "
+                                        f"env.train.total_num_envs {workload['total_num_envs']} on {len(env)} env GPUs")
+        if per != stages:
+            warnings.append(f"rollout.pipeline_stage_num: {stages} is not read by the fork's flex workers; "
+                            f"pipeline_stage_num {per} ({MANAGERS}: {per} env managers per env rank)")
+            stages = per
+
     # Model, training and memory settings.
     trained = "full"
     mt = c.get("actor.model.model_type", None)
@@ -474,6 +521,8 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
         "enable_offload": offload,
         **shape,
     }
+    if fork.per_env_async and not MODE_TABLE[want].async_training:
+        plan["rollout"] = "per_env_async"  # the fork's as: dynamic batching beside synchronous training
     if "allocation_ratio" in block and not isinstance(block["allocation_ratio"], str):
         raise ConfigError("vlaperf.allocation_ratio", "must be a quoted string like '3:1' (YAML reads an unquoted 3:1 "
                                                       f"as the base-60 number 181), got {block['allocation_ratio']!r}")
@@ -492,7 +541,7 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     if fork.t_max_s is not None:
         plan["t_max_s"] = fork.t_max_s
     warnings.extend(fork.notes)
-    for k in ("b_max", "t_max_s", "placement_strategy", "trained_part"):
+    for k in ("b_max", "t_max_s", "placement_strategy", "trained_part", "rollout"):
         if k in block:
             plan[k] = block[k]
     if MODE_TABLE[want].disaggregated and "placement_strategy" not in block:
@@ -513,6 +562,28 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
         raise ConfigError(_rlinf_key(e.field, block), f"{e.message} (from {c.source})") from None
     c.check_near_misses()
     return Imported(p, profile.backbone, c.source, warnings, total, assumed_note(p.cluster, node_given))
+
+
+def _nft_notes(c: Composed, backbone: str, warnings: list[str]) -> None:
+    """NFT trains a flow-matching action head (one velocity evaluation per sample): a backbone
+    without one is refused; what the training pass is costed as is said."""
+    from perfmodel.backbones import BACKBONES
+
+    spec = BACKBONES.get(backbone)
+    if spec is None or not spec.has_action_expert or spec.parallel_decoding:
+        raise ConfigError("algorithm.loss_type", f"embodied_nft trains a flow-matching action head; backbone {backbone} "
+                                                 "has none in vlaperf (NFT is costed for pi0, pi0.5 and GR00T)")
+    recompute = c.get("algorithm.nft_xcur_source", "rollout") == "resample" or c.get_bool("algorithm.recompute_v", False)
+    warnings.append("algorithm.loss_type: embodied_nft costed as GRPO's pipeline (rollout, groups, global batches, "
+                    "update_epoch) with NFT's training pass: per sample one velocity evaluation at one timestep "
+                    "(prefix forward, one action-head step, backward of the trained part) and its forward again "
+                    "without grad for v_old"
+                    + ("" if recompute else " (costed though this config does not recompute v_old: nft_xcur_source "
+                                            "rollout and recompute_v False; the costs are an upper bound)"))
+    tau = c.get("algorithm.nft_tau", 1.0)
+    if (min(float(t) for t in tau[:2]) if isinstance(tau, list) else float(tau)) < 1.0:
+        warnings.append(f"algorithm.nft_tau: {tau} keeps an EMA rollout model: its soft update and the v_old model "
+                        "built each iteration are not costed")
 
 
 def _policy_shape(c: Composed, backbone: str, warnings: list[str]) -> dict[str, int]:

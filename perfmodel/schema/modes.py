@@ -24,6 +24,9 @@ mode's name or position.
   batch at a time as samples arrive; otherwise the actor waits for the whole rollout.
 - dynamic_batching: envs step on their own and inference requests queue until ``b_max`` wait
   or ``t_max_s`` passes; otherwise a worker's envs step in lock-step, one call per env group.
+  A synchronous mode may add it with the plan's ``rollout: per_env_async`` (the RL-VLA3 fork's
+  ``col_as`` configs: colocated, per-env asynchronous rollout, synchronous training); its row
+  then reads "dynamic_batching: yes" (``Plan.mechanisms``, ``Mode.with_rollout``).
 - streaming: the first pass over a global batch starts per micro-batch as samples arrive.
 """
 
@@ -61,6 +64,11 @@ class Mode:
         """This mode's row with actor and rollout on the same GPUs (``SHARED_GPU_MODES``)."""
         return replace(self, disaggregated=False)
 
+    def with_rollout(self, rollout: str) -> "Mode":
+        """This mode's row with the plan's rollout (``ROLLOUTS``): ``per_env_async`` is dynamic
+        batching, the same mechanism whichever placement and training it runs beside."""
+        return replace(self, dynamic_batching=rollout == "per_env_async")
+
     def ignores(self, knob: str) -> str | None:
         """Why this mode ignores the plan field ``knob`` (one of KNOB_MECHANISM), or None if it reads it."""
         mechanism, why = KNOB_MECHANISM[knob]
@@ -85,9 +93,16 @@ MODE_TABLE: dict[str, Mode] = {m.name: m for m in (
 MODES: tuple[str, ...] = tuple(MODE_TABLE)
 # Modes whose plan may put actor and rollout on the same GPUs (allocation_ratio null): colocated
 # always; train_async as RLinf's asynchronous PPO does with ``actor,env,rollout: all`` (its
-# LIBERO *_async_ppo_* configs). Dynamic batching and streaming (the RL-VLA3 fork's) run on
-# disjoint GPUs in every config and run vlaperf knows of, so they are not offered shared.
-SHARED_GPU_MODES: tuple[str, ...] = ("colocated", "train_async")
+# LIBERO *_async_ppo_* configs); rollout_async as the RL-VLA3 fork's ``libero_col_aa_*`` configs
+# do (per-env asynchronous rollout, training beside it on the same GPUs). Streaming runs on
+# disjoint GPUs in every config and run vlaperf knows of, so it is not offered shared.
+SHARED_GPU_MODES: tuple[str, ...] = ("colocated", "train_async", "rollout_async")
+# Which rollout a plan runs (``plan.rollout``): ``lockstep`` (a worker's envs step together, one
+# inference call per env group) or ``per_env_async`` (envs step on their own, requests batched
+# by b_max / t_max_s: the mode table's dynamic_batching). rollout_async and streamer run only the
+# second; colocated and disaggregated run either (the RL-VLA3 fork's ``as``: asynchronous rollout,
+# synchronous training); train_async with it is rollout_async.
+ROLLOUTS: tuple[str, ...] = ("lockstep", "per_env_async")
 
 
 def mode(name: str) -> Mode:

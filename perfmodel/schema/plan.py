@@ -17,11 +17,14 @@ from typing import Any
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.jsonio import Fields, check_int, load_json
 from perfmodel.schema.hardware import DEFAULT_GPU, GPU_NAMES
-from perfmodel.schema.modes import MODE_TABLE, MODES, SHARED_GPU_MODES, Mode
+from perfmodel.schema.modes import MODE_TABLE, MODES, ROLLOUTS, SHARED_GPU_MODES, Mode
 from perfmodel.schema.placement import Placement, env_cores_of, placement_of
 from perfmodel.schema.rules import whole_global_batch
 
-ALGORITHMS = ("ppo", "grpo")
+# nft: RLinf's embodied NFT (adv_type grpo, loss_type embodied_nft): GRPO's pipeline and groups,
+# another loss, whose training pass perfmodel.costs costs by its own FLOPs.
+ALGORITHMS = ("ppo", "grpo", "nft")
+GROUPED_ALGORITHMS = ("grpo", "nft")
 # How the system runs (issue 13): plan fields whose defaults reproduce the published setup.
 # RLinf scheduler/placement/packed.py: contiguous global GPU ranges, a node filled before the
 # next; "split" divides every node by the allocation ratio.
@@ -135,8 +138,8 @@ class Workload:
                 f"{path}.total_num_envs",
                 f"must be a multiple of group_size ({self.group_size}), got {self.total_num_envs}",
             )
-        if self.algorithm == "grpo" and self.group_size < 2:
-            raise ConfigError(f"{path}.group_size", f"must be >= 2 for grpo, got {self.group_size}")
+        if self.algorithm in GROUPED_ALGORITHMS and self.group_size < 2:
+            raise ConfigError(f"{path}.group_size", f"must be >= 2 for {self.algorithm}, got {self.group_size}")
 
 
 # The published setup (RL-VLA3 fork of RLinf, LIBERO): its example config is Workload's defaults
@@ -312,15 +315,27 @@ class Plan:
     # and training slopes by the FLOP ratio (perfmodel.costs.StageCosts).
     denoising_steps: int | None = None
     action_horizon: int | None = None
+    # Which rollout (perfmodel.schema.modes.ROLLOUTS): None is the mode's own (per_env_async for
+    # rollout_async and streamer, lockstep otherwise); per_env_async adds dynamic batching to a
+    # synchronous mode (the RL-VLA3 fork's col_as configs).
+    rollout: str | None = None
+
+    @property
+    def rollout_kind(self) -> str:
+        """The rollout this plan runs: ``plan.rollout``, or the mode's own."""
+        if self.rollout is not None:
+            return self.rollout
+        return "per_env_async" if MODE_TABLE[self.mode].dynamic_batching else "lockstep"
 
     @cached_property
     def mechanisms(self) -> Mode:
         """This plan's row of the mode table (perfmodel.schema.modes); a mode that may share its
-        GPUs (``SHARED_GPU_MODES``) with no rollout:actor split reads "disaggregated: no"."""
+        GPUs (``SHARED_GPU_MODES``) with no rollout:actor split reads "disaggregated: no"; the
+        plan's rollout says whether it has dynamic batching (``Mode.with_rollout``)."""
         row = MODE_TABLE[self.mode]
         if row.disaggregated and self.allocation_ratio is None and self.mode in SHARED_GPU_MODES:
-            return row.on_shared_gpus()
-        return row
+            row = row.on_shared_gpus()
+        return row if self.rollout is None else row.with_rollout(self.rollout)
 
     @property
     def rollout_gpus(self) -> int:
@@ -415,11 +430,25 @@ class Plan:
                 raise ConfigError(f"{path}.{name}", f"must be one of {', '.join(allowed)}; got {getattr(self, name)!r}")
         if not isinstance(self.enable_offload, bool):
             raise ConfigError(f"{path}.enable_offload", f"must be true or false, got {self.enable_offload!r}")
+        self._check_rollout(path)
         m = self.mechanisms
         if self.enable_offload and m.trains_beside_rollout:
             raise ConfigError(f"{path}.enable_offload", f"must be false for {self.mode} with actor and rollout on the "
                                                         "same GPUs (allocation_ratio null): they run at the same time, "
                                                         "so both models stay resident (no phases to offload between)")
+
+    def _check_rollout(self, path: str) -> None:
+        if self.rollout is None:
+            return
+        if self.rollout not in ROLLOUTS:
+            raise ConfigError(f"{path}.rollout", f"must be one of {', '.join(ROLLOUTS)} or null; got {self.rollout!r}")
+        row = MODE_TABLE[self.mode]
+        if row.dynamic_batching and self.rollout != "per_env_async":
+            raise ConfigError(f"{path}.rollout", f"must be per_env_async (or null) for {self.mode}: its rollout "
+                                                 f"batches inference dynamically; got {self.rollout!r}")
+        if row.async_training and not row.dynamic_batching and self.rollout == "per_env_async":
+            raise ConfigError(f"{path}.rollout", f"per_env_async with {self.mode} is mode rollout_async (asynchronous "
+                                                 "training with the per-env asynchronous rollout): name that mode")
 
     def _check_env_cores(self, path: str) -> None:
         """Every env worker needs at least one CPU core of its node: fewer cores than the env
@@ -475,6 +504,7 @@ class Plan:
             trained_part=f.str("trained_part", "action_expert", choices=TRAINED_PARTS),
             enable_offload=f.bool("enable_offload", False),
             version_granularity=f.str("version_granularity", "iteration", choices=VERSION_GRANULARITIES),
+            rollout=f.str("rollout", None, choices=ROLLOUTS) if f.any("rollout", None) is not None else None,
             **shape,
         )
         f.done()
@@ -511,7 +541,7 @@ class Plan:
             "enable_offload": d["enable_offload"],
             # only when not the default, so plans written before the field read back the same
             **({"version_granularity": d["version_granularity"]} if d["version_granularity"] != "iteration" else {}),
-            **{k: d[k] for k in ("denoising_steps", "action_horizon") if d[k] is not None},
+            **{k: d[k] for k in ("denoising_steps", "action_horizon", "rollout") if d[k] is not None},
             "profile": d["profile"],
             "workload": d["workload"],
             "cluster": d["cluster"],
