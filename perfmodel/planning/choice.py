@@ -20,7 +20,8 @@ from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.modes import MODE_TABLE
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Profile
-from perfmodel.planning.sweep import SweepSpec, leader, run_sweep, ties, waiting_limited
+from perfmodel.planning.sweep import (RLINF_REFUSES, SweepSpec, best_of, leader, run_sweep, runner_up_margin, simplest_within_model_error,  # noqa: F401
+                                      ties, waiting_limited)
 
 from perfmodel.planning import OBJECTIVES  # noqa: E402,F401 - one list, re-exported
 TOP_CANDIDATES = 5  # rows of the plan table (the runner-up and colocated are added when below them)
@@ -65,26 +66,9 @@ def candidates(rows: list[dict[str, Any]], gpus: int, objective: str,
     if not ranked:
         return ranked
     # A tie (within TIE_REL on the objective's measures) goes to the earliest row of the sweep,
-    # as in the sweep's own summary, not to the float rounding.
-    lead = leader(ranked, ("throughput_env_steps_per_s",) if objective == "throughput"
-                  else ("env_steps_per_gpu_hour", "throughput_env_steps_per_s"))
-    lead = simplest_within_model_error(lead, ranked, objective)
+    # not to the float rounding; the sweep's best per GPU count follows the same rule (best_of).
+    lead = best_of(ranked, objective)
     return [lead] + [r for r in ranked if r is not lead]
-
-
-def simplest_within_model_error(lead: dict[str, Any], ranked: list[dict[str, Any]], objective: str) -> dict[str, Any]:
-    """The best row of the simplest mode (``MODES`` order: fewer mechanisms, stock RLinf before
-    the fork) whose gap to ``lead`` on the objective's measure is within the model's residual
-    error (``runner_up_margin``: not resolvable), else ``lead``: the model cannot say the more
-    complex mode is faster, and the simpler one changes less (issue 32)."""
-    from perfmodel.schema.modes import MODES
-
-    for mode in MODES[:MODES.index(lead["mode"])]:
-        first = next((r for r in ranked if r["mode"] == mode), None)
-        m = runner_up_margin(lead, first, objective) if first is not None else None
-        if m is not None and m["model_error_pct"] is not None and not m["resolvable"]:
-            return first
-    return lead
 
 
 def check_target(objective: str, target: tuple[float, float] | None) -> None:
@@ -124,6 +108,12 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
             raise ConfigError("--within-hours", f"no plan on at most {gpus} GPUs reaches {target[0]:g} env steps in "
                                                 f"{target[1]:g} h; the fastest, {_describe(fastest)}, needs "
                                                 f"{hours_to(fastest, target[0]):.1f} h")
+    refused = [r for r in doc["rows"] if r.get("reason_kind") == RLINF_REFUSES and _budget_ok(r, gpus, objective)]
+    if not cands and refused:  # name the key to change, as RLinf would
+        key, _, why = refused[0]["reason"].partition(": ")
+        raise ConfigError(key, f"{why} (no plan {'at' if objective == 'throughput' else 'at or below'} {gpus} GPUs "
+                               f"runs in RLinf as written: {len(refused)} refused for their batch split, "
+                               f"{sum(r['status'] != 'ok' for r in doc['rows']) - len(refused)} infeasible otherwise)")
     if not cands:
         swept = sorted({r["gpus"] for r in doc["rows"]})
         what = f"at {gpus} GPUs" if objective == "throughput" else f"at or below {gpus} GPUs"
@@ -320,27 +310,6 @@ def per_objective(iv: dict[str, Any] | None, best: dict[str, Any], other: dict[s
     if out["resolved"] is not None:
         out["resolved"] = bool(out["low"] > 1.0 or out["high"] < 1.0)
     return out
-
-
-def runner_up_margin(best: dict[str, Any], runner: dict[str, Any], objective: str = "throughput") -> dict[str, Any]:
-    """How far the runner-up is from the best on the objective's measure (throughput, or env
-    steps per GPU-hour for cost and time), against the model's residual error at the calibrated
-    points (the interval's ``model_pct`` term, one sd): a gap below it is not resolved by the
-    model; a tie (within TIE_REL) leaves the choice to the sweep order."""
-    from perfmodel.calibration.uncertainty import Z
-
-    key = "throughput_env_steps_per_s" if objective == "throughput" else "env_steps_per_gpu_hour"
-    gap = abs(math.log(runner[key] / best[key]))
-    iv = (best.get("prediction") or {}).get("throughput_interval") or {}
-    model = (iv.get("components_pct") or {}).get("model_pct")
-    sd = model / (100 * Z) if model else None
-    # cost and time: a tie on env steps per GPU-hour is decided by throughput (leader), so it is
-    # a tie only when both are the same
-    tie = ties(best[key], runner[key]) and ties(best["throughput_env_steps_per_s"], runner["throughput_env_steps_per_s"])
-    return {"measure": "throughput" if objective == "throughput" else "env steps per GPU-hour",
-            "gap_pct": 100 * math.expm1(gap), "tie": tie,
-            "model_error_pct": None if sd is None else 100 * sd,
-            "resolvable": not tie and (sd is None or gap >= sd)}
 
 
 def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict[str, Any] | None,
