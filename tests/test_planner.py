@@ -306,7 +306,8 @@ def test_plan_from_a_sweep_file_finds_and_checks_its_profile(tmp_path, scenario_
     other = tmp_path / "elsewhere"
     other.mkdir()
     r = run_cli("plan", "--sweep", str(sweep), "--gpus", "8", "--details", str(via), cwd=other)
-    assert r.returncode == 0 and "note:" not in r.stderr, r.stderr
+    # (the one note: the chosen plan's micro-batch lowered so that RLinf accepts its split)
+    assert r.returncode == 0 and [ln for ln in r.stderr.splitlines() if "micro_batch_size" not in ln] == [], r.stderr
     # the scenario profile has no calibration uncertainty: the ratios say why, but it was found and checked
     assert json.loads(via.read_text())["ratio_unavailable"] is None
     best = max((x for x in doc["rows"] if x["status"] == "ok"), key=lambda x: x["throughput_env_steps_per_s"])
@@ -354,13 +355,15 @@ def test_a_plan_far_below_its_bound_says_waiting_limits_it(tmp_path):
     assert r.returncode == 0 and "below that bound" not in r.stdout, r.stderr
 
 
-def test_a_batch_split_rlinf_refuses_is_said_everywhere_it_is_costed(tmp_path):
+def test_a_batch_split_rlinf_refuses_is_said_by_predict_and_never_ranked(tmp_path):
     """RLinf asserts global_batch_size % (micro_batch_size x actor GPUs) == 0: the published
-    1024 / 128 fails on 16 actor GPUs. predict warns with what it costs instead, plan warns
-    about its chosen plan, and sweep counts the rows; a whole split gives no such warning."""
+    1024 / 128 fails on 16 actor GPUs. predict warns with what it costs instead; plan and sweep
+    rank only plans RLinf runs as emitted (issue 41): the micro-batch lowered to the share (the
+    same cost), or the row refused and counted where no micro-batch splits the batch (12, 24 actors)."""
     from perfmodel.calibration.reference import published_plan
     from perfmodel.costs import StageCosts
     from perfmodel.schema.profile import load_profile
+    from perfmodel.schema.rules import batch_split_is_whole
 
     pi05 = load_profile("pi05")
     at32 = StageCosts(published_plan(pi05, "rollout_async", 32, "1:1"), pi05).warnings
@@ -369,11 +372,24 @@ def test_a_batch_split_rlinf_refuses_is_said_everywhere_it_is_costed(tmp_path):
     assert not any("global_batch_size" in w for w in StageCosts(published_plan(pi05, "rollout_async", 16, "1:1"),
                                                                  pi05).warnings)
     r = run_cli("plan", "--gpus", "32", "--modes", "rollout_async", "--ratios", "1:1", "--quiet", "--json")
-    assert r.returncode == 0 and "warning: chosen plan: workload.global_batch_size: 1024" in r.stderr
+    assert r.returncode == 0 and "RLinf refuses" not in r.stderr, r.stderr
+    assert "note: chosen plan: micro_batch_size 128 -> 64: global batch 1024 splits whole over 16" in r.stderr
     summary = json.loads(r.stdout)
     assert "scaling_efficiency" not in summary["best"]  # one GPU count swept: 1 by definition, not shown
-    r = run_cli("sweep", "--gpus", "16,32", "--modes", "rollout_async", "--ratios", "1:1", "--quiet", "--no-interval")
-    assert r.returncode == 0 and "warning: 1 row(s) split workload.global_batch_size unevenly" in r.stdout
+    assert summary["plan"]["workload"]["micro_batch_size"] == 64
+    assert not any("global_batch_size" in w for w in summary["best"]["prediction"]["warnings"])
+    out = tmp_path / "s.json"
+    r = run_cli("sweep", "--gpus", "16,32", "--modes", "rollout_async", "--ratios", "1:1,1:3", "--quiet",
+                "--no-interval", "-o", str(out))
+    assert r.returncode == 0 and "unevenly" not in r.stdout
+    assert "note: 1 row(s) run a smaller micro_batch_size" in r.stdout  # 1:1 on 32 GPUs
+    assert "2 RLinf refuses the batch split" in r.stdout  # 1:3: 1024 over 12 and over 24 actor GPUs
+    rows = json.loads(out.read_text())["rows"]
+    ok = [x for x in rows if x["status"] == "ok"]
+    assert len(ok) == 2 and all(batch_split_is_whole(x["plan"]["workload"]["global_batch_size"], x["actor_gpus"],
+                                                     x["plan"]["workload"]["micro_batch_size"]) for x in ok)
+    refused = [x for x in rows if x["status"] != "ok"]
+    assert [x["reason"].split(":")[0] for x in refused] == ["actor.global_batch_size"] * 2
 
 
 def test_the_sweep_marks_a_plan_limited_by_waiting():
