@@ -523,3 +523,35 @@ def test_within_model_error_the_simpler_mode_is_chosen():
     # without a model-error estimate (no intervals) only a tie goes to the simpler mode
     bare = [{**r, "prediction": {}} for r in near]
     assert candidates(bare, 32, "throughput")[0]["mode"] == "rollout_async"
+
+
+@pytest.mark.parametrize("gpus,config,lists", [
+    (32, None, {}), (64, None, {}),
+    # an RLinf config: its envs per GPU searched (8, 16, 32, 48); two modes and splits keep it cheap
+    (32, "examples/rlinf/libero_10_ppo_openpi_pi05.yaml", {"modes": "colocated,rollout_async", "ratios": "1:1,3:1"})])
+def test_plan_and_sweep_search_the_same_space_and_name_the_same_best(gpus, config, lists):
+    """Issue 41: for the same inputs, plan and sweep search the same combinations (the workload
+    axes too: plan used to search envs per GPU alone) and name the same best plan, by one rule
+    (planning.sweep.best_of); both say what they searched."""
+    from perfmodel.commands.plan import format_plan, plan
+    from perfmodel.commands.sweep import sweep
+    from perfmodel.planning.choice import SEARCHED
+    from perfmodel.planning.sweep import format_table
+
+    def quiet(line: str) -> None:
+        pass
+
+    answer = plan(gpus, rlinf_config=config, say=quiet, jobs=1, **lists)
+    doc = sweep(str(gpus), rlinf_config=config, say=quiet, jobs=1, **lists)
+    assert answer.summary["searched"] == {k: doc["spec"][k] for k in SEARCHED}
+    (best,) = doc["summary"]["best_per_gpus"]
+    assert answer.choice["best"]["plan"] == doc["rows"][best["index"]]["plan"]
+    assert answer.choice["best"]["throughput_env_steps_per_s"] == best["throughput_env_steps_per_s"]
+    assert answer.choice["candidates"] == doc["summary"]["feasible"]
+    said = [ln for ln in format_plan(answer.summary).splitlines() if ln.startswith("Searched envs per GPU")]
+    noted = [ln for ln in format_table(doc).splitlines() if ln.startswith("note: searched envs per GPU")]
+    assert (len(said), len(noted)) == ((1, 1) if config else (0, 0))
+    from perfmodel.costs import batch_split_warning
+
+    assert batch_split_warning(answer.plan) is None  # #1 is a plan RLinf runs as emitted
+    assert not [w for w in answer.choice["best"]["prediction"]["warnings"] if "RLinf refuses" in w]

@@ -388,7 +388,7 @@ def _percent_interval(iv: dict[str, Any]) -> str:
 def plan_lines(summary: dict[str, Any]) -> list[str]:
     """The short lines under the table: why #1 wins, what it needs, what was not feasible."""
     from perfmodel.costs import batch_split_warning
-    from perfmodel.planning.sweep import waiting_limited
+    from perfmodel.planning.sweep import waiting_limited, workload_searched
     from perfmodel.planning.choice import structural_note
 
     best, runner = summary["best"], summary.get("runner_up")
@@ -463,6 +463,10 @@ def plan_lines(summary: dict[str, Any]) -> list[str]:
                      "or other batch sizes")
     if needs:
         lines.append("#1 needs: " + "; ".join(needs) + ".")
+    searched = workload_searched(summary.get("searched") or {})
+    if searched:
+        lines.append(f"Searched {searched}, as perfmodel sweep does (--envs-per-gpu, --micro-batch-sizes, "
+                     "--staleness set them).")
     reasons = summary.get("infeasible_reasons") or {}
     if reasons:
         lines.append(f"Not feasible: {sum(reasons.values())} more combination(s) ("

@@ -188,7 +188,14 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
         "infeasible": sum(r["status"] != "ok" for r in doc["rows"]
                           if (r["gpus"] == gpus if objective == "throughput" else r["gpus"] <= gpus)),
         "explanation": explanation,
+        "searched": {k: doc.get("spec", {}).get(k) for k in SEARCHED},
     }
+
+
+# What a choice records of the space it chose from (the sweep's spec): plan and sweep search the
+# same space for the same inputs (issue 41), which tests/test_planner.py checks on these fields.
+SEARCHED = ("modes", "ratios", "pipeline_stages", "b_max", "t_max_s", "envs_per_gpu", "micro_batch_sizes",
+            "staleness", "max_staleness", "scale_global_batch", "node", "gpu", "profile_ref")
 
 
 def top_candidates(cands: list[dict[str, Any]], runner: dict[str, Any] | None, colocated: dict[str, Any] | None,
@@ -438,4 +445,5 @@ def choice_summary(choice: dict[str, Any]) -> dict[str, Any]:
             "colocated": slim(choice["colocated"]), "candidates": choice["candidates"], "goal": choice.get("goal"),
             "infeasible": choice["infeasible"], "explanation": choice["explanation"],
             "top_candidates": [{k: v for k, v in r.items() if k not in drop} for r in choice.get("top_candidates") or []],
-            "infeasible_reasons": choice.get("infeasible_reasons") or {}}
+            "infeasible_reasons": choice.get("infeasible_reasons") or {},
+            "searched": choice.get("searched")}

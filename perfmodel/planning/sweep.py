@@ -746,6 +746,17 @@ def write_csv_atomic(path: str, doc: dict[str, Any]) -> None:
     write_atomic(path, buf.getvalue())
 
 
+def workload_searched(spec: dict[str, Any]) -> str | None:
+    """The workload axes a sweep searched beyond its base plan's own values, in words (what
+    ``plan`` and ``sweep`` both say under their answer), or None."""
+    parts = [f"{name} {', '.join('as configured' if v is None else str(v) for v in values)}"
+             for name, values in (("envs per GPU", spec.get("envs_per_gpu") or [None]),
+                                  ("micro_batch_size", spec.get("micro_batch_sizes") or [None]),
+                                  ("staleness bound", spec.get("staleness") or [None]))
+             if list(values) != [None]]
+    return "; ".join(parts) or None
+
+
 def structural_lines(rows: list[dict[str, Any]]) -> list[str]:
     """Per GPU count, the structural alternative that parts most from the point prediction
     (perfmodel.calibration.structural.note), once: what the calibration cannot tell there."""
@@ -814,6 +825,10 @@ def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
                      "multiple of micro_batch_size x actor GPUs), which RLinf refuses: costed with smaller or padded "
                      "micro-batches (perfmodel predict shows how); a larger cluster needs a larger global batch or a "
                      "smaller micro-batch")
+    searched = workload_searched(doc["spec"])
+    if searched:
+        lines.append(f"note: searched {searched} (--envs-per-gpu, --micro-batch-sizes, --staleness; plan searches "
+                     "the same)")
     lines += structural_lines(doc["rows"])
     lines.append(f"note: {SCALING_NOTE}")
     lines.append(f"note: {GAIN_NOTE}" + ("" if "colocated" in doc["spec"]["modes"] else " (colocated not swept: '-')"))
