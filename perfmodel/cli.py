@@ -247,9 +247,9 @@ def _cp_options(f):
         click.option("--t-max", "t_max", help="comma-separated dynamic-batching t_max_s values (default 0.02, RLinf's)"),
         click.option("--staleness", help="comma-separated max_staleness values for the asynchronous modes (default: "
                      "the config's or plan default, 1); more than one is a search axis"),
-        click.option("--envs-per-gpu", "envs_per_gpu", help="comma-separated envs per GPU to search (default: sweep "
-                     "the config's or published count; plan with --rlinf-config also tries 2, 4 and 6 times the "
-                     "config's, up to 4 envs per CPU core; what does not fit node RAM or GPU memory is infeasible)"),
+        click.option("--envs-per-gpu", "envs_per_gpu", help="comma-separated envs per GPU to search (default: "
+                     "the published count; with --rlinf-config, plan and sweep both try the config's and 2, 4 and 6 "
+                     "times it, up to 4 envs per CPU core; what does not fit node RAM or GPU memory is infeasible)"),
         click.option("--micro-batch-sizes", "micro_batch_sizes", help="comma-separated actor micro_batch_size values "
                      "to search (default: the config's); one that does not divide the global batch is infeasible"),
         click.option("--gpu-hour-price", "price", type=float, help="dollars per GPU-hour, for env steps per dollar"),
