@@ -132,6 +132,35 @@ def test_calibrate_moves_what_the_runs_measure(tmp_path: Path) -> None:
     assert pred["throughput_env_steps_per_s"] == pytest.approx(0.7 * PUBLISHED[("colocated", "pi05", 16)], rel=0.05)
 
 
+def test_a_profile_from_runs_answers_for_their_workload(tmp_path: Path) -> None:
+    """Issue 41: runs at 8 envs per GPU and global batch 2048 give a profile whose default and
+    calibrated workload are theirs: predict on it with no workload flag answers for that workload
+    (256 envs at 32 GPUs), and without a 'workload beyond the calibrated one' warning."""
+    from dataclasses import replace
+
+    from perfmodel.prediction import predict
+
+    pi05 = load_profile("pi05")
+    for g in (8,):  # (one run keeps it cheap: two give the same workload)
+        plan = published_plan(pi05, "colocated", g, None)
+        plan = plan.with_(workload=replace(plan.workload, total_num_envs=8 * g, global_batch_size=2048))
+        thr = predict(plan, pi05, interval=False)["throughput_env_steps_per_s"]
+        it = plan.workload.env_steps_per_iteration / thr
+        write_run(tmp_path / f"run{g}" / "tensorboard", emit_yaml(plan, "pi05"),
+                  [{STEP_KEY: 3 * it}] + [{STEP_KEY: it * (1 + d)} for d in SPREAD])
+    out = tmp_path / "p"
+    r = run_cli("calibrate", "--from-rlinf-run", str(tmp_path / "run8"), "--out-dir", str(out), "--no-progress",
+                "--max-evals", "20")
+    assert r.returncode == 0, r.stderr
+    prof = load_profile(str(out / "pi05_cluster.json"))
+    assert prof.envs_per_gpu == 8 and prof.default_workload["global_batch_size"] == 2048
+    r = run_cli("predict", "--profile", str(out / "pi05_cluster.json"), "--mode", "colocated", "--gpus", "32", "--json")
+    pred = json.loads(r.stdout)
+    assert pred["total_num_envs"] == 256 and "workload" not in r.stderr, r.stderr
+    assert not pred["extrapolation"].get("beyond_calibrated_workload")
+    assert not [w for w in pred["warnings"] if "beyond the calibrated" in w or "calibrated one" in w]
+
+
 def test_cpu_cores_per_node_goes_into_the_profile(tmp_path: Path) -> None:
     synth_run(tmp_path / "run8", "colocated", 8)
     out = tmp_path / "p"

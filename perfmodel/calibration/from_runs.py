@@ -346,7 +346,8 @@ def build_profiles(fitres: RunFit, runs: list, facts: dict[str, Any], command: s
                     "evaluations": fitres.evaluations},
         }
         prof = build_profile(get_backbone(b), fitres.values, mem, provenance, node_facts=facts)
-        prof = replace(prof, name=name or f"{b}_cluster",
+        envs_per_gpu, workload = runs_workload([r for r in runs if r.imported.backbone == b])
+        prof = replace(prof, name=name or f"{b}_cluster", envs_per_gpu=envs_per_gpu, default_workload=workload,
                        assumptions={**prof.assumptions,
                                     "nodes": f"{facts['gpus_per_node']} GPUs per node (the runs' config); "
                                              f"{facts['cpu_cores_per_node']} CPU cores per node (--cpu-cores-per-node "
@@ -360,6 +361,25 @@ def build_profiles(fitres: RunFit, runs: list, facts: dict[str, Any], command: s
                                                    f"{e.message}): a stage timer or a run the model cannot "
                                                    "represent; check the runs' timers and configs") from None
     return out
+
+
+def runs_workload(runs: list) -> tuple[int, dict[str, Any]]:
+    """(envs per GPU, the other workload fields) the runs ran: the profile's default workload and
+    so its calibrated one (perfmodel.extrapolation.calibrated_workload), so that a prediction on
+    the profile answers for the user's workload, and warns away from it, not from the published
+    one (issue 41). Runs of several workloads give each field its most common value (ties: the
+    first run's)."""
+    from collections import Counter
+    from dataclasses import asdict
+
+    def common(values: list) -> Any:
+        counts = Counter(values)
+        return max(values, key=lambda v: (counts[v], -values.index(v)))
+
+    dicts = [asdict(r.plan.workload) for r in runs]
+    workload = {k: common([d[k] for d in dicts]) for k in dicts[0] if k != "total_num_envs"}
+    envs = common([max(1, round(r.plan.workload.total_num_envs / r.plan.cluster.gpus)) for r in runs])
+    return envs, workload
 
 
 def leave_one_run_out(runs: list, facts: dict[str, Any], *, max_evals: int = DEFAULT_MAX_EVALS,
