@@ -161,6 +161,24 @@ def test_a_profile_from_runs_answers_for_their_workload(tmp_path: Path) -> None:
     assert not [w for w in pred["warnings"] if "beyond the calibrated" in w or "calibrated one" in w]
 
 
+def test_calibrate_takes_the_gpu_and_the_node_options(tmp_path: Path) -> None:
+    """Issue 41: calibrate --gpu and the node options say what the runs ran on (an RLinf config
+    cannot); without runs they are refused in one line naming the option."""
+    r = run_cli("calibrate", "--gpu", "a100")
+    assert r.returncode == 2 and r.stderr.startswith("error: --gpu: only with --from-rlinf-run"), r.stderr
+    synth_run(tmp_path / "run8", "colocated", 8)
+    out = tmp_path / "p"
+    r = run_cli("calibrate", "--from-rlinf-run", str(tmp_path / "run8"), "--gpu", "a100", "--node-ram-gb", "1536",
+                "--out-dir", str(out), "--no-progress", "--max-evals", "10")
+    assert r.returncode == 0, r.stderr
+    prof = load_profile(str(out / "pi05_cluster.json"))
+    # the A100's typical node (perfmodel gpus): its cores and memory; the RAM as given
+    assert (prof.node["gpu"], prof.node["cpu_cores_per_node"], prof.node["gpu_memory_gb"]) == ("a100", 128, 80.0)
+    assert prof.node["node_ram_gb"] == 1536.0
+    r = run_cli("calibrate", "--from-rlinf-run", str(tmp_path / "run8"), "--gpu", "v100", "--out-dir", str(out))
+    assert r.returncode == 2 and r.stderr.startswith("error: --gpu:"), r.stderr
+
+
 def test_cpu_cores_per_node_goes_into_the_profile(tmp_path: Path) -> None:
     synth_run(tmp_path / "run8", "colocated", 8)
     out = tmp_path / "p"

@@ -439,12 +439,13 @@ def format_loro(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def read_runs(paths: list[str], option: str, profile_ref: str | None = None, gpu: str | None = None) -> list:
+def read_runs(paths: list[str], option: str, profile_ref: str | None = None, gpu: str | None = None,
+              node: dict[str, Any] | None = None) -> list:
     from perfmodel.rlinf.logs import read_run
 
     if not paths:
         raise ConfigError(option, "give at least one run folder")
-    return [read_run(p, profile_ref=profile_ref, gpu=gpu, option=option) for p in paths]
+    return [read_run(p, profile_ref=profile_ref, gpu=gpu, option=option, node=node) for p in paths]
 
 
 def check_node(runs: list, cpu_cores_per_node: int | None) -> dict[str, Any]:
@@ -461,7 +462,8 @@ def check_node(runs: list, cpu_cores_per_node: int | None) -> dict[str, Any]:
 
 def calibrate_command(paths: list[str], option: str, *, out_dir: str | None, cpu_cores_per_node: int | None,
                       max_evals: int | None, as_json: bool, quiet: bool, name: str | None, command: str,
-                      echo: Callable[..., None]) -> dict[str, Any]:
+                      echo: Callable[..., None], gpu: str | None = None,
+                      node: dict[str, Any] | None = None) -> dict[str, Any]:
     """``perfmodel calibrate --from-rlinf-run`` / ``--from-run``: read, fit, write the profile(s),
     print (text or one JSON object). Returns the JSON document."""
     import json
@@ -476,8 +478,10 @@ def calibrate_command(paths: list[str], option: str, *, out_dir: str | None, cpu
         raise ConfigError("--max-evals", f"must be an integer in 1..100000, got {max_evals}")
     if name is not None and (not name or "/" in name or name.startswith(".")):
         raise ConfigError("--name", f"must be a file name without '/' (the profile's name), got {name!r}")
-    runs = read_runs(paths, option)
+    runs = read_runs(paths, option, gpu=gpu, node=node)  # on --gpu's node, with the node options given
     facts = check_node(runs, cpu_cores_per_node)
+    if node and "node_ram_gb" in node:
+        facts["node_ram_gb"] = node["node_ram_gb"]
     backbones = sorted({r.imported.backbone for r in runs})
     if name is not None and len(backbones) > 1:
         raise ConfigError("--name", f"the runs are of {len(backbones)} backbones ({', '.join(backbones)}): one "
@@ -555,10 +559,11 @@ def calibrate_command(paths: list[str], option: str, *, out_dir: str | None, cpu
 
 
 def cli_runs(rlinf_runs: tuple[str, ...], executor_runs: tuple[str, ...], more: tuple[str, ...],
-             cpu_cores_per_node: int | None = None, name: str | None = None) -> tuple[list[str], str]:
+             cpu_cores_per_node: int | None = None, name: str | None = None,
+             name_option: str = "--name") -> tuple[list[str], str]:
     """The run folders of ``calibrate``'s options (LOGDIRs may follow the option unrepeated)."""
     if not (rlinf_runs or executor_runs or more):
-        option = "--cpu-cores-per-node" if cpu_cores_per_node is not None else "--name"
+        option = "--cpu-cores-per-node" if cpu_cores_per_node is not None else name_option
         raise ConfigError(option, "only with --from-rlinf-run or --from-run (the published fit writes the "
                                   "bundled profiles' names on their node)")
     if rlinf_runs and executor_runs:

@@ -268,10 +268,11 @@ def build_plan_noted(spec: SweepSpec, profile: Profile, c: Combo) -> tuple[Plan,
         plan = base.with_(mode=c.mode, allocation_ratio=(c.allocation_ratio or "1:1") if disagg else None,
                           workload=base.workload.__class__(**{**base.workload.__dict__, "total_num_envs": int(envs)}),
                           cluster=base.cluster.__class__(**{**base.cluster.__dict__, "gpus": c.gpus}), **knobs)
-    if spec.gpu is not None and spec.gpu != plan.cluster.gpu:
-        from perfmodel.gpu import cluster_on
+    if spec.gpu is not None and (spec.base_plan is None or plan.cluster.gpu != spec.gpu):
+        # its typical node, whatever the profile's GPU type (an imported config has it already)
+        from perfmodel.gpu import gpu_node
 
-        plan = plan.with_(cluster=cluster_on(plan.cluster, spec.gpu))
+        plan = plan.with_(cluster=gpu_node(plan.cluster, spec.gpu))
     if spec.node:
         from perfmodel.schema.node import with_node
 
