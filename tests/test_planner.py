@@ -555,3 +555,26 @@ def test_plan_and_sweep_search_the_same_space_and_name_the_same_best(gpus, confi
 
     assert batch_split_warning(answer.plan) is None  # #1 is a plan RLinf runs as emitted
     assert not [w for w in answer.choice["best"]["prediction"]["warnings"] if "RLinf refuses" in w]
+
+
+def test_the_time_objective_judges_a_deadline_at_the_interval_low_end():
+    """Issue 41: a plan meets --within-hours only if it does at its interval's low end (the
+    conservative end), and the answer says both times; a deadline only the points meet is refused
+    naming the time at that end."""
+    from perfmodel.planning.choice import hours_at_low_end, hours_to
+    from perfmodel.schema.profile import load_profile
+
+    pi05 = load_profile("pi05")
+    doc = run_sweep(SweepSpec(profile_ref="pi05", modes=("colocated",), gpus=(8, 16)), pi05, jobs=1)
+    rows = [r for r in doc["rows"] if r["status"] == "ok"]
+    assert all(r["throughput_low"] < r["throughput_env_steps_per_s"] for r in rows)
+    steps = 1e7
+    fast = max(rows, key=lambda r: r["throughput_env_steps_per_s"])
+    between = (hours_to(fast, steps) + hours_at_low_end(fast, steps)) / 2  # the point meets it, the low end not
+    assert all(hours_at_low_end(r, steps) > between for r in rows)
+    with pytest.raises(ConfigError) as e:
+        choose(doc, 16, "time", (steps, between))
+    assert e.value.field == "--within-hours" and "at its interval's low end" in e.value.message
+    ok = hours_at_low_end(fast, steps) * 1.01
+    choice = choose(doc, 16, "time", (steps, ok))
+    assert choice["goal"]["best"]["hours_at_low_end"] <= ok < choice["goal"]["best"]["hours"] * 2

@@ -403,9 +403,11 @@ def plan_lines(summary: dict[str, Any]) -> list[str]:
     goal = summary.get("goal")
     if goal is not None:
         t = goal["best"]
+        low = t.get("hours_at_low_end", t["hours"])
         lines.append(f"To reach {goal['target_env_steps']:g} env steps: #1 takes {t['hours']:.2f} h, "
                      f"{t['gpu_hours']:.1f} GPU-hours" + (f", ${t['dollars']:,.2f}" if t["dollars"] is not None else "")
-                     + f" (within {goal['within_hours']:g} h).")
+                     + (f"; {low:.2f} h at its interval's low end" if low != t["hours"] else "")
+                     + f" (within {goal['within_hours']:g} h{' at that end' if low != t['hours'] else ''}).")
     if waiting_limited(best):
         below = 1 - best["throughput_env_steps_per_s"] / best["bound_env_steps_per_s"]
         lines.append(f"#1 is {100 * below:.0f}% below that bound with no resource saturated: waiting, not capacity, "
@@ -446,6 +448,8 @@ def plan_lines(summary: dict[str, Any]) -> list[str]:
     if colocated is not None and best["mode"] != "colocated":
         lines.append(f"Over colocated on the same {best['gpus']} GPUs: {best['gain_over_colocated_pct']:+.1f}%"
                      + (f" ({_percent_interval(over)})" if over else "")
+                     + (": the interval includes 0, so the model cannot order this plan and colocated"
+                        if over and over.get("resolved") is False else "")
                      + _with_changes(changes.get("over_colocated")) + ".")
     n = structural_note(best)
     if n:

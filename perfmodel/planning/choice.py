@@ -38,9 +38,17 @@ def hours_to(r: dict[str, Any], env_steps: float) -> float:
     return env_steps * r.get("env_steps_factor", 1.0) / r["throughput_env_steps_per_s"] / 3600.0
 
 
+def hours_at_low_end(r: dict[str, Any], env_steps: float) -> float:
+    """``hours_to`` at the low end of the plan's 90 % interval (the point where it has none): the
+    conservative end by which the time objective judges a deadline (issue 41)."""
+    low = r.get("throughput_low")
+    return hours_to(r, env_steps) if not low else hours_to({**r, "throughput_env_steps_per_s": low}, env_steps)
+
+
 def time_and_money(r: dict[str, Any], env_steps: float, price: float | None) -> dict[str, Any]:
     hours = hours_to(r, env_steps)
-    out = {"env_steps": env_steps * r.get("env_steps_factor", 1.0), "hours": hours, "gpu_hours": hours * r["gpus"]}
+    out = {"env_steps": env_steps * r.get("env_steps_factor", 1.0), "hours": hours, "gpu_hours": hours * r["gpus"],
+           "hours_at_low_end": hours_at_low_end(r, env_steps)}
     out["dollars"] = out["gpu_hours"] * price if price else None
     return out
 
@@ -61,7 +69,7 @@ def candidates(rows: list[dict[str, Any]], gpus: int, objective: str,
     hours) keeps, for the time objective, the rows that reach the env steps in time."""
     ok = [r for r in rows if r["status"] == "ok" and _budget_ok(r, gpus, objective)]
     if objective == "time" and target is not None:
-        ok = [r for r in ok if hours_to(r, target[0]) <= target[1]]
+        ok = [r for r in ok if hours_at_low_end(r, target[0]) <= target[1]]  # in time even at the low end
     ranked = sorted(ok, key=objective_key(objective), reverse=True)
     if not ranked:
         return ranked
@@ -104,10 +112,11 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
     if not cands and objective == "time":
         ok = [r for r in doc["rows"] if r["status"] == "ok" and r["gpus"] <= gpus]
         if ok:
-            fastest = max(ok, key=lambda r: r["throughput_env_steps_per_s"])
+            fastest = min(ok, key=lambda r: hours_at_low_end(r, target[0]))
             raise ConfigError("--within-hours", f"no plan on at most {gpus} GPUs reaches {target[0]:g} env steps in "
-                                                f"{target[1]:g} h; the fastest, {_describe(fastest)}, needs "
-                                                f"{hours_to(fastest, target[0]):.1f} h")
+                                                f"{target[1]:g} h at its interval's low end; the fastest there, "
+                                                f"{_describe(fastest)}, needs {hours_at_low_end(fastest, target[0]):.1f} "
+                                                f"h ({hours_to(fastest, target[0]):.1f} h at its prediction)")
     refused = [r for r in doc["rows"] if r.get("reason_kind") == RLINF_REFUSES and _budget_ok(r, gpus, objective)]
     if not cands and refused:  # name the key to change, as RLinf would
         key, _, why = refused[0]["reason"].partition(": ")
