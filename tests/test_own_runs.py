@@ -186,6 +186,9 @@ def test_cpu_cores_per_node_goes_into_the_profile(tmp_path: Path) -> None:
                 "--out-dir", str(out), "--no-progress")
     assert r.returncode == 0, r.stderr
     assert "leave-one-run-out" not in r.stdout  # one run: nothing to leave out
+    # the fit's table in seconds per iteration, one row per timer (issue 41)
+    assert "measured s   fitted s" in r.stdout and "(seconds per iteration" in r.stdout
+    assert any(ln.split()[1:2] == ["time/step"] for ln in r.stdout.splitlines()), r.stdout
     prof = load_profile(str(out / "pi05_cluster.json"))
     assert prof.node["cpu_cores_per_node"] == 96
     assert prof.provenance["node_facts"] == {"gpus_per_node": 8, "cpu_cores_per_node": 96, "gpu": "h100",
@@ -491,3 +494,16 @@ def test_runs_across_more_nodes_rule_out_the_members_they_contradict(tmp_path: P
     kept = {(m["mechanism"], m["end"]) for m in mine["members"]}
     assert kept | {tuple(g.split(":")) for g in gone} == {(m["mechanism"], m["end"])
                                                           for m in prof.provenance["structural"]["members"]}
+
+
+def test_calibrate_prints_seconds_per_stage_and_flags_a_large_move() -> None:
+    """Issue 41: calibrate's table is in seconds per iteration (not rates under a 'measured'
+    header twice), and a parameter moved more than 2x by two runs or fewer is qualified."""
+    from perfmodel.calibration.from_runs import moved_text
+
+    prior = {"a": 1.0, "b": 0.74, "c": 3.0}
+    text = moved_text({"a": 1.005, "b": 1.88, "c": 3.6}, prior, [], 2)
+    assert not text.startswith("a ") and "b 0.74 -> 1.88 (x2.54 from 2 run(s): weakly identified" in text
+    assert "c 3 -> 3.6;" not in text and text.endswith("c 3 -> 3.6")
+    assert "weakly" not in moved_text({"b": 1.88}, prior, [], 3)  # three runs: not flagged
+    assert moved_text({"b": 1.88}, prior, ["b"], 1) == "nothing (> 1 %)"

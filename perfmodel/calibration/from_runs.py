@@ -363,6 +363,28 @@ def build_profiles(fitres: RunFit, runs: list, facts: dict[str, Any], command: s
     return out
 
 
+# A parameter that moves more than this factor from the bundled value on this few runs is flagged:
+# a run or two identify a combination of parameters weakly, and a large move of one of them may be
+# the fit trading it against another, not a fact of the cluster (issue 41).
+LARGE_MOVE_FACTOR, FEW_RUNS = 2.0, 2
+
+
+def moved_text(values: dict[str, float], prior: dict[str, float], not_identified: list[str] | tuple[str, ...],
+               runs: int) -> str:
+    """The parameters the runs moved (more than 1 %) from the bundled calibration, in words; each
+    that moved more than LARGE_MOVE_FACTOR on FEW_RUNS runs or fewer is flagged."""
+    out = []
+    for n, v in values.items():
+        if n in not_identified or abs(math.log(v / prior[n])) <= 0.01:
+            continue
+        text = f"{n} {prior[n]:.4g} -> {v:.4g}"
+        if runs <= FEW_RUNS and abs(math.log(v / prior[n])) > math.log(LARGE_MOVE_FACTOR):
+            text += (f" (x{v / prior[n]:.3g} from {runs} run(s): weakly identified, it may trade against another "
+                     "parameter; a run at another scale or mode would pin it)")
+        out.append(text)
+    return "; ".join(out) if out else "nothing (> 1 %)"
+
+
 def runs_workload(runs: list) -> tuple[int, dict[str, Any]]:
     """(envs per GPU, the other workload fields) the runs ran: the profile's default workload and
     so its calibrated one (perfmodel.extrapolation.calibrated_workload), so that a prediction on
@@ -528,13 +550,15 @@ def calibrate_command(paths: list[str], option: str, *, out_dir: str | None, cpu
         p = str(r.folder) if len(str(r.folder)) <= 44 else "..." + str(r.folder)[-41:]
         echo(f"{i:<3} {p:<44} {r.plan.mode:<14} {r.plan.cluster.gpus:>4} "
              f"{f'{r.used[0]}-{r.used[-1]} ({len(r.used)})':>11} {r.throughput_env_steps_per_s:>11.2f}")
-    echo(f"{'run':<3} {'measured':<22} {'measured':>10} {'fitted':>10} {'error':>7}   (rates: env steps per iteration / time)")
-    for pt, p, e in zip(fr.points, fr.predicted, fr.errors_pct):
-        echo(f"{pt.run:<3} {pt.kind:<22} {pt.throughput_env_steps_per_s:>10.3f} {p:>10.3f} {e:>+6.1f}%")
+    echo(f"{'run':<3} {'timer':<22} {'measured s':>10} {'fitted s':>10} {'error':>7}   (seconds per iteration; "
+         "error = fitted / measured - 1)")
+    for pt, p in zip(fr.points, fr.predicted):
+        steps = pt.plan.workload.env_steps_per_iteration  # a point's rate is env steps per iteration / its time
+        measured_s, fitted_s = steps / pt.throughput_env_steps_per_s, steps / p
+        timer = "time/step" if pt.kind == "throughput" else f"time/{pt.kind}"
+        echo(f"{pt.run:<3} {timer:<22} {measured_s:>10.2f} {fitted_s:>10.2f} {100 * (fitted_s / measured_s - 1):>+6.1f}%")
     prior, _, _ = prior_of(backbones)
-    moved = [f"{n} {prior[n]:.4g} -> {v:.4g}" for n, v in fr.values.items()
-             if n not in fr.not_identified and abs(math.log(v / prior[n])) > 0.01]
-    echo("moved from the bundled calibration: " + ("; ".join(moved) if moved else "nothing (> 1 %)"))
+    echo("moved from the bundled calibration: " + moved_text(fr.values, prior, fr.not_identified, len(runs)))
     if fr.evaluations >= max_evals:
         echo(f"the fit spent its whole budget ({max_evals} simulations): it may not have converged; "
              "--max-evals gives it more")
