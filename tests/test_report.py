@@ -470,3 +470,19 @@ def test_chosen_plan_calls_a_tie_what_the_planner_calls_one(inputs):
         row = dict(chosen_rows(inp, b))["mode"]
         assert row == (f"{c['best']['mode']} (tie: {c['runner_up']['mode']} predicts the same throughput)" if tie
                        else c["best"]["mode"])
+
+
+def test_a_run_directory_is_read_through_its_record(tmp_path):
+    """Issue 41: --run takes an executor run directory (its record.json); a directory without one
+    (an RLinf log directory) is refused in one line saying what reads it."""
+    from analysis.inputs import load_kind
+    from perfmodel.schema.errors import ConfigError
+
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(DATA / "record.json", run / "record.json")
+    assert load_kind("--run", str(run)) == json.loads((DATA / "record.json").read_text())
+    (run / "record.json").unlink()
+    with pytest.raises(ConfigError) as e:
+        load_kind("--run", str(run))
+    assert e.value.field == "--run" and "calibrate --from-rlinf-run" in e.value.message
