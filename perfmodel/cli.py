@@ -65,7 +65,7 @@ SCALE_GLOBAL_BATCH = click.option(
 GPU_HELP = ("accelerator: a100, h100, h200, b200, on its typical node unless a node option says otherwise "
             "(default: the profile's GPU and node; perfmodel gpus lists both)")
 # Where a node option's default comes from, in every help text: one table, printed by
-# `perfmodel gpus` (perfmodel.gpu.assumed_nodes), as the commands' notes print it.
+# `perfmodel gpus` (perfmodel.commands.gpus.assumed_nodes), as the commands' notes print it.
 NODE_DEFAULT = "default: the profile's node, or with --gpu that GPU's typical node: perfmodel gpus lists both"
 
 

@@ -16,8 +16,8 @@ perfmodel/schema/hardware.py).
   ratio, GPU memory from the table.
 - ``gpu_node(cluster, gpu)``: what ``--gpu`` (or ``vlaperf.gpu``) means, also for the profile's
   own GPU type: the cluster on ``gpu``'s typical node of the table (its CPU cores, host RAM, GPUs
-  per node and memory), the links as ``cluster_on`` carries them. ``assumed_nodes``: that node
-  for each GPU of the table, from a profile (``perfmodel gpus`` prints it for the bundled one).
+  per node and memory), the links as ``cluster_on`` carries them (``perfmodel gpus`` prints it
+  for each GPU of the table: perfmodel.commands.gpus.assumed_nodes).
 """
 
 from __future__ import annotations
@@ -121,17 +121,3 @@ def gpu_node(cluster: Cluster, gpu: str) -> Cluster:
     return with_node(cluster_on(cluster, gpu), {"cpu_cores_per_node": a.node_cpu_cores, "node_ram_gb": a.node_ram_gb,
                                                 "gpus_per_node": a.gpus_per_node})
 
-
-def assumed_nodes(profile: Profile) -> list[dict[str, object]]:
-    """The node a plan on ``profile`` assumes without node options: the profile's own (no
-    ``--gpu``), then each GPU's of the table (``--gpu NAME``, ``gpu_node``), as the commands'
-    notes print it (perfmodel.schema.node.NODE_FIELDS)."""
-    from perfmodel.calibration.reference import default_cluster
-    from perfmodel.schema.hardware import ACCELERATORS
-    from perfmodel.schema.node import NODE_FIELDS
-
-    own = default_cluster(profile, 1)
-    rows = [("(no --gpu)", f"{profile.name}'s node", own)]
-    rows += [(f"--gpu {g}", f"{g}'s typical node", gpu_node(own, g)) for g in ACCELERATORS]
-    return [{"option": opt, "node": what, "gpu": c.gpu, **{f: getattr(c, f) for f in NODE_FIELDS}}
-            for opt, what, c in rows]

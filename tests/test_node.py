@@ -207,11 +207,11 @@ def test_emitted_fragment_names_the_algorithm_change(tmp_path: Path) -> None:
 
 def test_node_defaults_come_from_one_table_and_gpu_applies_its_node() -> None:
     """Issue 41: the node values a note prints, `perfmodel gpus` lists and `--help` points to are
-    one table (perfmodel.gpu.assumed_nodes); `--gpu h100` is a DGX H100 node (112 cores), not the
+    one table (perfmodel.commands.gpus.assumed_nodes); `--gpu h100` is a DGX H100 node (112 cores), not the
     published cluster's (128), unless a node option says otherwise."""
     import json
 
-    from perfmodel.gpu import assumed_nodes
+    from perfmodel.commands.gpus import assumed_nodes
     from perfmodel.schema.node import NODE_FIELDS
 
     rows = {r["option"]: r for r in assumed_nodes(load_profile("pi05"))}

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from perfmodel.schema.profile import Profile
 
 
 def gpus() -> dict[str, dict[str, Any]]:
@@ -12,10 +15,25 @@ def gpus() -> dict[str, dict[str, Any]]:
     return {k: a.__dict__ for k, a in ACCELERATORS.items()}
 
 
+def assumed_nodes(profile: "Profile") -> list[dict[str, object]]:
+    """The node a plan on ``profile`` assumes without node options: the profile's own (no
+    ``--gpu``), then each GPU's of the table (``--gpu NAME``, ``gpu_node``), as the commands'
+    notes print it (perfmodel.schema.node.NODE_FIELDS)."""
+    from perfmodel.calibration.reference import default_cluster
+    from perfmodel.gpu import gpu_node
+    from perfmodel.schema.hardware import ACCELERATORS
+    from perfmodel.schema.node import NODE_FIELDS
+
+    own = default_cluster(profile, 1)
+    rows = [("(no --gpu)", f"{profile.name}'s node", own)]
+    rows += [(f"--gpu {g}", f"{g}'s typical node", gpu_node(own, g)) for g in ACCELERATORS]
+    return [{"option": opt, "node": what, "gpu": c.gpu, **{f: getattr(c, f) for f in NODE_FIELDS}}
+            for opt, what, c in rows]
+
+
 def assumed_node_table(profile_ref: str = "pi05") -> str:
-    """The node a plan assumes without node options (perfmodel.gpu.assumed_nodes), the one table
+    """The node a plan assumes without node options (perfmodel.commands.gpus.assumed_nodes), the one table
     the commands' notes and ``--help`` point to."""
-    from perfmodel.gpu import assumed_nodes
     from perfmodel.schema.node import NODE_FIELDS
     from perfmodel.schema.profile import load_profile
 

@@ -57,7 +57,7 @@ def with_node(cluster: Any, node: Mapping[str, Any]) -> Any:
 def assumed_note(cluster: Any, given: Mapping[str, Any], gpu: str | None = None) -> str | None:
     """The stderr note naming the node values that were assumed (not given), or None: the
     profile's node, or with ``gpu`` (``--gpu``) that GPU's typical node; ``perfmodel gpus``
-    prints the same values (perfmodel.gpu.assumed_nodes)."""
+    prints the same values (perfmodel.commands.gpus.assumed_nodes)."""
     left = [f for f in NODE_FIELDS if f not in given]
     if not left:
         return None
