@@ -280,8 +280,11 @@ def test_refuses_one_step_and_a_missing_folder(tmp_path: Path) -> None:
 def test_refuses_runs_of_two_node_shapes(tmp_path: Path) -> None:
     synth_run(tmp_path / "a", "colocated", 8)
     plan = published_plan(load_profile("pi05"), "colocated", 8, None)
-    # a config whose profile has another node: the tiny CPU one (2 GPUs per node)
-    plan = plan.with_(profile="pi05_tiny_cpu")
+    # a config of another node: 96 CPU cores (written in its vlaperf: block: its GPU's typical node
+    # otherwise, issue 41)
+    from perfmodel.schema.node import with_node
+
+    plan = plan.with_(profile="pi05_tiny_cpu", cluster=with_node(plan.cluster, {"cpu_cores_per_node": 96}))
     with pytest.raises(ConfigError):
         from perfmodel.calibration.from_runs import check_node, read_runs
 

@@ -59,7 +59,8 @@ def fragment(plan: Plan, backbone: str | None = None) -> dict[str, Any]:
     from perfmodel.schema.hardware import accelerator
 
     typical = accelerator(c.gpu)
-    for key, value in (("cpu_cores_per_node", typical.node_cpu_cores), ("node_ram_gb", typical.node_ram_gb)):
+    for key, value in (("cpu_cores_per_node", typical.node_cpu_cores), ("node_ram_gb", typical.node_ram_gb),
+                       ("gpus_per_node", typical.gpus_per_node)):
         if getattr(c, key) != value:
             vl[key] = getattr(c, key)
     if m.disaggregated:
