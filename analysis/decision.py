@@ -226,14 +226,17 @@ def hover(p: PlanPoint, target: float | None = None) -> str:
 # --- validation -------------------------------------------------------------------------------
 
 def in_sample(validation: dict[str, Any] | None, profiles: dict[str, Any]) -> bool:
-    """Whether the validated points are the ones the profiles were fitted to."""
+    """Whether the validated points are the ones the profiles were fitted to: each point among
+    the published points its own backbone's profile was fitted to (a profile fitted to a user's
+    runs, whose fit points name runs, was fitted to none of them: issue 41)."""
     if not validation:
         return False
     fitted = set()
-    for prof in profiles.values():
+    for backbone, prof in profiles.items():
         prov = prof.provenance if isinstance(prof.provenance, dict) else {}
         for p in (prov.get("fit") or {}).get("points") or []:
-            fitted.add((p.get("backbone"), p.get("mode"), p.get("gpus"), p.get("allocation_ratio")))
+            if "run" not in p:  # a published point, not one of the user's runs
+                fitted.add((p.get("backbone", backbone), p.get("mode"), p.get("gpus"), p.get("allocation_ratio")))
     pts = {(r["backbone"], r["mode"], r["gpus"], r["allocation_ratio"]) for r in validation["points"]}
     return bool(pts) and pts <= fitted
 

@@ -486,3 +486,18 @@ def test_a_run_directory_is_read_through_its_record(tmp_path):
     with pytest.raises(ConfigError) as e:
         load_kind("--run", str(run))
     assert e.value.field == "--run" and "calibrate --from-rlinf-run" in e.value.message
+
+
+def test_a_profile_fitted_to_runs_is_not_in_sample_on_the_published_points():
+    """Issue 41: validation against the published points with a profile fitted to the user's runs
+    is not 'fitted to these points' (its fit points are runs), even at the same modes and sizes."""
+    from types import SimpleNamespace
+
+    from analysis.decision import in_sample
+
+    points = [{"backbone": "pi05", "mode": "colocated", "gpus": 8, "allocation_ratio": None}]
+    published = {"fit": {"points": [{"backbone": "pi05", "mode": "colocated", "gpus": 8, "allocation_ratio": None}]}}
+    runs = {"fit": {"points": [{"run": 0, "kind": "throughput", "backbone": "pi05", "mode": "colocated", "gpus": 8,
+                                "allocation_ratio": None}]}}
+    assert in_sample({"points": points}, {"pi05": SimpleNamespace(provenance=published)})
+    assert not in_sample({"points": points}, {"pi05": SimpleNamespace(provenance=runs)})
