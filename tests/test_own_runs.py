@@ -169,8 +169,12 @@ def test_calibrate_takes_the_gpu_and_the_node_options(tmp_path: Path) -> None:
     synth_run(tmp_path / "run8", "colocated", 8)
     out = tmp_path / "p"
     r = run_cli("calibrate", "--from-rlinf-run", str(tmp_path / "run8"), "--gpu", "a100", "--node-ram-gb", "1536",
-                "--out-dir", str(out), "--no-progress", "--max-evals", "10")
+                "--out-dir", str(out), "--no-progress", "--max-evals", "30")
     assert r.returncode == 0, r.stderr
+    # a budget spent: the one convergence criterion, predictions stable to 1 % over its second half
+    (said,) = [ln for ln in r.stdout.splitlines() if ln.startswith("the fit spent its whole budget (30 ")]
+    moved = float(said.split("moved ")[1].split("%")[0])
+    assert said.endswith("stable (< 1 %)") == (moved < 1.0), said
     prof = load_profile(str(out / "pi05_cluster.json"))
     # the A100's typical node (perfmodel gpus): its cores and memory; the RAM as given
     assert (prof.node["gpu"], prof.node["cpu_cores_per_node"], prof.node["gpu_memory_gb"]) == ("a100", 128, 80.0)

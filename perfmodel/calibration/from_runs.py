@@ -41,6 +41,9 @@ from perfmodel.schema.profile import Profile, load_profile
 # docs/own-runs.md converge within it (colocated 73, rollout_async 44, the identification probes
 # included); a fit that spends it all says so (--max-evals to give it more).
 DEFAULT_MAX_EVALS = 80
+# A fit whose predictions move less than this (%) over the second half of its budget has converged
+# for what it is for (the predictions), whatever its parameters still do (issue 41).
+CONVERGED_PCT = 1.0
 # Parameters the stage timers identify through the model (documented in the provenance).
 STAGES_SYNC_ONLY = "synchronous modes only: the asynchronous runner overlaps rollout and training"
 
@@ -143,6 +146,15 @@ class RunFit:
     not_identified: list[str]
     on_bound: list[str]
     data_sd_log: float
+    # How far the fit's predictions moved over the second half of its budget (the largest
+    # |final / half-budget - 1| over the points, in %), when it spent the whole budget; None otherwise.
+    moved_last_half_pct: float | None = None
+
+    @property
+    def converged(self) -> bool:
+        """The one convergence criterion calibrate speaks by: the fit stopped within its budget, or
+        its predictions moved less than CONVERGED_PCT over the budget's second half."""
+        return self.moved_last_half_pct is None or self.moved_last_half_pct < CONVERGED_PCT
 
     @property
     def errors_pct(self) -> list[float]:
@@ -204,6 +216,7 @@ def fit_runs(points: list[RunPoint], facts: dict[str, Any], *, max_evals: int = 
         pass
 
     best = [float(np.sum((r0 / s) ** 2)), x_prior[idx].copy()]
+    at_half: list[np.ndarray] = []  # the best point when half the budget was spent
 
     def full(xf: np.ndarray) -> np.ndarray:
         x = x_prior.copy()
@@ -215,6 +228,8 @@ def fit_runs(points: list[RunPoint], facts: dict[str, Any], *, max_evals: int = 
         if evals >= max_evals:
             raise Budget
         evals += 1
+        if evals == max_evals // 2:
+            at_half.append(best[1].copy())
         r = np.concatenate([predict_log(full(xf)) / s, (xf - x_prior[idx]) / prior_sd[idx]])
         cost = float(r @ r)
         if cost < best[0]:
@@ -223,6 +238,8 @@ def fit_runs(points: list[RunPoint], facts: dict[str, Any], *, max_evals: int = 
             progress(evals, cost)
         return r
 
+    if evals >= max_evals // 2:  # the identification probes spent half the budget already
+        at_half.append(best[1].copy())
     if len(idx):
         try:
             least_squares(residuals, x_prior[idx], bounds=(lo[idx], hi[idx]), diff_step=1e-2, x_scale=1.0)
@@ -232,8 +249,14 @@ def fit_runs(points: list[RunPoint], facts: dict[str, Any], *, max_evals: int = 
     values = {**capped({n: float(v) for n, v in zip(names, np.exp(x_best))}), **(fixed or {})}
     predicted = list(np.exp(predict_log(x_best)) * measured)
     on_bound = [names[i] for i in free if on_physical_bound(names[i], values[names[i]])]
+    moved = None
+    if evals >= max_evals:  # the budget ran out: did the predictions still move?
+        half = np.exp(predict_log(full(at_half[0]))) * measured
+        moved = float(100 * np.max(np.abs(np.array(predicted) / half - 1)))
+        if evals - 1 - len(names) <= 0 < len(idx):
+            moved = math.inf  # the probes spent it all: no fit step was taken
     return RunFit(values, points, [float(p) for p in predicted], evals, time.time() - t0,
-                  [names[i] for i in range(len(names)) if i not in free], on_bound, s)
+                  [names[i] for i in range(len(names)) if i not in free], on_bound, s, moved)
 
 
 # A bundled structural member is kept when its refit misfit to the runs is within z^2 of the best
@@ -533,6 +556,7 @@ def calibrate_command(paths: list[str], option: str, *, out_dir: str | None, cpu
     doc = {"kind": "perfmodel.calibration.runs", "wrote": written, "node": facts, "warmup_rule": WARMUP_RULE,
            "runs": [r.provenance() for r in runs], "evaluations": fr.evaluations, "max_evals": max_evals,
            "values": fr.values, "not_identified": fr.not_identified, "on_bound": fr.on_bound,
+           "moved_last_half_pct": fr.moved_last_half_pct, "converged": fr.converged,
            "points": [{"run": pt.run, "kind": pt.kind, "measured": pt.throughput_env_steps_per_s, "predicted": p,
                        "error_pct": e} for pt, p, e in zip(fr.points, fr.predicted, fr.errors_pct)],
            "leave_one_run_out": loro,
@@ -559,9 +583,10 @@ def calibrate_command(paths: list[str], option: str, *, out_dir: str | None, cpu
         echo(f"{pt.run:<3} {timer:<22} {measured_s:>10.2f} {fitted_s:>10.2f} {100 * (fitted_s / measured_s - 1):>+6.1f}%")
     prior, _, _ = prior_of(backbones)
     echo("moved from the bundled calibration: " + moved_text(fr.values, prior, fr.not_identified, len(runs)))
-    if fr.evaluations >= max_evals:
-        echo(f"the fit spent its whole budget ({max_evals} simulations): it may not have converged; "
-             "--max-evals gives it more")
+    if fr.moved_last_half_pct is not None:
+        echo(f"the fit spent its whole budget ({max_evals} simulations); its predictions moved "
+             f"{fr.moved_last_half_pct:.2f}% over the second half: "
+             + ("stable (< 1 %)" if fr.converged else "not converged, --max-evals gives it more"))
     if fr.not_identified:
         echo("held at the bundled values (no run moves them): " + ", ".join(fr.not_identified))
     if fr.on_bound:
