@@ -292,6 +292,27 @@ class PerGpuSeries:
     backbone: str
     modes: dict[str, list[tuple[int, float, float | None, float | None]]]  # mode -> (gpus, per GPU, low, high)
     published: dict[str, list[tuple[int, float]]]  # mode -> (gpus, per GPU)
+    # where the sweep ran another workload than the published points (envs per GPU): which, said
+    # on the figure (a 2-3x gap between the two is the workload, not model error; issue 41)
+    published_other_workload: str | None = None
+
+
+def other_workload(doc: dict[str, Any], backbone: str) -> str | None:
+    """How a sweep's envs per GPU differ from the published points' (the bundled profile's
+    published setup), in words, or None where they match (or cannot be told)."""
+    from perfmodel.schema.errors import ConfigError
+    from perfmodel.schema.profile import load_profile
+
+    try:
+        published = load_profile(backbone).envs_per_gpu
+    except ConfigError:
+        return None
+    swept = sorted({r["plan"]["workload"]["total_num_envs"] // r["plan"]["cluster"]["gpus"]
+                    for r in doc.get("rows") or [] if r.get("status") == "ok" and isinstance(r.get("plan"), dict)})
+    if not swept or swept == [published]:
+        return None
+    return (f"published points: another workload ({published} envs per GPU; this sweep "
+            f"{', '.join(map(str, swept))})")
 
 
 def per_gpu_series(sweeps: list[dict[str, Any]], references: list[str]) -> list[PerGpuSeries]:
@@ -317,5 +338,6 @@ def per_gpu_series(sweeps: list[dict[str, Any]], references: list[str]) -> list[
             if p.backbone == b:
                 published.setdefault(p.mode, []).append((p.gpus, p.throughput_env_steps_per_s / p.gpus))
         out[b] = PerGpuSeries(b, dict(sorted(modes.items(), key=lambda kv: mode_order(kv[0]))),
-                              dict(sorted(published.items(), key=lambda kv: mode_order(kv[0]))))
+                              dict(sorted(published.items(), key=lambda kv: mode_order(kv[0]))),
+                              other_workload(doc, b) if published else None)
     return list(out.values())
