@@ -501,3 +501,26 @@ def test_a_profile_fitted_to_runs_is_not_in_sample_on_the_published_points():
                                 "allocation_ratio": None}]}}
     assert in_sample({"points": points}, {"pi05": SimpleNamespace(provenance=published)})
     assert not in_sample({"points": points}, {"pi05": SimpleNamespace(provenance=runs)})
+
+
+def test_the_reference_is_validated_with_the_profile_the_sweep_used(tmp_path):
+    """Issue 41: a sweep made with a profile file validates the published reference with that
+    profile, not the bundled one (unless --reference-profile names another)."""
+    from analysis.inputs import Inputs
+    from analysis.report import run_validation
+    from perfmodel.schema.profile import BUNDLED_REFERENCE, load_profile
+
+    prof = load_profile("pi05")
+    slow = json.loads(json.dumps(prof.to_dict()))
+    slow["name"] = "pi05_mine"
+    slow["costs"]["env_step_core_s"] = 2 * slow["costs"]["env_step_core_s"]
+    path = write_json(tmp_path / "pi05_mine.json", slow)
+    sweep = {"backbone": "pi05", "spec": {"profile_ref": str(path)}}
+    ref = [str(BUNDLED_REFERENCE)]
+    plain, bundled, _ = run_validation(Inputs(references=ref))
+    mine, used, _ = run_validation(Inputs(sweeps=[("s.json", sweep)], references=ref))
+    assert bundled["pi05"].name == "pi05" and used["pi05"].name == "pi05_mine"
+    assert mine["mape_pct"] != plain["mape_pct"]
+    chosen, used, _ = run_validation(Inputs(sweeps=[("s.json", sweep)], references=ref,
+                                            reference_profiles={"pi05": "pi05"}))
+    assert used["pi05"].name == "pi05" and chosen["mape_pct"] == plain["mape_pct"]
