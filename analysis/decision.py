@@ -70,8 +70,8 @@ def interval_of(row: dict[str, Any]) -> tuple[float | None, float | None, str | 
         if isinstance(ti, dict) and ti.get("low") is not None and ti.get("high") is not None:
             cov = ti.get("coverage")
             what = (f"{100 * cov:.0f}% " if isinstance(cov, (int, float)) else "") + "model interval"
-            if ti.get("method"):
-                what += f" ({ti['method']})"
+            if ti.get("method"):  # its name, not the paragraph after it (a table cell; issue 41)
+                what += f" ({str(ti['method']).split(':')[0].strip()})"
             return float(ti["low"]), float(ti["high"]), what
     # A sweep row carries both its low/high columns and its prediction's interval: name the latter.
     for src in (row, pred):

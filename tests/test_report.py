@@ -524,3 +524,11 @@ def test_the_reference_is_validated_with_the_profile_the_sweep_used(tmp_path):
     chosen, used, _ = run_validation(Inputs(sweeps=[("s.json", sweep)], references=ref,
                                             reference_profiles={"pi05": "pi05"}))
     assert used["pi05"].name == "pi05" and chosen["mape_pct"] == plain["mape_pct"]
+
+
+def test_the_interval_cell_names_the_method_without_its_paragraph():
+    """Issue 41: the report's interval cell is a range and the method's name, not the method's
+    whole description."""
+    row = {"throughput_interval": {"low": 8.0, "high": 12.0, "coverage": 0.9,
+                                   "method": "principal directions: 6 principal directions of the fit's covariance"}}
+    assert dec.interval_of(row) == (8.0, 12.0, "90% model interval (principal directions)")
