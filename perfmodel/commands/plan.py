@@ -14,6 +14,7 @@ from perfmodel.commands.planning import (check_common, load_profile_of, portable
                                          sweep_profile, sweep_rows, sweep_spec)
 from perfmodel.schema.modes import MODE_TABLE
 from perfmodel.schema.node import NODE_FIELDS
+from perfmodel.planning.choice import algorithm_changes
 from perfmodel.schema.plan import DEFAULT_T_MAX_S, MAX_GPUS, Plan
 
 
@@ -231,25 +232,6 @@ def config_gains(best: dict[str, Any], rows: list[dict[str, Any]], config: Plan,
                               "throughput_env_steps_per_s": written["throughput_env_steps_per_s"],
                               "gain_pct": 100 * (thr / written["throughput_env_steps_per_s"] - 1),
                               "changes": algorithm_changes(Plan.from_dict(written["plan"], "plan"), chosen)}
-    return out
-
-
-def algorithm_changes(before: Plan, after: Plan) -> list[str]:
-    """What ``after`` changes in the RL algorithm of ``before`` (what may change the env steps to a
-    success rate, not only their speed): the global batch, synchronous or not and the staleness
-    bound, the epochs. Empty when the two train alike."""
-    out = []
-    wb, wa = before.workload, after.workload
-    was, now = before.mechanisms.async_training, after.mechanisms.async_training
-    if was != now:
-        out.append(f"synchronous -> asynchronous (staleness_threshold {after.max_staleness})" if now
-                   else f"asynchronous (staleness_threshold {before.max_staleness}) -> synchronous")
-    elif now and before.max_staleness != after.max_staleness:
-        out.append(f"staleness_threshold {before.max_staleness} -> {after.max_staleness}")
-    for key in ("global_batch_size", "rollout_epoch", "update_epoch"):
-        a, b = getattr(wb, key), getattr(wa, key)
-        if a != b:
-            out.append(f"{key} {a} -> {b}")
     return out
 
 

@@ -360,7 +360,7 @@ def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict
         cost_rel = 100 * (runner["env_steps_per_gpu_hour"] / best["env_steps_per_gpu_hour"] - 1)
         parts.append(f"The runner-up, {_describe(runner)}"
                      + f", would give {_thr(runner)} ({rel:+.1f}% throughput, {cost_rel:+.1f}% env steps per "
-                     f"GPU-hour), bottleneck {runner['bottleneck']}.")
+                     f"GPU-hour), bottleneck {runner['bottleneck']}{_changed(runner, best)}.")
         if margin["tie"]:
             tied = margin.get("tied_modes") or [best["mode"], runner["mode"]]
             who = "The two tie" if len(tied) == 2 else f"{', '.join(tied[:-1])} and {tied[-1]} tie"
@@ -388,13 +388,40 @@ def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict
                      + (f" ({100 * over_colocated['coverage']:.0f}% interval {100 * (over_colocated['low'] - 1):+.1f}%.."
                         f"{100 * (over_colocated['high'] - 1):+.1f}%"
                         + (", measurement spread only" if over_colocated["resolved"] is None else "") + ")"
-                        if over_colocated else "") + "."
+                        if over_colocated else "") + _changed(colocated, best) + "."
                      + (" That interval includes 0: the model cannot order this plan and colocated."
                         if over_colocated and over_colocated["resolved"] is False else ""))
     n = structural_note(best)
     if n:
         parts.append(f"Its interval: {n}.")
     return " ".join(parts)
+
+
+def algorithm_changes(before: Plan, after: Plan) -> list[str]:
+    """What ``after`` changes in the RL algorithm of ``before`` (what may change the env steps to a
+    success rate, not only their speed): the global batch, synchronous or not and the staleness
+    bound, the epochs. Empty when the two train alike."""
+    out = []
+    wb, wa = before.workload, after.workload
+    was, now = before.mechanisms.async_training, after.mechanisms.async_training
+    if was != now:
+        out.append(f"synchronous -> asynchronous (staleness_threshold {after.max_staleness})" if now
+                   else f"asynchronous (staleness_threshold {before.max_staleness}) -> synchronous")
+    elif now and before.max_staleness != after.max_staleness:
+        out.append(f"staleness_threshold {before.max_staleness} -> {after.max_staleness}")
+    for key in ("global_batch_size", "rollout_epoch", "update_epoch"):
+        a, b = getattr(wb, key), getattr(wa, key)
+        if a != b:
+            out.append(f"{key} {a} -> {b}")
+    return out
+
+
+def _changed(other: dict[str, Any], best: dict[str, Any]) -> str:
+    """A gain sentence's tail naming what the best plan changes in the algorithm of ``other``."""
+    if not (other.get("plan") and best.get("plan")):
+        return ""
+    changes = algorithm_changes(Plan.from_dict(other["plan"], "plan"), Plan.from_dict(best["plan"], "plan"))
+    return f"; algorithm changed: {', '.join(changes)}" if changes else ""
 
 
 def structural_note(r: dict[str, Any]) -> str | None:
