@@ -579,3 +579,24 @@ def test_the_time_objective_judges_a_deadline_at_the_interval_low_end():
     ok = hours_at_low_end(fast, steps) * 1.01
     choice = choose(doc, 16, "time", (steps, ok))
     assert choice["goal"]["best"]["hours_at_low_end"] <= ok < choice["goal"]["best"]["hours"] * 2
+
+
+def test_the_config_as_written_does_not_move_with_scale_global_batch_and_gains_name_the_change():
+    """Issue 41: --scale-global-batch changes the algorithm (global batch 2048 -> 4096 for
+    colocated on 32 GPUs): the baseline 'your config as written' stays the config's own, and every
+    line that reports a gain names the change (the algorithm-change note too)."""
+    from perfmodel.commands.plan import format_plan, plan
+
+    notes: list[str] = []
+    kw = dict(rlinf_config="examples/rlinf/libero_10_ppo_openpi_pi05.yaml", modes="colocated", envs_per_gpu="8,16",
+              jobs=1)
+    plain = plan(32, say=lambda _: None, **kw).summary
+    scaled = plan(32, say=notes.append, scale_global_batch=True, **kw).summary
+    written = scaled["config_gains"]["over_config"]
+    assert written["throughput_env_steps_per_s"] == plain["config_gains"]["over_config"]["throughput_env_steps_per_s"]
+    assert scaled["plan"]["workload"]["global_batch_size"] == 4096
+    assert "global_batch_size 2048 -> 4096" in written["changes"]
+    gain_lines = [ln for ln in format_plan(scaled).splitlines() if ln.startswith("Over your config")]
+    assert gain_lines and all("global_batch_size 2048 -> 4096" in ln for ln in gain_lines), gain_lines
+    assert any(n.startswith("note: algorithm change:") and "global_batch_size 2048 -> 4096 (--scale-global-batch)"
+               in n for n in notes), notes
