@@ -70,8 +70,8 @@ def interval_of(row: dict[str, Any]) -> tuple[float | None, float | None, str | 
         if isinstance(ti, dict) and ti.get("low") is not None and ti.get("high") is not None:
             cov = ti.get("coverage")
             what = (f"{100 * cov:.0f}% " if isinstance(cov, (int, float)) else "") + "model interval"
-            if ti.get("method"):
-                what += f" ({ti['method']})"
+            if ti.get("method"):  # its name, not the paragraph after it (a table cell; issue 41)
+                what += f" ({str(ti['method']).split(':')[0].strip()})"
             return float(ti["low"]), float(ti["high"]), what
     # A sweep row carries both its low/high columns and its prediction's interval: name the latter.
     for src in (row, pred):
@@ -226,14 +226,17 @@ def hover(p: PlanPoint, target: float | None = None) -> str:
 # --- validation -------------------------------------------------------------------------------
 
 def in_sample(validation: dict[str, Any] | None, profiles: dict[str, Any]) -> bool:
-    """Whether the validated points are the ones the profiles were fitted to."""
+    """Whether the validated points are the ones the profiles were fitted to: each point among
+    the published points its own backbone's profile was fitted to (a profile fitted to a user's
+    runs, whose fit points name runs, was fitted to none of them: issue 41)."""
     if not validation:
         return False
     fitted = set()
-    for prof in profiles.values():
+    for backbone, prof in profiles.items():
         prov = prof.provenance if isinstance(prof.provenance, dict) else {}
         for p in (prov.get("fit") or {}).get("points") or []:
-            fitted.add((p.get("backbone"), p.get("mode"), p.get("gpus"), p.get("allocation_ratio")))
+            if "run" not in p:  # a published point, not one of the user's runs
+                fitted.add((p.get("backbone", backbone), p.get("mode"), p.get("gpus"), p.get("allocation_ratio")))
     pts = {(r["backbone"], r["mode"], r["gpus"], r["allocation_ratio"]) for r in validation["points"]}
     return bool(pts) and pts <= fitted
 
@@ -289,6 +292,27 @@ class PerGpuSeries:
     backbone: str
     modes: dict[str, list[tuple[int, float, float | None, float | None]]]  # mode -> (gpus, per GPU, low, high)
     published: dict[str, list[tuple[int, float]]]  # mode -> (gpus, per GPU)
+    # where the sweep ran another workload than the published points (envs per GPU): which, said
+    # on the figure (a 2-3x gap between the two is the workload, not model error; issue 41)
+    published_other_workload: str | None = None
+
+
+def other_workload(doc: dict[str, Any], backbone: str) -> str | None:
+    """How a sweep's envs per GPU differ from the published points' (the bundled profile's
+    published setup), in words, or None where they match (or cannot be told)."""
+    from perfmodel.schema.errors import ConfigError
+    from perfmodel.schema.profile import load_profile
+
+    try:
+        published = load_profile(backbone).envs_per_gpu
+    except ConfigError:
+        return None
+    swept = sorted({r["plan"]["workload"]["total_num_envs"] // r["plan"]["cluster"]["gpus"]
+                    for r in doc.get("rows") or [] if r.get("status") == "ok" and isinstance(r.get("plan"), dict)})
+    if not swept or swept == [published]:
+        return None
+    return (f"published points: another workload ({published} envs per GPU; this sweep "
+            f"{', '.join(map(str, swept))})")
 
 
 def per_gpu_series(sweeps: list[dict[str, Any]], references: list[str]) -> list[PerGpuSeries]:
@@ -314,5 +338,6 @@ def per_gpu_series(sweeps: list[dict[str, Any]], references: list[str]) -> list[
             if p.backbone == b:
                 published.setdefault(p.mode, []).append((p.gpus, p.throughput_env_steps_per_s / p.gpus))
         out[b] = PerGpuSeries(b, dict(sorted(modes.items(), key=lambda kv: mode_order(kv[0]))),
-                              dict(sorted(published.items(), key=lambda kv: mode_order(kv[0]))))
+                              dict(sorted(published.items(), key=lambda kv: mode_order(kv[0]))),
+                              other_workload(doc, b) if published else None)
     return list(out.values())

@@ -168,12 +168,14 @@ def per_gpu_figure(series: list[dec.PerGpuSeries], calibrated: list[int]):
             ax.plot([g for g, *_ in pts], [y for _, y, *_ in pts], label=mode, **_mode_kw(mode))
         for mode, pts in s.published.items():
             kw = {**_mode_kw(mode, line=False), "markerfacecolor": mode_style(mode).color, "markeredgecolor": "black"}
-            ax.plot([g for g, _ in pts], [y for _, y in pts], label=f"published {mode}", zorder=5, **kw)
+            ax.plot([g for g, _ in pts], [y for _, y in pts], zorder=5, **kw,
+                    label=f"published {mode}" + (" (another workload)" if s.published_other_workload else ""))
         _gpu_ticks(ax, gpus, None)
         ax.set_ylim(bottom=0)
         ax.set_xlabel("GPUs")
         ax.set_ylabel("env steps / s per GPU")
-        ax.set_title(f"{s.backbone}: best plan per mode (band: interval; black edge: published)", fontsize=9)
+        ax.set_title(f"{s.backbone}: best plan per mode (band: interval; black edge: published)"
+                     + (f"\n{s.published_other_workload}" if s.published_other_workload else ""), fontsize=9)
         ax.grid(True, alpha=0.3)
     # one legend below the panels (the bands fill the panels): every label once, in panel order
     seen: dict[str, Any] = {}

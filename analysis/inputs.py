@@ -61,8 +61,12 @@ def detect_kind(doc: Any) -> str:
 
 def load_kind(option: str, path: str) -> dict[str, Any]:
     p = Path(path)
-    if p.is_dir():
-        hint = " (give its record.json)" if option == "--run" else ""
+    if p.is_dir() and option == "--run" and (p / "record.json").is_file():
+        p = p / "record.json"  # an executor run directory: its record (issue 41)
+    elif p.is_dir():
+        hint = (" with no record.json (an executor run directory has one; an RLinf log directory is read by "
+                "perfmodel calibrate --from-rlinf-run, whose profile --reference-profile takes)"
+                if option == "--run" else "")
         raise ConfigError(option, f"{path} is a directory, not a file{hint}")
     doc = load_json(p, option)
     want, got = OPTION_KIND[option], detect_kind(doc)

@@ -207,7 +207,9 @@ def per_gpu(series: list[dec.PerGpuSeries], calibrated: list[int]) -> go.Figure:
                                      name=f"published {mode}", legendgroup=mode, showlegend=False,
                                      marker={**_marker(mode, 14), "line": {"color": "black", "width": 2}},
                                      meta={"mode": mode, "role": "published"}, hoverinfo="text",
-                                     hovertext=[f"published {s.backbone} {mode} {g} GPUs: {y:,.1f}" for g, y in pts]),
+                                     hovertext=[f"published {s.backbone} {mode} {g} GPUs: {y:,.1f}"
+                                                + (f" ({s.published_other_workload})" if s.published_other_workload
+                                                   else "") for g, y in pts]),
                           row=1, col=col)
         fig.update_xaxes(type="log", tickvals=gpus, ticktext=[str(g) for g in gpus], title_text="GPUs", row=1, col=col)
         fig.update_yaxes(title_text="env steps / s per GPU", rangemode="tozero", row=1, col=col)

@@ -128,10 +128,23 @@ def run_validation(inp: Inputs) -> tuple[dict[str, Any] | None, dict[str, Any], 
     profiles = {}
     for b in sorted({p.backbone for p in points}):
         try:
-            profiles[b] = load_profile(inp.reference_profiles.get(b, b))
+            profiles[b] = load_profile(inp.reference_profiles.get(b) or swept_profile(inp, b) or b)
         except ConfigError as e:
             return None, {}, f"no profile for backbone {b}: {e.message}"
     return validate(points, profiles), profiles, ""
+
+
+def swept_profile(inp: Inputs, backbone: str) -> str | None:
+    """The profile the report's sweeps of ``backbone`` were made with, when it is
+    not the bundled one: the reference is validated against the profile the sweep used (issue 41),
+    unless --reference-profile names another. A file no longer there: None (the bundled one)."""
+    from perfmodel.schema.plan import is_profile_path
+
+    refs = [doc.get("spec", {}).get("profile_ref") for _, doc in inp.sweeps if doc.get("backbone") == backbone]
+    for ref in refs:
+        if isinstance(ref, str) and ref != backbone and is_profile_path(ref) and Path(ref).is_file():
+            return ref
+    return None
 
 
 def utilization_sources(inp: Inputs) -> list[tuple[str, str | None, dict[str, Any]]]:

@@ -62,17 +62,24 @@ SCALE_GLOBAL_BATCH = click.option(
          "every GPU count, as the published runs did; a split RLinf refuses is warned about)")
 
 
+GPU_HELP = ("accelerator: a100, h100, h200, b200, on its typical node unless a node option says otherwise "
+            "(default: the profile's GPU and node; perfmodel gpus lists both)")
+# Where a node option's default comes from, in every help text: one table, printed by
+# `perfmodel gpus` (perfmodel.commands.gpus.assumed_nodes), as the commands' notes print it.
+NODE_DEFAULT = "default: the profile's node, or with --gpu that GPU's typical node: perfmodel gpus lists both"
+
+
 def node_options(f):
     """The node's shape (perfmodel/schema/node.py); each not given is the profile's node, printed
     as assumed with --rlinf-config (an RLinf config cannot say it; its vlaperf: block can)."""
     for opt in reversed([
-        click.option("--cpu-cores-per-node", type=int, help="CPU cores per node (default: the profile's node, 128 "
-                     "for the bundled H100 ones; env workers share a node's cores)"),
-        click.option("--gpus-per-node", type=int, help="GPUs per node (default: the profile's node, 8)"),
-        click.option("--nic-gbps", type=float, help="inter-node NIC bandwidth per GPU in GB/s (default: the "
-                     "profile's node, 25 = one 200 Gb/s NIC per GPU)"),
+        click.option("--cpu-cores-per-node", type=int, help="CPU cores per node (env workers share a node's "
+                     f"cores; {NODE_DEFAULT})"),
+        click.option("--gpus-per-node", type=int, help=f"GPUs per node ({NODE_DEFAULT})"),
+        click.option("--nic-gbps", type=float, help="inter-node NIC bandwidth per GPU in GB/s, effective (the "
+                     f"bundled profiles' is fitted to the published runs; {NODE_DEFAULT})"),
         click.option("--node-ram-gb", type=float, help="host RAM per node in GB (bounds the envs a node holds; "
-                     "default: the profile's node)"),
+                     f"{NODE_DEFAULT})"),
     ]):
         f = opt(f)
     return f
@@ -106,7 +113,7 @@ def cli() -> None:
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 @click.option("--trace", type=click.Path(dir_okay=False), help="write a Chrome/Perfetto trace of the simulated timeline")
 @click.option("--rlinf-config", "rlinf_config", help="RLinf Hydra config (.yaml) to predict (options override it)")
-@click.option("--gpu", help="accelerator: a100, h100 (default), h200, b200 (docs/guide.md: GPU types and prices)")
+@click.option("--gpu", help=GPU_HELP)
 @click.option("--gpu-hour-price", "price", type=float, help="dollars per GPU-hour: adds dollars per million env steps")
 @click.option("--no-interval", is_flag=True, help="skip the prediction interval (a few simulations fewer)")
 @no_progress_option  # accepted for scripts that pass it to every command: predict has no bar
@@ -186,23 +193,33 @@ def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | No
 @click.option("--cpu-cores-per-node", type=int, help="with --from-*-run: CPU cores per node of your cluster "
               "(an RLinf config does not say; default: the plan's)")
 @click.option("--name", help="with --from-*-run: the profile's name (default <backbone>_cluster)")
+@click.option("--gpu", help="with --from-*-run: the runs' " + GPU_HELP + " (a config's vlaperf.gpu says it too)")
+@click.option("--gpus-per-node", type=int, help=f"with --from-*-run: GPUs per node of your cluster ({NODE_DEFAULT})")
+@click.option("--node-ram-gb", type=float, help=f"with --from-*-run: host RAM per node in GB ({NODE_DEFAULT})")
 @click.argument("more_runs", nargs=-1, metavar="[LOGDIR]...")
 @no_progress_option
 def calibrate(reference: str, out_dir: str | None, max_evals: int, as_json: bool, rlinf_runs: tuple[str, ...],
-              executor_runs: tuple[str, ...], cpu_cores_per_node: int | None, name: str | None,
-              more_runs: tuple[str, ...], quiet: bool) -> None:
+              executor_runs: tuple[str, ...], cpu_cores_per_node: int | None, name: str | None, gpu: str | None,
+              gpus_per_node: int | None, node_ram_gb: float | None, more_runs: tuple[str, ...], quiet: bool) -> None:
     """Fit the bundled profiles' physical parameters to published results, or (--from-rlinf-run,
     --from-run) a profile of your own cluster to your runs."""
-    if rlinf_runs or executor_runs or more_runs or cpu_cores_per_node is not None or name is not None:
+    runs_only = {"--name": name, "--gpu": gpu, "--gpus-per-node": gpus_per_node, "--node-ram-gb": node_ram_gb}
+    if rlinf_runs or executor_runs or more_runs or cpu_cores_per_node is not None or any(
+            v is not None for v in runs_only.values()):
         import shlex
 
         from perfmodel.calibration.from_runs import calibrate_command, cli_runs
+        from perfmodel.commands.common import check_gpu
+        from perfmodel.schema.node import check_node
 
-        paths, option = cli_runs(rlinf_runs, executor_runs, more_runs, cpu_cores_per_node, name)
+        given = next((o for o, v in runs_only.items() if v is not None), "--name")
+        paths, option = cli_runs(rlinf_runs, executor_runs, more_runs, cpu_cores_per_node, name, given)
+        check_gpu(gpu)
+        node = check_node({"gpus_per_node": gpus_per_node, "node_ram_gb": node_ram_gb})
         calibrate_command(paths, option, out_dir=out_dir, cpu_cores_per_node=cpu_cores_per_node,
                           max_evals=max_evals, as_json=as_json, quiet=quiet, name=name,
                           command="perfmodel calibrate " + " ".join(shlex.quote(a) for a in sys.argv[2:]),
-                          echo=click.echo)
+                          echo=click.echo, gpu=gpu, node=node)
         return
     from perfmodel.calibration.calibrate import BUNDLED_FIT_EVALS
     from perfmodel.commands.calibrate import calibrate as run_calibrate, format_calibration
@@ -247,9 +264,9 @@ def _cp_options(f):
         click.option("--t-max", "t_max", help="comma-separated dynamic-batching t_max_s values (default 0.02, RLinf's)"),
         click.option("--staleness", help="comma-separated max_staleness values for the asynchronous modes (default: "
                      "the config's or plan default, 1); more than one is a search axis"),
-        click.option("--envs-per-gpu", "envs_per_gpu", help="comma-separated envs per GPU to search (default: sweep "
-                     "the config's or published count; plan with --rlinf-config also tries 2, 4 and 6 times the "
-                     "config's, up to 4 envs per CPU core; what does not fit node RAM or GPU memory is infeasible)"),
+        click.option("--envs-per-gpu", "envs_per_gpu", help="comma-separated envs per GPU to search (default: "
+                     "the published count; with --rlinf-config, plan and sweep both try the config's and 2, 4 and 6 "
+                     "times it, up to 4 envs per CPU core; what does not fit node RAM or GPU memory is infeasible)"),
         click.option("--micro-batch-sizes", "micro_batch_sizes", help="comma-separated actor micro_batch_size values "
                      "to search (default: the config's); one that does not divide the global batch is infeasible"),
         click.option("--gpu-hour-price", "price", type=float, help="dollars per GPU-hour, for env steps per dollar"),
@@ -260,7 +277,7 @@ def _cp_options(f):
         click.option("--rlinf-config", "rlinf_config",
                      help="RLinf Hydra config (.yaml): its model, workload, batch and FSDP settings for every plan "
                           "(envs scaled at its envs per GPU)"),
-        click.option("--gpu", help="accelerator: a100, h100 (default), h200, b200 (docs/guide.md: GPU types and prices)"),
+        click.option("--gpu", help=GPU_HELP),
         SCALE_GLOBAL_BATCH,
     ]):
         f = opt(f)

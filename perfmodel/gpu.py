@@ -14,6 +14,10 @@ perfmodel/schema/hardware.py).
   NIC bandwidths scaled by the link ratios (the calibrated values stay calibrated: an effective
   bandwidth times the ratio of datasheet bandwidths), CPU cores and RAM by the typical nodes'
   ratio, GPU memory from the table.
+- ``gpu_node(cluster, gpu)``: what ``--gpu`` (or ``vlaperf.gpu``) means, also for the profile's
+  own GPU type: the cluster on ``gpu``'s typical node of the table (its CPU cores, host RAM, GPUs
+  per node and memory), the links as ``cluster_on`` carries them (``perfmodel gpus`` prints it
+  for each GPU of the table: perfmodel.commands.gpus.assumed_nodes).
 """
 
 from __future__ import annotations
@@ -103,3 +107,17 @@ def cluster_on(cluster: Cluster, gpu: str) -> Cluster:
     if hasattr(cluster, "host_bw_GBps"):
         changes["host_bw_GBps"] = cluster.host_bw_GBps / f.pcie_time
     return replace(cluster, **changes)
+
+
+def gpu_node(cluster: Cluster, gpu: str) -> Cluster:
+    """``cluster`` on ``gpu``'s typical node (``--gpu NAME``): the table's CPU cores, host RAM and
+    GPUs per node (the vendor's reference system, perfmodel/schema/hardware.py) and GPU memory,
+    NVLink and NIC the calibrated effective bandwidths times the datasheet ratio (``cluster_on``).
+    On the profile's own GPU type too: ``--gpu h100`` is a DGX H100 node, not the published
+    cluster's (issue 41). Node options (``--cpu-cores-per-node`` ...) apply after it."""
+    from perfmodel.schema.node import with_node
+
+    a = accelerator(gpu)
+    return with_node(cluster_on(cluster, gpu), {"cpu_cores_per_node": a.node_cpu_cores, "node_ram_gb": a.node_ram_gb,
+                                                "gpus_per_node": a.gpus_per_node})
+

@@ -114,8 +114,11 @@ def _choice(*args):
 def test_plan_from_sweep_honours_selection(sweep_file):
     s = str(sweep_file)
     assert _choice("--sweep", s, "--modes", "colocated")["mode"] == "colocated"
-    best = _choice("--sweep", s, "--modes", "disaggregated", "--ratios", "1:3")
-    assert (best["mode"], best["allocation_ratio"]) == ("disaggregated", "1:3")
+    best = _choice("--sweep", s, "--modes", "disaggregated", "--ratios", "1:1")
+    assert (best["mode"], best["allocation_ratio"]) == ("disaggregated", "1:1")
+    # 1:3 on 8 GPUs: the scenario's global batch of 32 over 6 actor GPUs, which RLinf refuses (issue 41)
+    r = run_main("plan", "--gpus", "8", "--sweep", s, "--modes", "disaggregated", "--ratios", "1:3")
+    assert r.returncode == 2 and r.stderr.startswith("error: actor.global_batch_size: 32 does not split"), r.stderr
     assert _choice("--sweep", s, "--modes", "streamer", "--b-max", "4")["b_max"] == 4
     # the issue's case: colocated has no ratio, as a fresh `perfmodel plan` would answer
     assert _choice("--sweep", s, "--modes", "colocated", "--ratios", "1:3")["mode"] == "colocated"

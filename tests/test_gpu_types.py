@@ -82,7 +82,7 @@ def test_time_objective_takes_the_cheapest_plan_that_finishes_in_time() -> None:
     assert "GPU-hours" in c["explanation"] and "$" in c["explanation"]
     # A tighter deadline forces the bigger, dearer plan; an impossible one is refused, naming the fastest.
     assert choose(doc, 32, "time", (1e8, 20.0))["best"]["gpus"] == 32
-    with pytest.raises(ConfigError, match="--within-hours: no plan .* the fastest, streamer on 32 GPUs"):
+    with pytest.raises(ConfigError, match="--within-hours: no plan .* the fastest there, streamer on 32 GPUs"):
         choose(doc, 32, "time", (1e8, 10.0))
     with pytest.raises(ConfigError, match="--env-steps"):
         choose(doc, 32, "time")

@@ -203,3 +203,35 @@ def test_emitted_fragment_names_the_algorithm_change(tmp_path: Path) -> None:
     assert "note: algorithm change: your config trains synchronous PPO" in r.stderr
     r = run_cli("plan", "--rlinf-config", str(cfg), "--gpus", "8", "--modes", "colocated", "--emit", "rlinf", "--quiet")
     assert r.returncode == 0 and "ALGORITHM CHANGE" not in r.stdout and "algorithm change" not in r.stderr
+
+
+def test_node_defaults_come_from_one_table_and_gpu_applies_its_node() -> None:
+    """Issue 41: the node values a note prints, `perfmodel gpus` lists and `--help` points to are
+    one table (perfmodel.commands.gpus.assumed_nodes); `--gpu h100` is a DGX H100 node (112 cores), not the
+    published cluster's (128), unless a node option says otherwise."""
+    import json
+
+    from perfmodel.commands.gpus import assumed_nodes
+    from perfmodel.schema.node import NODE_FIELDS
+
+    rows = {r["option"]: r for r in assumed_nodes(load_profile("pi05"))}
+    own, h100 = rows["(no --gpu)"], rows["--gpu h100"]
+    assert (own["cpu_cores_per_node"], h100["cpu_cores_per_node"]) == (128, 112)
+    listed = run_cli("gpus").stdout
+    cfg = "examples/rlinf/libero_10_ppo_openpi_pi05.yaml"
+    for flags, row in (([], own), (["--gpu", "h100"], h100)):
+        r = run_cli("predict", "--rlinf-config", cfg, "--mode", "colocated", "--no-interval", "--json", *flags)
+        (note,) = [ln for ln in r.stderr.splitlines() if ln.startswith("note: node assumed")]
+        for f, (option, _, unit) in NODE_FIELDS.items():
+            assert f"{row[f]:.4g} {unit} ({option})" in note, note
+        assert f"| {row['option']} | {row['node']} | {row['gpu']} | " + " | ".join(
+            f"{row[f]:.4g}" for f in NODE_FIELDS) + " |" in listed
+    assert "perfmodel gpus lists both" in run_cli("predict", "--help").stdout
+
+    def thr(*flags: str) -> float:
+        r = run_cli("predict", "--mode", "rollout_async", "--gpus", "16", "--no-interval", "--json", *flags)
+        return json.loads(r.stdout)["throughput_env_steps_per_s"]
+
+    plain = thr()
+    assert thr("--gpu", "h100") < plain  # env-bound: fewer cores per node
+    assert thr("--gpu", "h100", "--cpu-cores-per-node", "128") == pytest.approx(plain, rel=1e-9)

@@ -132,6 +132,57 @@ def test_calibrate_moves_what_the_runs_measure(tmp_path: Path) -> None:
     assert pred["throughput_env_steps_per_s"] == pytest.approx(0.7 * PUBLISHED[("colocated", "pi05", 16)], rel=0.05)
 
 
+def test_a_profile_from_runs_answers_for_their_workload(tmp_path: Path) -> None:
+    """Issue 41: runs at 8 envs per GPU and global batch 2048 give a profile whose default and
+    calibrated workload are theirs: predict on it with no workload flag answers for that workload
+    (256 envs at 32 GPUs), and without a 'workload beyond the calibrated one' warning."""
+    from dataclasses import replace
+
+    from perfmodel.prediction import predict
+
+    pi05 = load_profile("pi05")
+    for g in (8,):  # (one run keeps it cheap: two give the same workload)
+        plan = published_plan(pi05, "colocated", g, None)
+        plan = plan.with_(workload=replace(plan.workload, total_num_envs=8 * g, global_batch_size=2048))
+        thr = predict(plan, pi05, interval=False)["throughput_env_steps_per_s"]
+        it = plan.workload.env_steps_per_iteration / thr
+        write_run(tmp_path / f"run{g}" / "tensorboard", emit_yaml(plan, "pi05"),
+                  [{STEP_KEY: 3 * it}] + [{STEP_KEY: it * (1 + d)} for d in SPREAD])
+    out = tmp_path / "p"
+    r = run_cli("calibrate", "--from-rlinf-run", str(tmp_path / "run8"), "--out-dir", str(out), "--no-progress",
+                "--max-evals", "20")
+    assert r.returncode == 0, r.stderr
+    prof = load_profile(str(out / "pi05_cluster.json"))
+    assert prof.envs_per_gpu == 8 and prof.default_workload["global_batch_size"] == 2048
+    r = run_cli("predict", "--profile", str(out / "pi05_cluster.json"), "--mode", "colocated", "--gpus", "32", "--json")
+    pred = json.loads(r.stdout)
+    assert pred["total_num_envs"] == 256 and "workload" not in r.stderr, r.stderr
+    assert not pred["extrapolation"].get("beyond_calibrated_workload")
+    assert not [w for w in pred["warnings"] if "beyond the calibrated" in w or "calibrated one" in w]
+
+
+def test_calibrate_takes_the_gpu_and_the_node_options(tmp_path: Path) -> None:
+    """Issue 41: calibrate --gpu and the node options say what the runs ran on (an RLinf config
+    cannot); without runs they are refused in one line naming the option."""
+    r = run_cli("calibrate", "--gpu", "a100")
+    assert r.returncode == 2 and r.stderr.startswith("error: --gpu: only with --from-rlinf-run"), r.stderr
+    synth_run(tmp_path / "run8", "colocated", 8)
+    out = tmp_path / "p"
+    r = run_cli("calibrate", "--from-rlinf-run", str(tmp_path / "run8"), "--gpu", "a100", "--node-ram-gb", "1536",
+                "--out-dir", str(out), "--no-progress", "--max-evals", "30")
+    assert r.returncode == 0, r.stderr
+    # a budget spent: the one convergence criterion, predictions stable to 1 % over its second half
+    (said,) = [ln for ln in r.stdout.splitlines() if ln.startswith("the fit spent its whole budget (30 ")]
+    moved = float(said.split("moved ")[1].split("%")[0])
+    assert said.endswith("stable (< 1 %)") == (moved < 1.0), said
+    prof = load_profile(str(out / "pi05_cluster.json"))
+    # the A100's typical node (perfmodel gpus): its cores and memory; the RAM as given
+    assert (prof.node["gpu"], prof.node["cpu_cores_per_node"], prof.node["gpu_memory_gb"]) == ("a100", 128, 80.0)
+    assert prof.node["node_ram_gb"] == 1536.0
+    r = run_cli("calibrate", "--from-rlinf-run", str(tmp_path / "run8"), "--gpu", "v100", "--out-dir", str(out))
+    assert r.returncode == 2 and r.stderr.startswith("error: --gpu:"), r.stderr
+
+
 def test_cpu_cores_per_node_goes_into_the_profile(tmp_path: Path) -> None:
     synth_run(tmp_path / "run8", "colocated", 8)
     out = tmp_path / "p"
@@ -139,6 +190,9 @@ def test_cpu_cores_per_node_goes_into_the_profile(tmp_path: Path) -> None:
                 "--out-dir", str(out), "--no-progress")
     assert r.returncode == 0, r.stderr
     assert "leave-one-run-out" not in r.stdout  # one run: nothing to leave out
+    # the fit's table in seconds per iteration, one row per timer (issue 41)
+    assert "measured s   fitted s" in r.stdout and "(seconds per iteration" in r.stdout
+    assert any(ln.split()[1:2] == ["time/step"] for ln in r.stdout.splitlines()), r.stdout
     prof = load_profile(str(out / "pi05_cluster.json"))
     assert prof.node["cpu_cores_per_node"] == 96
     assert prof.provenance["node_facts"] == {"gpus_per_node": 8, "cpu_cores_per_node": 96, "gpu": "h100",
@@ -230,8 +284,11 @@ def test_refuses_one_step_and_a_missing_folder(tmp_path: Path) -> None:
 def test_refuses_runs_of_two_node_shapes(tmp_path: Path) -> None:
     synth_run(tmp_path / "a", "colocated", 8)
     plan = published_plan(load_profile("pi05"), "colocated", 8, None)
-    # a config whose profile has another node: the tiny CPU one (2 GPUs per node)
-    plan = plan.with_(profile="pi05_tiny_cpu")
+    # a config of another node: 96 CPU cores (written in its vlaperf: block: its GPU's typical node
+    # otherwise, issue 41)
+    from perfmodel.schema.node import with_node
+
+    plan = plan.with_(profile="pi05_tiny_cpu", cluster=with_node(plan.cluster, {"cpu_cores_per_node": 96}))
     with pytest.raises(ConfigError):
         from perfmodel.calibration.from_runs import check_node, read_runs
 
@@ -444,3 +501,16 @@ def test_runs_across_more_nodes_rule_out_the_members_they_contradict(tmp_path: P
     kept = {(m["mechanism"], m["end"]) for m in mine["members"]}
     assert kept | {tuple(g.split(":")) for g in gone} == {(m["mechanism"], m["end"])
                                                           for m in prof.provenance["structural"]["members"]}
+
+
+def test_calibrate_prints_seconds_per_stage_and_flags_a_large_move() -> None:
+    """Issue 41: calibrate's table is in seconds per iteration (not rates under a 'measured'
+    header twice), and a parameter moved more than 2x by two runs or fewer is qualified."""
+    from perfmodel.calibration.from_runs import moved_text
+
+    prior = {"a": 1.0, "b": 0.74, "c": 3.0}
+    text = moved_text({"a": 1.005, "b": 1.88, "c": 3.6}, prior, [], 2)
+    assert not text.startswith("a ") and "b 0.74 -> 1.88 (x2.54 from 2 run(s): weakly identified" in text
+    assert "c 3 -> 3.6;" not in text and text.endswith("c 3 -> 3.6")
+    assert "weakly" not in moved_text({"b": 1.88}, prior, [], 3)  # three runs: not flagged
+    assert moved_text({"b": 1.88}, prior, ["b"], 1) == "nothing (> 1 %)"

@@ -82,3 +82,23 @@ def test_report_writes_the_per_gpu_figure(sweeps):
     png = (d / "report" / "report_figures" / "per_gpu.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     assert "data-figure='per_gpu'" in (d / "report" / "report.html").read_text()
+
+
+def test_published_points_of_another_workload_are_labelled_so(sweeps):
+    """Issue 41: a sweep at 8 envs per GPU beside the published 48: the published points are
+    labelled as another workload (in the figure's title and legend), not drawn as if comparable;
+    the bundled sweeps (the published workload) carry no such label."""
+    import copy
+
+    _, out = sweeps
+    doc = copy.deepcopy(out["pi05"][1])
+    assert dec.per_gpu_series([doc], [BUNDLED_REFERENCE])[0].published_other_workload is None
+    for r in doc["rows"]:
+        if r["status"] == "ok":
+            r["plan"]["workload"]["total_num_envs"] = 8 * r["plan"]["cluster"]["gpus"]
+    (s,) = dec.per_gpu_series([doc], [BUNDLED_REFERENCE])
+    assert s.published_other_workload == "published points: another workload (48 envs per GPU; this sweep 8)"
+    fig = figures.per_gpu_figure([s], [8, 16])
+    ax = fig.axes[0]
+    assert "another workload" in ax.get_title()
+    assert any(t.endswith("(another workload)") for t in (line.get_label() for line in ax.get_lines()))

@@ -306,7 +306,8 @@ def test_plan_from_a_sweep_file_finds_and_checks_its_profile(tmp_path, scenario_
     other = tmp_path / "elsewhere"
     other.mkdir()
     r = run_cli("plan", "--sweep", str(sweep), "--gpus", "8", "--details", str(via), cwd=other)
-    assert r.returncode == 0 and "note:" not in r.stderr, r.stderr
+    # (the one note: the chosen plan's micro-batch lowered so that RLinf accepts its split)
+    assert r.returncode == 0 and [ln for ln in r.stderr.splitlines() if "micro_batch_size" not in ln] == [], r.stderr
     # the scenario profile has no calibration uncertainty: the ratios say why, but it was found and checked
     assert json.loads(via.read_text())["ratio_unavailable"] is None
     best = max((x for x in doc["rows"] if x["status"] == "ok"), key=lambda x: x["throughput_env_steps_per_s"])
@@ -354,13 +355,15 @@ def test_a_plan_far_below_its_bound_says_waiting_limits_it(tmp_path):
     assert r.returncode == 0 and "below that bound" not in r.stdout, r.stderr
 
 
-def test_a_batch_split_rlinf_refuses_is_said_everywhere_it_is_costed(tmp_path):
+def test_a_batch_split_rlinf_refuses_is_said_by_predict_and_never_ranked(tmp_path):
     """RLinf asserts global_batch_size % (micro_batch_size x actor GPUs) == 0: the published
-    1024 / 128 fails on 16 actor GPUs. predict warns with what it costs instead, plan warns
-    about its chosen plan, and sweep counts the rows; a whole split gives no such warning."""
+    1024 / 128 fails on 16 actor GPUs. predict warns with what it costs instead; plan and sweep
+    rank only plans RLinf runs as emitted (issue 41): the micro-batch lowered to the share (the
+    same cost), or the row refused and counted where no micro-batch splits the batch (12, 24 actors)."""
     from perfmodel.calibration.reference import published_plan
     from perfmodel.costs import StageCosts
     from perfmodel.schema.profile import load_profile
+    from perfmodel.schema.rules import batch_split_is_whole
 
     pi05 = load_profile("pi05")
     at32 = StageCosts(published_plan(pi05, "rollout_async", 32, "1:1"), pi05).warnings
@@ -369,11 +372,24 @@ def test_a_batch_split_rlinf_refuses_is_said_everywhere_it_is_costed(tmp_path):
     assert not any("global_batch_size" in w for w in StageCosts(published_plan(pi05, "rollout_async", 16, "1:1"),
                                                                  pi05).warnings)
     r = run_cli("plan", "--gpus", "32", "--modes", "rollout_async", "--ratios", "1:1", "--quiet", "--json")
-    assert r.returncode == 0 and "warning: chosen plan: workload.global_batch_size: 1024" in r.stderr
+    assert r.returncode == 0 and "RLinf refuses" not in r.stderr, r.stderr
+    assert "note: chosen plan: micro_batch_size 128 -> 64: global batch 1024 splits whole over 16" in r.stderr
     summary = json.loads(r.stdout)
     assert "scaling_efficiency" not in summary["best"]  # one GPU count swept: 1 by definition, not shown
-    r = run_cli("sweep", "--gpus", "16,32", "--modes", "rollout_async", "--ratios", "1:1", "--quiet", "--no-interval")
-    assert r.returncode == 0 and "warning: 1 row(s) split workload.global_batch_size unevenly" in r.stdout
+    assert summary["plan"]["workload"]["micro_batch_size"] == 64
+    assert not any("global_batch_size" in w for w in summary["best"]["prediction"]["warnings"])
+    out = tmp_path / "s.json"
+    r = run_cli("sweep", "--gpus", "16,32", "--modes", "rollout_async", "--ratios", "1:1,1:3", "--quiet",
+                "--no-interval", "-o", str(out))
+    assert r.returncode == 0 and "unevenly" not in r.stdout
+    assert "note: 1 row(s) run a smaller micro_batch_size" in r.stdout  # 1:1 on 32 GPUs
+    assert "2 RLinf refuses the batch split" in r.stdout  # 1:3: 1024 over 12 and over 24 actor GPUs
+    rows = json.loads(out.read_text())["rows"]
+    ok = [x for x in rows if x["status"] == "ok"]
+    assert len(ok) == 2 and all(batch_split_is_whole(x["plan"]["workload"]["global_batch_size"], x["actor_gpus"],
+                                                     x["plan"]["workload"]["micro_batch_size"]) for x in ok)
+    refused = [x for x in rows if x["status"] != "ok"]
+    assert [x["reason"].split(":")[0] for x in refused] == ["actor.global_batch_size"] * 2
 
 
 def test_the_sweep_marks_a_plan_limited_by_waiting():
@@ -474,12 +490,13 @@ def test_sample_efficiency_changes_time_and_cost_to_target():
     longer finishes in time is not chosen."""
     from perfmodel.commands.plan import plan
 
-    kw = dict(backbone="pi05", objective="time", env_steps=2e8, within_hours=48, price=2.5, modes="colocated,rollout_async",
+    kw = dict(backbone="pi05", objective="time", env_steps=2e8, within_hours=52, price=2.5, modes="colocated,rollout_async",
               ratios="1:1,3:1", jobs=1, say=lambda _: None)
     plain = plan(64, **kw).summary
     slow = plan(64, **kw, sample_efficiency=("rollout_async=1.3",)).summary
     assert plain["best"]["mode"] == "rollout_async" and plain["best"]["gpus"] == 32
-    # 32 GPUs needed 39.6 h; 1.3 times the env steps take 51.5 h, past the 48 h deadline
+    # 32 GPUs need 43.3 h at their interval's low end; 1.3 times the env steps 56.3 h, past the 52 h
+    # deadline (64 GPUs: 50.6 h at theirs)
     assert slow["best"]["gpus"] == 64 and slow["sample_efficiency"] == {"rollout_async": 1.3}
     t = slow["goal"]["best"]
     assert t["env_steps"] == pytest.approx(2.6e8)
@@ -507,3 +524,79 @@ def test_within_model_error_the_simpler_mode_is_chosen():
     # without a model-error estimate (no intervals) only a tie goes to the simpler mode
     bare = [{**r, "prediction": {}} for r in near]
     assert candidates(bare, 32, "throughput")[0]["mode"] == "rollout_async"
+
+
+@pytest.mark.parametrize("gpus,config,lists", [
+    (32, None, {}), (64, None, {}),
+    # an RLinf config: its envs per GPU searched (8, 16, 32, 48); two modes and one split keep it cheap
+    (32, "examples/rlinf/libero_10_ppo_openpi_pi05.yaml", {"modes": "colocated,rollout_async", "ratios": "1:1"})])
+def test_plan_and_sweep_search_the_same_space_and_name_the_same_best(gpus, config, lists):
+    """Issue 41: for the same inputs, plan and sweep search the same combinations (the workload
+    axes too: plan used to search envs per GPU alone) and name the same best plan, by one rule
+    (planning.sweep.best_of); both say what they searched."""
+    from perfmodel.commands.plan import format_plan, plan
+    from perfmodel.commands.sweep import sweep
+    from perfmodel.planning.choice import SEARCHED
+    from perfmodel.planning.sweep import format_table
+
+    def quiet(line: str) -> None:
+        pass
+
+    answer = plan(gpus, rlinf_config=config, say=quiet, jobs=1, **lists)
+    doc = sweep(str(gpus), rlinf_config=config, say=quiet, jobs=1, **lists)
+    assert answer.summary["searched"] == {k: doc["spec"][k] for k in SEARCHED}
+    (best,) = doc["summary"]["best_per_gpus"]
+    assert answer.choice["best"]["plan"] == doc["rows"][best["index"]]["plan"]
+    assert answer.choice["best"]["throughput_env_steps_per_s"] == best["throughput_env_steps_per_s"]
+    assert answer.choice["candidates"] == doc["summary"]["feasible"]
+    said = [ln for ln in format_plan(answer.summary).splitlines() if ln.startswith("Searched envs per GPU")]
+    noted = [ln for ln in format_table(doc).splitlines() if ln.startswith("note: searched envs per GPU")]
+    assert (len(said), len(noted)) == ((1, 1) if config else (0, 0))
+    from perfmodel.costs import batch_split_warning
+
+    assert batch_split_warning(answer.plan) is None  # #1 is a plan RLinf runs as emitted
+    assert not [w for w in answer.choice["best"]["prediction"]["warnings"] if "RLinf refuses" in w]
+
+
+def test_the_time_objective_judges_a_deadline_at_the_interval_low_end():
+    """Issue 41: a plan meets --within-hours only if it does at its interval's low end (the
+    conservative end), and the answer says both times; a deadline only the points meet is refused
+    naming the time at that end."""
+    from perfmodel.planning.choice import hours_at_low_end, hours_to
+    from perfmodel.schema.profile import load_profile
+
+    pi05 = load_profile("pi05")
+    doc = run_sweep(SweepSpec(profile_ref="pi05", modes=("colocated",), gpus=(8, 16)), pi05, jobs=1)
+    rows = [r for r in doc["rows"] if r["status"] == "ok"]
+    assert all(r["throughput_low"] < r["throughput_env_steps_per_s"] for r in rows)
+    steps = 1e7
+    fast = max(rows, key=lambda r: r["throughput_env_steps_per_s"])
+    between = (hours_to(fast, steps) + hours_at_low_end(fast, steps)) / 2  # the point meets it, the low end not
+    assert all(hours_at_low_end(r, steps) > between for r in rows)
+    with pytest.raises(ConfigError) as e:
+        choose(doc, 16, "time", (steps, between))
+    assert e.value.field == "--within-hours" and "at its interval's low end" in e.value.message
+    ok = hours_at_low_end(fast, steps) * 1.01
+    choice = choose(doc, 16, "time", (steps, ok))
+    assert choice["goal"]["best"]["hours_at_low_end"] <= ok < choice["goal"]["best"]["hours"] * 2
+
+
+def test_the_config_as_written_does_not_move_with_scale_global_batch_and_gains_name_the_change():
+    """Issue 41: --scale-global-batch changes the algorithm (global batch 2048 -> 4096 for
+    colocated on 32 GPUs): the baseline 'your config as written' stays the config's own, and every
+    line that reports a gain names the change (the algorithm-change note too)."""
+    from perfmodel.commands.plan import format_plan, plan
+
+    notes: list[str] = []
+    kw = dict(rlinf_config="examples/rlinf/libero_10_ppo_openpi_pi05.yaml", modes="colocated", envs_per_gpu="8,16",
+              jobs=1)
+    plain = plan(32, say=lambda _: None, **kw).summary
+    scaled = plan(32, say=notes.append, scale_global_batch=True, **kw).summary
+    written = scaled["config_gains"]["over_config"]
+    assert written["throughput_env_steps_per_s"] == plain["config_gains"]["over_config"]["throughput_env_steps_per_s"]
+    assert scaled["plan"]["workload"]["global_batch_size"] == 4096
+    assert "global_batch_size 2048 -> 4096" in written["changes"]
+    gain_lines = [ln for ln in format_plan(scaled).splitlines() if ln.startswith("Over your config")]
+    assert gain_lines and all("global_batch_size 2048 -> 4096" in ln for ln in gain_lines), gain_lines
+    assert any(n.startswith("note: algorithm change:") and "global_batch_size 2048 -> 4096 (--scale-global-batch)"
+               in n for n in notes), notes

@@ -470,3 +470,65 @@ def test_chosen_plan_calls_a_tie_what_the_planner_calls_one(inputs):
         row = dict(chosen_rows(inp, b))["mode"]
         assert row == (f"{c['best']['mode']} (tie: {c['runner_up']['mode']} predicts the same throughput)" if tie
                        else c["best"]["mode"])
+
+
+def test_a_run_directory_is_read_through_its_record(tmp_path):
+    """Issue 41: --run takes an executor run directory (its record.json); a directory without one
+    (an RLinf log directory) is refused in one line saying what reads it."""
+    from analysis.inputs import load_kind
+    from perfmodel.schema.errors import ConfigError
+
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(DATA / "record.json", run / "record.json")
+    assert load_kind("--run", str(run)) == json.loads((DATA / "record.json").read_text())
+    (run / "record.json").unlink()
+    with pytest.raises(ConfigError) as e:
+        load_kind("--run", str(run))
+    assert e.value.field == "--run" and "calibrate --from-rlinf-run" in e.value.message
+
+
+def test_a_profile_fitted_to_runs_is_not_in_sample_on_the_published_points():
+    """Issue 41: validation against the published points with a profile fitted to the user's runs
+    is not 'fitted to these points' (its fit points are runs), even at the same modes and sizes."""
+    from types import SimpleNamespace
+
+    from analysis.decision import in_sample
+
+    points = [{"backbone": "pi05", "mode": "colocated", "gpus": 8, "allocation_ratio": None}]
+    published = {"fit": {"points": [{"backbone": "pi05", "mode": "colocated", "gpus": 8, "allocation_ratio": None}]}}
+    runs = {"fit": {"points": [{"run": 0, "kind": "throughput", "backbone": "pi05", "mode": "colocated", "gpus": 8,
+                                "allocation_ratio": None}]}}
+    assert in_sample({"points": points}, {"pi05": SimpleNamespace(provenance=published)})
+    assert not in_sample({"points": points}, {"pi05": SimpleNamespace(provenance=runs)})
+
+
+def test_the_reference_is_validated_with_the_profile_the_sweep_used(tmp_path):
+    """Issue 41: a sweep made with a profile file validates the published reference with that
+    profile, not the bundled one (unless --reference-profile names another)."""
+    from analysis.inputs import Inputs
+    from analysis.report import run_validation
+    from perfmodel.schema.profile import BUNDLED_REFERENCE, load_profile
+
+    prof = load_profile("pi05")
+    slow = json.loads(json.dumps(prof.to_dict()))
+    slow["name"] = "pi05_mine"
+    slow["costs"]["env_step_core_s"] = 2 * slow["costs"]["env_step_core_s"]
+    path = write_json(tmp_path / "pi05_mine.json", slow)
+    sweep = {"backbone": "pi05", "spec": {"profile_ref": str(path)}}
+    ref = [str(BUNDLED_REFERENCE)]
+    plain, bundled, _ = run_validation(Inputs(references=ref))
+    mine, used, _ = run_validation(Inputs(sweeps=[("s.json", sweep)], references=ref))
+    assert bundled["pi05"].name == "pi05" and used["pi05"].name == "pi05_mine"
+    assert mine["mape_pct"] != plain["mape_pct"]
+    chosen, used, _ = run_validation(Inputs(sweeps=[("s.json", sweep)], references=ref,
+                                            reference_profiles={"pi05": "pi05"}))
+    assert used["pi05"].name == "pi05" and chosen["mape_pct"] == plain["mape_pct"]
+
+
+def test_the_interval_cell_names_the_method_without_its_paragraph():
+    """Issue 41: the report's interval cell is a range and the method's name, not the method's
+    whole description."""
+    row = {"throughput_interval": {"low": 8.0, "high": 12.0, "coverage": 0.9,
+                                   "method": "principal directions: 6 principal directions of the fit's covariance"}}
+    assert dec.interval_of(row) == (8.0, 12.0, "90% model interval (principal directions)")

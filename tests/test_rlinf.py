@@ -655,8 +655,9 @@ def test_plan_emit_repairs_the_micro_batch_or_refuses(tmp_path: Path) -> None:
     r = _cli("plan", "--rlinf-config", str(cfg), "--gpus", "64", "--modes", "rollout_async", "--ratios", "1:1",
              "--emit", "rlinf", "-o", str(tmp_path / "plan.json"), "--quiet")
     assert r.returncode == 0, r.stderr
-    notes = [ln for ln in r.stderr.splitlines() if "note: emitted:" in ln]
-    assert len(notes) == 1 and "micro_batch_size 128 -> 32" in notes[0]
+    # the search ranks the plan as RLinf runs it (issue 41): the chosen row's micro-batch, said once
+    notes = [ln for ln in r.stderr.splitlines() if "micro_batch_size" in ln]
+    assert len(notes) == 1 and notes[0].startswith("note: chosen plan: micro_batch_size 128 -> 32"), r.stderr
     (tmp_path / "frag.yaml").write_text(r.stdout)
     back = load_rlinf(tmp_path / "frag.yaml").plan
     w = back.workload

@@ -41,6 +41,9 @@ from perfmodel.schema.profile import Profile, load_profile
 # docs/own-runs.md converge within it (colocated 73, rollout_async 44, the identification probes
 # included); a fit that spends it all says so (--max-evals to give it more).
 DEFAULT_MAX_EVALS = 80
+# A fit whose predictions move less than this (%) over the second half of its budget has converged
+# for what it is for (the predictions), whatever its parameters still do (issue 41).
+CONVERGED_PCT = 1.0
 # Parameters the stage timers identify through the model (documented in the provenance).
 STAGES_SYNC_ONLY = "synchronous modes only: the asynchronous runner overlaps rollout and training"
 
@@ -143,6 +146,15 @@ class RunFit:
     not_identified: list[str]
     on_bound: list[str]
     data_sd_log: float
+    # How far the fit's predictions moved over the second half of its budget (the largest
+    # |final / half-budget - 1| over the points, in %), when it spent the whole budget; None otherwise.
+    moved_last_half_pct: float | None = None
+
+    @property
+    def converged(self) -> bool:
+        """The one convergence criterion calibrate speaks by: the fit stopped within its budget, or
+        its predictions moved less than CONVERGED_PCT over the budget's second half."""
+        return self.moved_last_half_pct is None or self.moved_last_half_pct < CONVERGED_PCT
 
     @property
     def errors_pct(self) -> list[float]:
@@ -204,6 +216,7 @@ def fit_runs(points: list[RunPoint], facts: dict[str, Any], *, max_evals: int = 
         pass
 
     best = [float(np.sum((r0 / s) ** 2)), x_prior[idx].copy()]
+    at_half: list[np.ndarray] = []  # the best point when half the budget was spent
 
     def full(xf: np.ndarray) -> np.ndarray:
         x = x_prior.copy()
@@ -215,6 +228,8 @@ def fit_runs(points: list[RunPoint], facts: dict[str, Any], *, max_evals: int = 
         if evals >= max_evals:
             raise Budget
         evals += 1
+        if evals == max_evals // 2:
+            at_half.append(best[1].copy())
         r = np.concatenate([predict_log(full(xf)) / s, (xf - x_prior[idx]) / prior_sd[idx]])
         cost = float(r @ r)
         if cost < best[0]:
@@ -223,6 +238,8 @@ def fit_runs(points: list[RunPoint], facts: dict[str, Any], *, max_evals: int = 
             progress(evals, cost)
         return r
 
+    if evals >= max_evals // 2:  # the identification probes spent half the budget already
+        at_half.append(best[1].copy())
     if len(idx):
         try:
             least_squares(residuals, x_prior[idx], bounds=(lo[idx], hi[idx]), diff_step=1e-2, x_scale=1.0)
@@ -232,8 +249,14 @@ def fit_runs(points: list[RunPoint], facts: dict[str, Any], *, max_evals: int = 
     values = {**capped({n: float(v) for n, v in zip(names, np.exp(x_best))}), **(fixed or {})}
     predicted = list(np.exp(predict_log(x_best)) * measured)
     on_bound = [names[i] for i in free if on_physical_bound(names[i], values[names[i]])]
+    moved = None
+    if evals >= max_evals:  # the budget ran out: did the predictions still move?
+        half = np.exp(predict_log(full(at_half[0]))) * measured
+        moved = float(100 * np.max(np.abs(np.array(predicted) / half - 1)))
+        if evals - 1 - len(names) <= 0 < len(idx):
+            moved = math.inf  # the probes spent it all: no fit step was taken
     return RunFit(values, points, [float(p) for p in predicted], evals, time.time() - t0,
-                  [names[i] for i in range(len(names)) if i not in free], on_bound, s)
+                  [names[i] for i in range(len(names)) if i not in free], on_bound, s, moved)
 
 
 # A bundled structural member is kept when its refit misfit to the runs is within z^2 of the best
@@ -346,7 +369,8 @@ def build_profiles(fitres: RunFit, runs: list, facts: dict[str, Any], command: s
                     "evaluations": fitres.evaluations},
         }
         prof = build_profile(get_backbone(b), fitres.values, mem, provenance, node_facts=facts)
-        prof = replace(prof, name=name or f"{b}_cluster",
+        envs_per_gpu, workload = runs_workload([r for r in runs if r.imported.backbone == b])
+        prof = replace(prof, name=name or f"{b}_cluster", envs_per_gpu=envs_per_gpu, default_workload=workload,
                        assumptions={**prof.assumptions,
                                     "nodes": f"{facts['gpus_per_node']} GPUs per node (the runs' config); "
                                              f"{facts['cpu_cores_per_node']} CPU cores per node (--cpu-cores-per-node "
@@ -360,6 +384,47 @@ def build_profiles(fitres: RunFit, runs: list, facts: dict[str, Any], command: s
                                                    f"{e.message}): a stage timer or a run the model cannot "
                                                    "represent; check the runs' timers and configs") from None
     return out
+
+
+# A parameter that moves more than this factor from the bundled value on this few runs is flagged:
+# a run or two identify a combination of parameters weakly, and a large move of one of them may be
+# the fit trading it against another, not a fact of the cluster (issue 41).
+LARGE_MOVE_FACTOR, FEW_RUNS = 2.0, 2
+
+
+def moved_text(values: dict[str, float], prior: dict[str, float], not_identified: list[str] | tuple[str, ...],
+               runs: int) -> str:
+    """The parameters the runs moved (more than 1 %) from the bundled calibration, in words; each
+    that moved more than LARGE_MOVE_FACTOR on FEW_RUNS runs or fewer is flagged."""
+    out = []
+    for n, v in values.items():
+        if n in not_identified or abs(math.log(v / prior[n])) <= 0.01:
+            continue
+        text = f"{n} {prior[n]:.4g} -> {v:.4g}"
+        if runs <= FEW_RUNS and abs(math.log(v / prior[n])) > math.log(LARGE_MOVE_FACTOR):
+            text += (f" (x{v / prior[n]:.3g} from {runs} run(s): weakly identified, it may trade against another "
+                     "parameter; a run at another scale or mode would pin it)")
+        out.append(text)
+    return "; ".join(out) if out else "nothing (> 1 %)"
+
+
+def runs_workload(runs: list) -> tuple[int, dict[str, Any]]:
+    """(envs per GPU, the other workload fields) the runs ran: the profile's default workload and
+    so its calibrated one (perfmodel.extrapolation.calibrated_workload), so that a prediction on
+    the profile answers for the user's workload, and warns away from it, not from the published
+    one (issue 41). Runs of several workloads give each field its most common value (ties: the
+    first run's)."""
+    from collections import Counter
+    from dataclasses import asdict
+
+    def common(values: list) -> Any:
+        counts = Counter(values)
+        return max(values, key=lambda v: (counts[v], -values.index(v)))
+
+    dicts = [asdict(r.plan.workload) for r in runs]
+    workload = {k: common([d[k] for d in dicts]) for k in dicts[0] if k != "total_num_envs"}
+    envs = common([max(1, round(r.plan.workload.total_num_envs / r.plan.cluster.gpus)) for r in runs])
+    return envs, workload
 
 
 def leave_one_run_out(runs: list, facts: dict[str, Any], *, max_evals: int = DEFAULT_MAX_EVALS,
@@ -419,12 +484,13 @@ def format_loro(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def read_runs(paths: list[str], option: str, profile_ref: str | None = None, gpu: str | None = None) -> list:
+def read_runs(paths: list[str], option: str, profile_ref: str | None = None, gpu: str | None = None,
+              node: dict[str, Any] | None = None) -> list:
     from perfmodel.rlinf.logs import read_run
 
     if not paths:
         raise ConfigError(option, "give at least one run folder")
-    return [read_run(p, profile_ref=profile_ref, gpu=gpu, option=option) for p in paths]
+    return [read_run(p, profile_ref=profile_ref, gpu=gpu, option=option, node=node) for p in paths]
 
 
 def check_node(runs: list, cpu_cores_per_node: int | None) -> dict[str, Any]:
@@ -441,7 +507,8 @@ def check_node(runs: list, cpu_cores_per_node: int | None) -> dict[str, Any]:
 
 def calibrate_command(paths: list[str], option: str, *, out_dir: str | None, cpu_cores_per_node: int | None,
                       max_evals: int | None, as_json: bool, quiet: bool, name: str | None, command: str,
-                      echo: Callable[..., None]) -> dict[str, Any]:
+                      echo: Callable[..., None], gpu: str | None = None,
+                      node: dict[str, Any] | None = None) -> dict[str, Any]:
     """``perfmodel calibrate --from-rlinf-run`` / ``--from-run``: read, fit, write the profile(s),
     print (text or one JSON object). Returns the JSON document."""
     import json
@@ -456,8 +523,10 @@ def calibrate_command(paths: list[str], option: str, *, out_dir: str | None, cpu
         raise ConfigError("--max-evals", f"must be an integer in 1..100000, got {max_evals}")
     if name is not None and (not name or "/" in name or name.startswith(".")):
         raise ConfigError("--name", f"must be a file name without '/' (the profile's name), got {name!r}")
-    runs = read_runs(paths, option)
+    runs = read_runs(paths, option, gpu=gpu, node=node)  # on --gpu's node, with the node options given
     facts = check_node(runs, cpu_cores_per_node)
+    if node and "node_ram_gb" in node:
+        facts["node_ram_gb"] = node["node_ram_gb"]
     backbones = sorted({r.imported.backbone for r in runs})
     if name is not None and len(backbones) > 1:
         raise ConfigError("--name", f"the runs are of {len(backbones)} backbones ({', '.join(backbones)}): one "
@@ -487,6 +556,7 @@ def calibrate_command(paths: list[str], option: str, *, out_dir: str | None, cpu
     doc = {"kind": "perfmodel.calibration.runs", "wrote": written, "node": facts, "warmup_rule": WARMUP_RULE,
            "runs": [r.provenance() for r in runs], "evaluations": fr.evaluations, "max_evals": max_evals,
            "values": fr.values, "not_identified": fr.not_identified, "on_bound": fr.on_bound,
+           "moved_last_half_pct": fr.moved_last_half_pct, "converged": fr.converged,
            "points": [{"run": pt.run, "kind": pt.kind, "measured": pt.throughput_env_steps_per_s, "predicted": p,
                        "error_pct": e} for pt, p, e in zip(fr.points, fr.predicted, fr.errors_pct)],
            "leave_one_run_out": loro,
@@ -504,16 +574,19 @@ def calibrate_command(paths: list[str], option: str, *, out_dir: str | None, cpu
         p = str(r.folder) if len(str(r.folder)) <= 44 else "..." + str(r.folder)[-41:]
         echo(f"{i:<3} {p:<44} {r.plan.mode:<14} {r.plan.cluster.gpus:>4} "
              f"{f'{r.used[0]}-{r.used[-1]} ({len(r.used)})':>11} {r.throughput_env_steps_per_s:>11.2f}")
-    echo(f"{'run':<3} {'measured':<22} {'measured':>10} {'fitted':>10} {'error':>7}   (rates: env steps per iteration / time)")
-    for pt, p, e in zip(fr.points, fr.predicted, fr.errors_pct):
-        echo(f"{pt.run:<3} {pt.kind:<22} {pt.throughput_env_steps_per_s:>10.3f} {p:>10.3f} {e:>+6.1f}%")
+    echo(f"{'run':<3} {'timer':<22} {'measured s':>10} {'fitted s':>10} {'error':>7}   (seconds per iteration; "
+         "error = fitted / measured - 1)")
+    for pt, p in zip(fr.points, fr.predicted):
+        steps = pt.plan.workload.env_steps_per_iteration  # a point's rate is env steps per iteration / its time
+        measured_s, fitted_s = steps / pt.throughput_env_steps_per_s, steps / p
+        timer = "time/step" if pt.kind == "throughput" else f"time/{pt.kind}"
+        echo(f"{pt.run:<3} {timer:<22} {measured_s:>10.2f} {fitted_s:>10.2f} {100 * (fitted_s / measured_s - 1):>+6.1f}%")
     prior, _, _ = prior_of(backbones)
-    moved = [f"{n} {prior[n]:.4g} -> {v:.4g}" for n, v in fr.values.items()
-             if n not in fr.not_identified and abs(math.log(v / prior[n])) > 0.01]
-    echo("moved from the bundled calibration: " + ("; ".join(moved) if moved else "nothing (> 1 %)"))
-    if fr.evaluations >= max_evals:
-        echo(f"the fit spent its whole budget ({max_evals} simulations): it may not have converged; "
-             "--max-evals gives it more")
+    echo("moved from the bundled calibration: " + moved_text(fr.values, prior, fr.not_identified, len(runs)))
+    if fr.moved_last_half_pct is not None:
+        echo(f"the fit spent its whole budget ({max_evals} simulations); its predictions moved "
+             f"{fr.moved_last_half_pct:.2f}% over the second half: "
+             + ("stable (< 1 %)" if fr.converged else "not converged, --max-evals gives it more"))
     if fr.not_identified:
         echo("held at the bundled values (no run moves them): " + ", ".join(fr.not_identified))
     if fr.on_bound:
@@ -535,10 +608,11 @@ def calibrate_command(paths: list[str], option: str, *, out_dir: str | None, cpu
 
 
 def cli_runs(rlinf_runs: tuple[str, ...], executor_runs: tuple[str, ...], more: tuple[str, ...],
-             cpu_cores_per_node: int | None = None, name: str | None = None) -> tuple[list[str], str]:
+             cpu_cores_per_node: int | None = None, name: str | None = None,
+             name_option: str = "--name") -> tuple[list[str], str]:
     """The run folders of ``calibrate``'s options (LOGDIRs may follow the option unrepeated)."""
     if not (rlinf_runs or executor_runs or more):
-        option = "--cpu-cores-per-node" if cpu_cores_per_node is not None else "--name"
+        option = "--cpu-cores-per-node" if cpu_cores_per_node is not None else name_option
         raise ConfigError(option, "only with --from-rlinf-run or --from-run (the published fit writes the "
                                   "bundled profiles' names on their node)")
     if rlinf_runs and executor_runs:

@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Collection
 
 from perfmodel.commands.common import Say, fail, node_options, to_stderr
-from perfmodel.commands.planning import (check_common, envs_candidates, load_profile_of, portable_plan, profile_ref, rlinf_base,
+from perfmodel.commands.planning import (check_common, load_profile_of, portable_plan, profile_ref, rlinf_base,
                                          sweep_profile, sweep_rows, sweep_spec)
 from perfmodel.schema.modes import MODE_TABLE
 from perfmodel.schema.node import NODE_FIELDS
-from perfmodel.schema.plan import MAX_GPUS, Plan
+from perfmodel.planning.choice import algorithm_changes
+from perfmodel.schema.plan import DEFAULT_T_MAX_S, MAX_GPUS, Plan
 
 
 @dataclass
@@ -114,7 +115,7 @@ def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: 
     else:
         spec = sweep_spec(ref or profile_ref(backbone, profile_path), modes, None, ratios, pipeline_stages, b_max,
                           t_max, price, replications, seed, staleness, base, gpu, scale_global_batch, node,
-                          envs_per_gpu if envs_per_gpu is not None else envs_candidates(base, node), micro_batch_sizes)
+                          envs_per_gpu, micro_batch_sizes)
         _, profile = load_profile_of(None, ref) if ref else load_profile_of(backbone, profile_path)
         choice, doc = plan_best(spec, profile, gpus, objective, jobs=jobs, progress=progress, target=target,
                                 sample_efficiency=efficiency)
@@ -123,11 +124,15 @@ def plan(gpus: int | None = None, *, backbone: str | None = None, profile_path: 
     if efficiency:
         summary["sample_efficiency"] = efficiency
     if imported is not None:  # what each knob the search moved gains over the config's own value
-        summary["config_gains"] = config_gains(choice["best"], doc["rows"], imported.plan)
-    if imported is not None:
+        written = as_written(spec, profile, imported.plan, gpus)
+        summary["config_gains"] = config_gains(choice["best"], doc["rows"], imported.plan, written)
         change = algorithm_change(imported.plan, chosen)
         if change:
             summary["algorithm_change"] = change
+    summary["algorithm_changes"] = {  # named on each line that reports a gain (plan_lines)
+        name: algorithm_changes(Plan.from_dict(r["plan"], "plan"), chosen)
+        for name, r in (("over_runner_up", choice.get("runner_up")), ("over_colocated", choice.get("colocated")))
+        if r is not None and r.get("plan")}
     repair_note = None
     if emit == "rlinf":  # emit only what RLinf runs: a micro-batch that splits the global batch whole
         from perfmodel.costs import rlinf_batch_repair
@@ -171,15 +176,35 @@ def _knob_value(r: dict[str, Any], knob: str) -> Any:
     p = r["plan"]
     if knob == "envs_per_gpu":
         return p["workload"]["total_num_envs"] // p["cluster"]["gpus"]
-    if knob == "micro_batch_size":
-        return p["workload"]["micro_batch_size"]
+    if knob == "micro_batch_size":  # as asked: a micro-batch lowered for RLinf's split is not a knob moved
+        return r.get("micro_batch_asked") or p["workload"]["micro_batch_size"]
     return p.get("max_staleness") if MODE_TABLE[r["mode"]].async_training else None
 
 
-def config_gains(best: dict[str, Any], rows: list[dict[str, Any]], config: Plan) -> dict[str, Any]:
+def as_written(spec: Any, profile: Any, config: Plan, gpus: int) -> dict[str, Any]:
+    """The sweep row of the user's config as written on ``gpus`` GPUs: its own mode, split, knobs,
+    envs per GPU and global batch (never --scale-global-batch's, never the search's), as RLinf
+    runs it (planning.sweep.runnable_in_rlinf: a micro-batch lowered, or refused)."""
+    from dataclasses import replace
+
+    from perfmodel.planning.sweep import Combo, evaluate
+
+    m = MODE_TABLE[config.mode]
+    combo = Combo(-1, config.mode, gpus, config.allocation_ratio if m.disaggregated else None,
+                  config.pipeline_stage_num, config.b_max if m.dynamic_batching else None,
+                  config.t_max_s if m.dynamic_batching else DEFAULT_T_MAX_S, None, None,
+                  config.max_staleness if m.async_training else None)
+    own = replace(spec, scale_global_batch=False, intervals=False, max_staleness=None, envs_per_gpu=(None,),
+                  micro_batch_sizes=(None,), staleness=(None,), gpus=(gpus,))
+    return evaluate(own, profile, combo)
+
+
+def config_gains(best: dict[str, Any], rows: list[dict[str, Any]], config: Plan,
+                 written: dict[str, Any] | None = None) -> dict[str, Any]:
     """What the chosen plan gains over the user's config: per knob the search moved away from the
     config's value, the chosen row against the same row with that knob at the config's value; and
-    the chosen plan against the config's own mode and split with all its own values, when swept."""
+    the chosen plan against ``written``, the config as written on these GPUs (``as_written``),
+    with the changes to the algorithm between the two."""
     own = {"envs_per_gpu": config.workload.total_num_envs // config.cluster.gpus,
            "micro_batch_size": config.workload.micro_batch_size,
            "max_staleness": config.max_staleness if config.mechanisms.async_training else None}
@@ -195,15 +220,24 @@ def config_gains(best: dict[str, Any], rows: list[dict[str, Any]], config: Plan)
                      and all(_knob_value(r, k) == _knob_value(best, k) for k, _ in KNOBS if k != knob)), None)
         out["knobs"].append({"knob": knob, "name": name, "config": own[knob], "chosen": mine,
                              "gain_pct": None if twin is None else 100 * (thr / twin["throughput_env_steps_per_s"] - 1)})
-    mode, ratio = config.mode, config.allocation_ratio
-    base = next((r for r in ok if r["mode"] == mode and r["allocation_ratio"] == ratio
-                 and r["pipeline_stage_num"] == config.pipeline_stage_num
-                 and all(_knob_value(r, k) == own[k] for k, _ in KNOBS)), None)
-    if base is not None and base is not best:
-        out["over_config"] = {"mode": mode, "allocation_ratio": ratio,
-                              "throughput_env_steps_per_s": base["throughput_env_steps_per_s"],
-                              "gain_pct": 100 * (thr / base["throughput_env_steps_per_s"] - 1)}
+    chosen = Plan.from_dict(best["plan"], "plan")
+    out["changes"] = algorithm_changes(config, chosen)
+    if written is None:
+        return out
+    if written["status"] != "ok":
+        out["over_config"] = {"mode": config.mode, "allocation_ratio": config.allocation_ratio,
+                              "not_run": written["reason"]}
+    elif written["plan"] != best["plan"]:
+        out["over_config"] = {"mode": config.mode, "allocation_ratio": config.allocation_ratio,
+                              "throughput_env_steps_per_s": written["throughput_env_steps_per_s"],
+                              "gain_pct": 100 * (thr / written["throughput_env_steps_per_s"] - 1),
+                              "changes": algorithm_changes(Plan.from_dict(written["plan"], "plan"), chosen)}
     return out
+
+
+def _with_changes(changes: list[str] | None) -> str:
+    """A gain line's tail naming the algorithm changes behind the gain."""
+    return f"; algorithm changed: {', '.join(changes)}" if changes else ""
 
 
 def parse_sample_efficiency(items: Collection[str] | dict[str, float]) -> dict[str, float]:
@@ -231,19 +265,29 @@ def parse_sample_efficiency(items: Collection[str] | dict[str, float]) -> dict[s
 
 def algorithm_change(config: Plan, chosen: Plan) -> str | None:
     """What the chosen plan changes in the RL algorithm of the user's config (synchronous PPO or
-    GRPO -> decoupled with a staleness bound, or another bound), or None."""
+    GRPO -> decoupled with a staleness bound, or another bound; the global batch, the epochs), or
+    None."""
     was, now = config.mechanisms.async_training, chosen.mechanisms.async_training
     algo = chosen.workload.algorithm.upper()
     loss = "decoupled_actor_critic" if chosen.workload.algorithm == "ppo" else "decoupled_actor"
+    parts = []
     if now and not was:
-        return (f"your config trains synchronous {algo}; this plan trains asynchronously ({loss}, "
-                f"staleness_threshold {chosen.max_staleness}: rollouts may use a policy up to {chosen.max_staleness} "
-                "version(s) old), which can change the env steps needed to reach a success rate")
-    if was and not now:
-        return f"your config trains asynchronously (staleness {config.max_staleness}); this plan trains synchronous {algo}"
-    if now and was and chosen.max_staleness != config.max_staleness:
-        return f"staleness_threshold {config.max_staleness} -> {chosen.max_staleness}"
-    return None
+        parts.append(f"your config trains synchronous {algo}; this plan trains asynchronously ({loss}, "
+                     f"staleness_threshold {chosen.max_staleness}: rollouts may use a policy up to "
+                     f"{chosen.max_staleness} version(s) old)")
+    elif was and not now:
+        parts.append(f"your config trains asynchronously (staleness {config.max_staleness}); this plan trains "
+                     f"synchronous {algo}")
+    elif now and was and chosen.max_staleness != config.max_staleness:
+        parts.append(f"staleness_threshold {config.max_staleness} -> {chosen.max_staleness}")
+    batch = [c for c in algorithm_changes(config, chosen) if not c.startswith(("synchronous", "asynchronous",
+                                                                             "staleness"))]
+    if batch:
+        parts.append(", ".join(batch) + (" (--scale-global-batch)" if any(c.startswith("global_batch_size")
+                                                                          for c in batch) else ""))
+    if not parts:
+        return None
+    return "; ".join(parts) + ", which can change the env steps needed to reach a success rate"
 
 
 def emit_rlinf(answer: PlanAnswer) -> str:
@@ -257,7 +301,7 @@ def emit_rlinf(answer: PlanAnswer) -> str:
     lines = []
     if answer.summary.get("algorithm_change"):
         lines += textwrap.wrap("ALGORITHM CHANGE: " + answer.summary["algorithm_change"] + ".", 100)
-    gains = [g for g in plan_lines(answer.summary) if g.startswith("Over your config")]
+    gains = [g for g in plan_lines(answer.summary) if g.startswith(("Over your config", "Your config as written"))]
     lines += [w for g in gains for w in textwrap.wrap(g, 100)]
     header = "\n".join(lines + textwrap.wrap(answer.choice["explanation"], 100))
     return emit_yaml(answer.plan, load_profile(answer.plan.profile).backbone, header)
@@ -326,7 +370,7 @@ def _percent_interval(iv: dict[str, Any]) -> str:
 def plan_lines(summary: dict[str, Any]) -> list[str]:
     """The short lines under the table: why #1 wins, what it needs, what was not feasible."""
     from perfmodel.costs import batch_split_warning
-    from perfmodel.planning.sweep import waiting_limited
+    from perfmodel.planning.sweep import waiting_limited, workload_searched
     from perfmodel.planning.choice import structural_note
 
     best, runner = summary["best"], summary.get("runner_up")
@@ -341,14 +385,17 @@ def plan_lines(summary: dict[str, Any]) -> list[str]:
     goal = summary.get("goal")
     if goal is not None:
         t = goal["best"]
+        low = t.get("hours_at_low_end", t["hours"])
         lines.append(f"To reach {goal['target_env_steps']:g} env steps: #1 takes {t['hours']:.2f} h, "
                      f"{t['gpu_hours']:.1f} GPU-hours" + (f", ${t['dollars']:,.2f}" if t["dollars"] is not None else "")
-                     + f" (within {goal['within_hours']:g} h).")
+                     + (f"; {low:.2f} h at its interval's low end" if low != t["hours"] else "")
+                     + f" (within {goal['within_hours']:g} h{' at that end' if low != t['hours'] else ''}).")
     if waiting_limited(best):
         below = 1 - best["throughput_env_steps_per_s"] / best["bound_env_steps_per_s"]
         lines.append(f"#1 is {100 * below:.0f}% below that bound with no resource saturated: waiting, not capacity, "
                      "limits it; more envs per GPU (if they fit) would fill the gaps.")
     margin, ratio = summary.get("runner_up_margin"), summary.get("runner_up_ratio")
+    changes = summary.get("algorithm_changes") or {}
     if runner is None:
         lines.append("No runner-up: no other combination was feasible.")
     elif margin and margin["tie"]:
@@ -361,7 +408,7 @@ def plan_lines(summary: dict[str, Any]) -> list[str]:
         verdict = ("measurement spread only" if ratio["resolved"] is None else
                    "the model orders the two" if ratio["resolved"] else "the model cannot order the two")
         lines.append(f"Over the runner-up ({runner['mode']}): {100 * (ratio['ratio'] - 1):+.1f}% {ratio['measure']} "
-                     f"({_percent_interval(ratio)}): {verdict}.")
+                     f"({_percent_interval(ratio)}): {verdict}{_with_changes(changes.get('over_runner_up'))}.")
     elif margin and not margin["resolvable"]:
         lines.append(f"The runner-up ({runner['mode']}) is within the model's residual error "
                      f"({margin['model_error_pct']:.1f}%): the model cannot tell the two apart.")
@@ -370,16 +417,22 @@ def plan_lines(summary: dict[str, Any]) -> list[str]:
              + (f" ({k['gain_pct']:+.1f}% env steps/s, the rest as chosen)" if k["gain_pct"] is not None else "")
              for k in gains.get("knobs") or []]
     if moved:
-        lines.append("Over your config's values: " + "; ".join(moved) + ".")
+        lines.append("Over your config's values: " + "; ".join(moved) + _with_changes(gains.get("changes")) + ".")
     if gains.get("over_config"):
         o = gains["over_config"]
-        lines.append(f"Over your config as written ({o['mode']}" + (f" {o['allocation_ratio']}" if o["allocation_ratio"]
-                                                                    else "")
-                     + f", {o['throughput_env_steps_per_s']:.1f} env steps/s on these GPUs): {o['gain_pct']:+.1f}%.")
+        own = o["mode"] + (f" {o['allocation_ratio']}" if o["allocation_ratio"] else "")
+        if "not_run" in o:
+            lines.append(f"Your config as written ({own}) does not run on these GPUs: {o['not_run']}.")
+        else:
+            lines.append(f"Over your config as written ({own}, {o['throughput_env_steps_per_s']:.1f} env steps/s on "
+                         f"these GPUs): {o['gain_pct']:+.1f}%{_with_changes(o.get('changes'))}.")
     colocated, over = summary.get("colocated"), summary.get("colocated_ratio")
     if colocated is not None and best["mode"] != "colocated":
         lines.append(f"Over colocated on the same {best['gpus']} GPUs: {best['gain_over_colocated_pct']:+.1f}%"
-                     + (f" ({_percent_interval(over)})" if over else "") + ".")
+                     + (f" ({_percent_interval(over)})" if over else "")
+                     + (": the interval includes 0, so the model cannot order this plan and colocated"
+                        if over and over.get("resolved") is False else "")
+                     + _with_changes(changes.get("over_colocated")) + ".")
     n = structural_note(best)
     if n:
         lines.append(f"#1's interval: {n}.")
@@ -396,6 +449,10 @@ def plan_lines(summary: dict[str, Any]) -> list[str]:
                      "or other batch sizes")
     if needs:
         lines.append("#1 needs: " + "; ".join(needs) + ".")
+    searched = workload_searched(summary.get("searched") or {})
+    if searched:
+        lines.append(f"Searched {searched}, as perfmodel sweep does (--envs-per-gpu, --micro-batch-sizes, "
+                     "--staleness set them).")
     reasons = summary.get("infeasible_reasons") or {}
     if reasons:
         lines.append(f"Not feasible: {sum(reasons.values())} more combination(s) ("

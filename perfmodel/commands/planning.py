@@ -146,7 +146,7 @@ MAX_ENVS_PER_CORE = 4
 
 
 def envs_candidates(base_plan: dict[str, Any] | None, node: dict[str, Any] | None = None) -> tuple[int, ...] | None:
-    """The envs per GPU ``plan`` searches for an RLinf config (its own count first), or None
+    """The envs per GPU ``plan`` and ``sweep`` search for an RLinf config (its own count first), or None
     (no config: the published setup's own count only)."""
     if base_plan is None:
         return None
@@ -163,7 +163,8 @@ def sweep_spec(profile_ref, modes, gpus, ratios, pipeline_stages, b_max, t_max, 
              staleness, base_plan=None, gpu=None, scale_global_batch=False, node=None, envs_per_gpu=None,
              micro_batch_sizes=None):
     """The SweepSpec of the options (lists as comma-separated text; ``envs_per_gpu`` may also be
-    a tuple the caller chose, e.g. ``envs_candidates``)."""
+    a tuple the caller chose); without ``envs_per_gpu``, the envs per GPU of ``envs_candidates``:
+    ``plan`` and ``sweep`` search the same space."""
     from perfmodel.planning.sweep import SweepSpec
 
     stale = staleness_values(staleness)
@@ -175,6 +176,8 @@ def sweep_spec(profile_ref, modes, gpus, ratios, pipeline_stages, b_max, t_max, 
         kw["staleness"] = stale
     envs = envs_per_gpu if isinstance(envs_per_gpu, tuple) else parse_list("--envs-per-gpu", envs_per_gpu, int,
                                                                           "integers >= 1")
+    if envs is None:  # plan and sweep search the same envs per GPU by default (issue 41)
+        envs = envs_candidates(base_plan, node)
     micro = parse_list("--micro-batch-sizes", micro_batch_sizes, int, "integers >= 1")
     if envs:
         kw["envs_per_gpu"] = envs

@@ -46,7 +46,7 @@ def _resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, rati
     (options win). ``imported`` receives the RLinf import (its warnings) when there is one."""
     from perfmodel.schema.profile import load_profile
     from perfmodel.calibration.reference import complete_cluster, published_plan
-    from perfmodel.gpu import cluster_on
+    from perfmodel.gpu import gpu_node
     from perfmodel.schema.node import with_node
 
     check_gpu(gpu)
@@ -103,7 +103,7 @@ def _resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, rati
             parse_ratio(ratio, gpus, "--ratio")
         plan = published_plan(profile, mode, gpus, ratio, **{k: v for k, v in knobs.items() if v is not None})
         if gpu is not None:
-            plan = plan.with_(cluster=cluster_on(plan.cluster, gpu))
+            plan = plan.with_(cluster=gpu_node(plan.cluster, gpu))
         if node:
             plan = plan.with_(cluster=with_node(plan.cluster, node))
             plan.check()
@@ -122,7 +122,7 @@ def _resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, rati
     changes.update({k: v for k, v in knobs.items() if v is not None})
     plan = base.with_(**changes)
     if gpu is not None:
-        plan = plan.with_(cluster=cluster_on(plan.cluster, gpu))
+        plan = plan.with_(cluster=gpu_node(plan.cluster, gpu))
     if node:
         plan = plan.with_(cluster=with_node(plan.cluster, node))
     plan.check()

@@ -20,7 +20,8 @@ from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.modes import MODE_TABLE
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Profile
-from perfmodel.planning.sweep import SweepSpec, leader, run_sweep, ties, waiting_limited
+from perfmodel.planning.sweep import (RLINF_REFUSES, SweepSpec, best_of, leader, run_sweep, runner_up_margin, simplest_within_model_error,  # noqa: F401
+                                      ties, waiting_limited)
 
 from perfmodel.planning import OBJECTIVES  # noqa: E402,F401 - one list, re-exported
 TOP_CANDIDATES = 5  # rows of the plan table (the runner-up and colocated are added when below them)
@@ -37,9 +38,17 @@ def hours_to(r: dict[str, Any], env_steps: float) -> float:
     return env_steps * r.get("env_steps_factor", 1.0) / r["throughput_env_steps_per_s"] / 3600.0
 
 
+def hours_at_low_end(r: dict[str, Any], env_steps: float) -> float:
+    """``hours_to`` at the low end of the plan's 90 % interval (the point where it has none): the
+    conservative end by which the time objective judges a deadline (issue 41)."""
+    low = r.get("throughput_low")
+    return hours_to(r, env_steps) if not low else hours_to({**r, "throughput_env_steps_per_s": low}, env_steps)
+
+
 def time_and_money(r: dict[str, Any], env_steps: float, price: float | None) -> dict[str, Any]:
     hours = hours_to(r, env_steps)
-    out = {"env_steps": env_steps * r.get("env_steps_factor", 1.0), "hours": hours, "gpu_hours": hours * r["gpus"]}
+    out = {"env_steps": env_steps * r.get("env_steps_factor", 1.0), "hours": hours, "gpu_hours": hours * r["gpus"],
+           "hours_at_low_end": hours_at_low_end(r, env_steps)}
     out["dollars"] = out["gpu_hours"] * price if price else None
     return out
 
@@ -60,31 +69,14 @@ def candidates(rows: list[dict[str, Any]], gpus: int, objective: str,
     hours) keeps, for the time objective, the rows that reach the env steps in time."""
     ok = [r for r in rows if r["status"] == "ok" and _budget_ok(r, gpus, objective)]
     if objective == "time" and target is not None:
-        ok = [r for r in ok if hours_to(r, target[0]) <= target[1]]
+        ok = [r for r in ok if hours_at_low_end(r, target[0]) <= target[1]]  # in time even at the low end
     ranked = sorted(ok, key=objective_key(objective), reverse=True)
     if not ranked:
         return ranked
     # A tie (within TIE_REL on the objective's measures) goes to the earliest row of the sweep,
-    # as in the sweep's own summary, not to the float rounding.
-    lead = leader(ranked, ("throughput_env_steps_per_s",) if objective == "throughput"
-                  else ("env_steps_per_gpu_hour", "throughput_env_steps_per_s"))
-    lead = simplest_within_model_error(lead, ranked, objective)
+    # not to the float rounding; the sweep's best per GPU count follows the same rule (best_of).
+    lead = best_of(ranked, objective)
     return [lead] + [r for r in ranked if r is not lead]
-
-
-def simplest_within_model_error(lead: dict[str, Any], ranked: list[dict[str, Any]], objective: str) -> dict[str, Any]:
-    """The best row of the simplest mode (``MODES`` order: fewer mechanisms, stock RLinf before
-    the fork) whose gap to ``lead`` on the objective's measure is within the model's residual
-    error (``runner_up_margin``: not resolvable), else ``lead``: the model cannot say the more
-    complex mode is faster, and the simpler one changes less (issue 32)."""
-    from perfmodel.schema.modes import MODES
-
-    for mode in MODES[:MODES.index(lead["mode"])]:
-        first = next((r for r in ranked if r["mode"] == mode), None)
-        m = runner_up_margin(lead, first, objective) if first is not None else None
-        if m is not None and m["model_error_pct"] is not None and not m["resolvable"]:
-            return first
-    return lead
 
 
 def check_target(objective: str, target: tuple[float, float] | None) -> None:
@@ -120,10 +112,17 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
     if not cands and objective == "time":
         ok = [r for r in doc["rows"] if r["status"] == "ok" and r["gpus"] <= gpus]
         if ok:
-            fastest = max(ok, key=lambda r: r["throughput_env_steps_per_s"])
+            fastest = min(ok, key=lambda r: hours_at_low_end(r, target[0]))
             raise ConfigError("--within-hours", f"no plan on at most {gpus} GPUs reaches {target[0]:g} env steps in "
-                                                f"{target[1]:g} h; the fastest, {_describe(fastest)}, needs "
-                                                f"{hours_to(fastest, target[0]):.1f} h")
+                                                f"{target[1]:g} h at its interval's low end; the fastest there, "
+                                                f"{_describe(fastest)}, needs {hours_at_low_end(fastest, target[0]):.1f} "
+                                                f"h ({hours_to(fastest, target[0]):.1f} h at its prediction)")
+    refused = [r for r in doc["rows"] if r.get("reason_kind") == RLINF_REFUSES and _budget_ok(r, gpus, objective)]
+    if not cands and refused:  # name the key to change, as RLinf would
+        key, _, why = refused[0]["reason"].partition(": ")
+        raise ConfigError(key, f"{why} (no plan {'at' if objective == 'throughput' else 'at or below'} {gpus} GPUs "
+                               f"runs in RLinf as written: {len(refused)} refused for their batch split, "
+                               f"{sum(r['status'] != 'ok' for r in doc['rows']) - len(refused)} infeasible otherwise)")
     if not cands:
         swept = sorted({r["gpus"] for r in doc["rows"]})
         what = f"at {gpus} GPUs" if objective == "throughput" else f"at or below {gpus} GPUs"
@@ -198,7 +197,14 @@ def choose(doc: dict[str, Any], gpus: int, objective: str = "throughput",
         "infeasible": sum(r["status"] != "ok" for r in doc["rows"]
                           if (r["gpus"] == gpus if objective == "throughput" else r["gpus"] <= gpus)),
         "explanation": explanation,
+        "searched": {k: doc.get("spec", {}).get(k) for k in SEARCHED},
     }
+
+
+# What a choice records of the space it chose from (the sweep's spec): plan and sweep search the
+# same space for the same inputs (issue 41), which tests/test_planner.py checks on these fields.
+SEARCHED = ("modes", "ratios", "pipeline_stages", "b_max", "t_max_s", "envs_per_gpu", "micro_batch_sizes",
+            "staleness", "max_staleness", "scale_global_batch", "node", "gpu", "profile_ref")
 
 
 def top_candidates(cands: list[dict[str, Any]], runner: dict[str, Any] | None, colocated: dict[str, Any] | None,
@@ -322,27 +328,6 @@ def per_objective(iv: dict[str, Any] | None, best: dict[str, Any], other: dict[s
     return out
 
 
-def runner_up_margin(best: dict[str, Any], runner: dict[str, Any], objective: str = "throughput") -> dict[str, Any]:
-    """How far the runner-up is from the best on the objective's measure (throughput, or env
-    steps per GPU-hour for cost and time), against the model's residual error at the calibrated
-    points (the interval's ``model_pct`` term, one sd): a gap below it is not resolved by the
-    model; a tie (within TIE_REL) leaves the choice to the sweep order."""
-    from perfmodel.calibration.uncertainty import Z
-
-    key = "throughput_env_steps_per_s" if objective == "throughput" else "env_steps_per_gpu_hour"
-    gap = abs(math.log(runner[key] / best[key]))
-    iv = (best.get("prediction") or {}).get("throughput_interval") or {}
-    model = (iv.get("components_pct") or {}).get("model_pct")
-    sd = model / (100 * Z) if model else None
-    # cost and time: a tie on env steps per GPU-hour is decided by throughput (leader), so it is
-    # a tie only when both are the same
-    tie = ties(best[key], runner[key]) and ties(best["throughput_env_steps_per_s"], runner["throughput_env_steps_per_s"])
-    return {"measure": "throughput" if objective == "throughput" else "env steps per GPU-hour",
-            "gap_pct": 100 * math.expm1(gap), "tie": tie,
-            "model_error_pct": None if sd is None else 100 * sd,
-            "resolvable": not tie and (sd is None or gap >= sd)}
-
-
 def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict[str, Any] | None,
             objective: str, gpus: int, price: float | None, n_candidates: int,
             margin: dict[str, Any] | None = None, ratio: dict[str, Any] | None = None,
@@ -375,7 +360,7 @@ def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict
         cost_rel = 100 * (runner["env_steps_per_gpu_hour"] / best["env_steps_per_gpu_hour"] - 1)
         parts.append(f"The runner-up, {_describe(runner)}"
                      + f", would give {_thr(runner)} ({rel:+.1f}% throughput, {cost_rel:+.1f}% env steps per "
-                     f"GPU-hour), bottleneck {runner['bottleneck']}.")
+                     f"GPU-hour), bottleneck {runner['bottleneck']}{_changed(runner, best)}.")
         if margin["tie"]:
             tied = margin.get("tied_modes") or [best["mode"], runner["mode"]]
             who = "The two tie" if len(tied) == 2 else f"{', '.join(tied[:-1])} and {tied[-1]} tie"
@@ -403,13 +388,40 @@ def explain(best: dict[str, Any], runner: dict[str, Any] | None, colocated: dict
                      + (f" ({100 * over_colocated['coverage']:.0f}% interval {100 * (over_colocated['low'] - 1):+.1f}%.."
                         f"{100 * (over_colocated['high'] - 1):+.1f}%"
                         + (", measurement spread only" if over_colocated["resolved"] is None else "") + ")"
-                        if over_colocated else "") + "."
+                        if over_colocated else "") + _changed(colocated, best) + "."
                      + (" That interval includes 0: the model cannot order this plan and colocated."
                         if over_colocated and over_colocated["resolved"] is False else ""))
     n = structural_note(best)
     if n:
         parts.append(f"Its interval: {n}.")
     return " ".join(parts)
+
+
+def algorithm_changes(before: Plan, after: Plan) -> list[str]:
+    """What ``after`` changes in the RL algorithm of ``before`` (what may change the env steps to a
+    success rate, not only their speed): the global batch, synchronous or not and the staleness
+    bound, the epochs. Empty when the two train alike."""
+    out = []
+    wb, wa = before.workload, after.workload
+    was, now = before.mechanisms.async_training, after.mechanisms.async_training
+    if was != now:
+        out.append(f"synchronous -> asynchronous (staleness_threshold {after.max_staleness})" if now
+                   else f"asynchronous (staleness_threshold {before.max_staleness}) -> synchronous")
+    elif now and before.max_staleness != after.max_staleness:
+        out.append(f"staleness_threshold {before.max_staleness} -> {after.max_staleness}")
+    for key in ("global_batch_size", "rollout_epoch", "update_epoch"):
+        a, b = getattr(wb, key), getattr(wa, key)
+        if a != b:
+            out.append(f"{key} {a} -> {b}")
+    return out
+
+
+def _changed(other: dict[str, Any], best: dict[str, Any]) -> str:
+    """A gain sentence's tail naming what the best plan changes in the algorithm of ``other``."""
+    if not (other.get("plan") and best.get("plan")):
+        return ""
+    changes = algorithm_changes(Plan.from_dict(other["plan"], "plan"), Plan.from_dict(best["plan"], "plan"))
+    return f"; algorithm changed: {', '.join(changes)}" if changes else ""
 
 
 def structural_note(r: dict[str, Any]) -> str | None:
@@ -469,4 +481,5 @@ def choice_summary(choice: dict[str, Any]) -> dict[str, Any]:
             "colocated": slim(choice["colocated"]), "candidates": choice["candidates"], "goal": choice.get("goal"),
             "infeasible": choice["infeasible"], "explanation": choice["explanation"],
             "top_candidates": [{k: v for k, v in r.items() if k not in drop} for r in choice.get("top_candidates") or []],
-            "infeasible_reasons": choice.get("infeasible_reasons") or {}}
+            "infeasible_reasons": choice.get("infeasible_reasons") or {},
+            "searched": choice.get("searched")}

@@ -3,8 +3,10 @@
 One row per combination, in a deterministic order (GPUs, then mode in ``MODES`` order, then
 ratio, pipeline stages, ``b_max``, ``t_max_s`` in the order given). Combinations that cannot run
 are kept as rows with ``status: "infeasible"`` and the reason (the ratio does not split the GPUs,
-the envs do not divide over the env workers or stages, the envs do not fit a node's RAM); they
-are counted, never fatal. Predictions run in a process pool, the most expensive first, or as Ray tasks on a cluster
+the envs do not divide over the env workers or stages, the envs do not fit a node's RAM, RLinf
+would refuse the batch split); they are counted, never fatal. Every feasible row is a plan RLinf
+runs as emitted: a micro-batch that does not split the global batch whole is lowered until it
+does (``runnable_in_rlinf``, said in the row's note). Predictions run in a process pool, the most expensive first, or as Ray tasks on a cluster
 (``--address``; Ray is imported only then).
 
 Derived columns (docs/metrics.md defines the rest):
@@ -269,10 +271,11 @@ def build_plan_noted(spec: SweepSpec, profile: Profile, c: Combo) -> tuple[Plan,
         plan = base.with_(mode=c.mode, allocation_ratio=(c.allocation_ratio or "1:1") if disagg else None, rollout=rollout,
                           workload=base.workload.__class__(**{**base.workload.__dict__, "total_num_envs": int(envs)}),
                           cluster=base.cluster.__class__(**{**base.cluster.__dict__, "gpus": c.gpus}), **knobs)
-    if spec.gpu is not None and spec.gpu != plan.cluster.gpu:
-        from perfmodel.gpu import cluster_on
+    if spec.gpu is not None and (spec.base_plan is None or plan.cluster.gpu != spec.gpu):
+        # its typical node, whatever the profile's GPU type (an imported config has it already)
+        from perfmodel.gpu import gpu_node
 
-        plan = plan.with_(cluster=cluster_on(plan.cluster, spec.gpu))
+        plan = plan.with_(cluster=gpu_node(plan.cluster, spec.gpu))
     if spec.node:
         from perfmodel.schema.node import with_node
 
@@ -307,6 +310,16 @@ def evaluate(spec: SweepSpec, profile: Profile, c: Combo) -> dict[str, Any]:
         plan, note = build_plan_noted(spec, profile, c)
     except ConfigError as e:
         return {**row, "status": "infeasible", "reason_kind": _category(e), "reason": str(e)}
+    plan, repair, refusal = runnable_in_rlinf(plan, micro_swept=c.micro_batch_size is not None)
+    if refusal is not None:
+        return {**row, "status": "infeasible", "reason_kind": RLINF_REFUSES, "reason": refusal,
+                "rlinf_runs_as_emitted": False}
+    if repair is not None:
+        row["micro_batch_asked"] = repair
+        w = plan.workload
+        note = "; ".join(n for n in (note, f"micro_batch_size {repair} -> {w.micro_batch_size}: global batch "
+                                           f"{w.global_batch_size} splits whole over {plan.actor_gpus} actor GPUs, "
+                                           "as RLinf requires") if n)
     if note:
         row["note"] = note
     try:
@@ -344,12 +357,33 @@ def evaluate(spec: SweepSpec, profile: Profile, c: Combo) -> dict[str, Any]:
     row["extrapolation"] = row["beyond_calibrated_scale"] or row["beyond_calibrated_gpu_type"]
     if ext.get("backbone_not_calibrated"):  # a profile from shapes (perfmodel.calibration.uncalibrated)
         row["backbone_not_calibrated"] = True
-    # whether `plan --emit rlinf` gives RLinf a config it accepts: the split whole, or made whole by
-    # a smaller micro-batch with the same global batch (costs.rlinf_batch_repair)
+    row["rlinf_runs_as_emitted"] = True  # (runnable_in_rlinf: a refused split is an infeasible row)
+    return row
+
+
+# Why a combination is not run: RLinf would refuse its batch split (runnable_in_rlinf).
+RLINF_REFUSES = "RLinf refuses the batch split"
+
+
+def runnable_in_rlinf(plan: Plan, micro_swept: bool = False) -> tuple[Plan, int | None, str | None]:
+    """(the plan as RLinf runs it, the micro_batch_size it asked for when that was lowered, why
+    RLinf refuses it or None). The sweep and the planner rank only plans RLinf runs as emitted: a
+    global batch that does not split whole over the actor GPUs gets the largest micro-batch that
+    splits it (costs.rlinf_batch_repair, the same global batch), unless the micro-batch was a
+    swept value (``--micro-batch-sizes``: the row is that value or nothing), or none does."""
     from perfmodel.costs import rlinf_batch_repair
 
-    row["rlinf_runs_as_emitted"] = rlinf_batch_repair(plan)[0] is not None
-    return row
+    fixed, why = rlinf_batch_repair(plan)
+    if fixed is plan:
+        return plan, None, None
+    if fixed is None:
+        return plan, None, why
+    w = plan.workload
+    if micro_swept:
+        return plan, None, (f"actor.micro_batch_size: {w.micro_batch_size} x {plan.actor_gpus} actor GPUs does not "
+                            f"split global batch {w.global_batch_size} whole, which RLinf refuses "
+                            f"({fixed.workload.micro_batch_size} would)")
+    return fixed, w.micro_batch_size, None
 
 
 # Process-pool plumbing: the spec and profile go to each worker once.
@@ -453,13 +487,64 @@ def leader(rows: Iterable[dict[str, Any]], measures: tuple[str, ...] = ("through
     return min(top_tied(rows, measures), key=lambda r: r["index"])
 
 
+def runner_up_margin(best: dict[str, Any], runner: dict[str, Any], objective: str = "throughput") -> dict[str, Any]:
+    """How far the runner-up is from the best on the objective's measure (throughput, or env
+    steps per GPU-hour for cost and time), against the model's residual error at the calibrated
+    points (the interval's ``model_pct`` term, one sd): a gap below it is not resolved by the
+    model; a tie (within TIE_REL) leaves the choice to the sweep order."""
+    from perfmodel.calibration.uncertainty import Z
+
+    key = "throughput_env_steps_per_s" if objective == "throughput" else "env_steps_per_gpu_hour"
+    gap = abs(math.log(runner[key] / best[key]))
+    iv = (best.get("prediction") or {}).get("throughput_interval") or {}
+    model = (iv.get("components_pct") or {}).get("model_pct")
+    sd = model / (100 * Z) if model else None
+    # cost and time: a tie on env steps per GPU-hour is decided by throughput (leader), so it is
+    # a tie only when both are the same
+    tie = ties(best[key], runner[key]) and ties(best["throughput_env_steps_per_s"], runner["throughput_env_steps_per_s"])
+    return {"measure": "throughput" if objective == "throughput" else "env steps per GPU-hour",
+            "gap_pct": 100 * math.expm1(gap), "tie": tie,
+            "model_error_pct": None if sd is None else 100 * sd,
+            "resolvable": not tie and (sd is None or gap >= sd)}
+
+
+def simplest_within_model_error(lead: dict[str, Any], ranked: list[dict[str, Any]], objective: str) -> dict[str, Any]:
+    """The best row of the simplest mode (``MODES`` order: fewer mechanisms, stock RLinf before
+    the fork) whose gap to ``lead`` on the objective's measure is within the model's residual
+    error (``runner_up_margin``: not resolvable), else ``lead``: the model cannot say the more
+    complex mode is faster, and the simpler one changes less (issue 32)."""
+    from perfmodel.schema.modes import MODES
+
+    for mode in MODES[:MODES.index(lead["mode"])]:
+        first = next((r for r in ranked if r["mode"] == mode), None)
+        m = runner_up_margin(lead, first, objective) if first is not None else None
+        if m is not None and m["model_error_pct"] is not None and not m["resolvable"]:
+            return first
+    return lead
+
+
+def best_of(ranked: list[dict[str, Any]], objective: str = "throughput") -> dict[str, Any]:
+    """The best of ``ranked`` (feasible rows, best first on the objective's measure): the one rule
+    of ``perfmodel plan``'s choice and of the sweep's best per GPU count, so that both name the
+    same plan: the ``leader`` (a tie to the earliest row), or the simplest mode within the
+    model's residual error of it (``simplest_within_model_error``)."""
+    measures = (("throughput_env_steps_per_s",) if objective == "throughput"
+                else ("env_steps_per_gpu_hour", "throughput_env_steps_per_s"))
+    return simplest_within_model_error(leader(ranked, measures), ranked, objective)
+
+
 def best_per(rows: list[dict[str, Any]], key: Callable[[dict[str, Any]], Any]) -> dict[Any, dict[str, Any]]:
     """The best feasible row per group (``leader``)."""
+    return {k: leader(rs) for k, rs in _groups(rows, key).items()}
+
+
+def _groups(rows: list[dict[str, Any]], key: Callable[[dict[str, Any]], Any]) -> dict[Any, list[dict[str, Any]]]:
+    """The feasible rows by ``key``."""
     groups: dict[Any, list[dict[str, Any]]] = {}
     for r in rows:
         if r["status"] == "ok":
             groups.setdefault(key(r), []).append(r)
-    return {k: leader(rs) for k, rs in groups.items()}
+    return groups
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -482,7 +567,8 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
                                            / (b["throughput_env_steps_per_s"] / b["gpus"]))
             entry["scaling_baseline_gpus"] = b["gpus"]
             best_modes.append(entry)
-    per_gpus = best_per(rows, lambda r: r["gpus"])
+    per_gpus = {g: best_of(sorted(rs, key=lambda r: (-r["throughput_env_steps_per_s"], r["index"])))
+                for g, rs in _groups(rows, lambda r: r["gpus"]).items()}
     infeasible: dict[str, int] = {}
     for r in rows:
         if r["status"] != "ok":
@@ -664,6 +750,17 @@ def write_csv_atomic(path: str, doc: dict[str, Any]) -> None:
     write_atomic(path, buf.getvalue())
 
 
+def workload_searched(spec: dict[str, Any]) -> str | None:
+    """The workload axes a sweep searched beyond its base plan's own values, in words (what
+    ``plan`` and ``sweep`` both say under their answer), or None."""
+    parts = [f"{name} {', '.join('as configured' if v is None else str(v) for v in values)}"
+             for name, values in (("envs per GPU", spec.get("envs_per_gpu") or [None]),
+                                  ("micro_batch_size", spec.get("micro_batch_sizes") or [None]),
+                                  ("staleness bound", spec.get("staleness") or [None]))
+             if list(values) != [None]]
+    return "; ".join(parts) or None
+
+
 def structural_lines(rows: list[dict[str, Any]]) -> list[str]:
     """Per GPU count, the structural alternative that parts most from the point prediction
     (perfmodel.calibration.structural.note), once: what the calibration cannot tell there."""
@@ -718,16 +815,24 @@ def format_table(doc: dict[str, Any], show_infeasible: bool = False) -> str:
     lines.append("note: bottleneck = the resource that bounds the plan analytically; +wait = the simulation is "
                  f"over {100 * WAIT_BOUND_GAP:.0f}% below that bound with no resource {100 * WAIT_BUSY:.0f}% busy: "
                  "waiting (inference round trips, barriers, hand-offs) limits it, not that resource")
-    rounded = sum(1 for r in doc["rows"] if r["status"] == "ok" and r.get("note"))
+    rounded = sum(1 for r in doc["rows"] if r["status"] == "ok" and "total_num_envs" in (r.get("note") or ""))
     if rounded:
         lines.append(f"note: {rounded} row(s) run total_num_envs rounded to the nearest count that divides over their "
                      f"env workers (within {100 * ENV_REPAIR_REL:.0f}%; each row's note, --json or --csv)")
+    lowered = sum(1 for r in doc["rows"] if r["status"] == "ok" and r.get("micro_batch_asked"))
+    if lowered:
+        lines.append(f"note: {lowered} row(s) run a smaller micro_batch_size so that the global batch splits whole over "
+                     "their actor GPUs, as RLinf requires (the same global batch; each row's note, --json or --csv)")
     uneven = sum(not split_is_whole(r) for r in doc["rows"] if r["status"] == "ok")
     if uneven:
         lines.append(f"warning: {uneven} row(s) split workload.global_batch_size unevenly over their actor GPUs (not a "
                      "multiple of micro_batch_size x actor GPUs), which RLinf refuses: costed with smaller or padded "
                      "micro-batches (perfmodel predict shows how); a larger cluster needs a larger global batch or a "
                      "smaller micro-batch")
+    searched = workload_searched(doc["spec"])
+    if searched:
+        lines.append(f"note: searched {searched} (--envs-per-gpu, --micro-batch-sizes, --staleness; plan searches "
+                     "the same)")
     lines += structural_lines(doc["rows"])
     lines.append(f"note: {SCALING_NOTE}")
     lines.append(f"note: {GAIN_NOTE}" + ("" if "colocated" in doc["spec"]["modes"] else " (colocated not swept: '-')"))

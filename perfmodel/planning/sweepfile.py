@@ -25,8 +25,10 @@ STATUSES = ("ok", "infeasible", "error")
 # and RAM, 2026-12-04; 3: intervals beyond the calibrated scale hold the structural ensemble,
 # perfmodel.calibration.structural, 2026-12-04; 4: the ensemble holds the actor's trajectory
 # intake through the node-0 channel, asynchronous rollout's env groups start spread over a chunk
-# step, and envs that do not divide over the workers are rounded, issues 28 and 32, 2026-12-05).
-MODEL_REVISION = 4
+# step, and envs that do not divide over the workers are rounded, issues 28 and 32, 2026-12-05;
+# 5: rows are plans RLinf runs as emitted (the micro-batch lowered, or refused), and --gpu NAME
+# runs on NAME's typical node, issue 41, 2026-12-06).
+MODEL_REVISION = 5
 
 
 def _check_ci95(ci: Any, field: str) -> None:

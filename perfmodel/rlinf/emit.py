@@ -54,6 +54,15 @@ def fragment(plan: Plan, backbone: str | None = None) -> dict[str, Any]:
                              "fsdp_config": {"sharding_strategy": plan.sharding_strategy}}
     vl: dict[str, Any] = {"mode": plan.mode, "profile": plan.profile, "gpu": c.gpu,
                           "placement_strategy": plan.placement_strategy, "trained_part": plan.trained_part}
+    # vlaperf.gpu reads back as that GPU's typical node (perfmodel.gpu.gpu_node): a node of the
+    # plan's that differs from it is written beside it, so the fragment reads back as this plan
+    from perfmodel.schema.hardware import accelerator
+
+    typical = accelerator(c.gpu)
+    for key, value in (("cpu_cores_per_node", typical.node_cpu_cores), ("node_ram_gb", typical.node_ram_gb),
+                       ("gpus_per_node", typical.gpus_per_node)):
+        if getattr(c, key) != value:
+            vl[key] = getattr(c, key)
     if m.disaggregated:
         vl["allocation_ratio"] = plan.allocation_ratio
     if plan.rollout is not None:

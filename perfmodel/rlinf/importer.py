@@ -246,7 +246,7 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     the caller's to apply (commands/predict.py): it applies after the caller's other options
     (``--gpus``) and is checked against the cluster they give, which this config does not know."""
     from perfmodel.calibration.reference import default_cluster
-    from perfmodel.gpu import cluster_on
+    from perfmodel.gpu import gpu_node
     from perfmodel.schema.profile import load_profile
 
     warnings: list[str] = list(getattr(c, "notes", []))
@@ -301,8 +301,8 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
         raise ConfigError("--gpu" if block.get("gpu") is None else "vlaperf.gpu",
                           f"must be one of {', '.join(GPU_NAMES)}; got {gpu!r}")
     base_cluster = default_cluster(profile, 1)
-    if gpu is not None:
-        base_cluster = cluster_on(base_cluster, gpu)
+    if gpu is not None:  # that GPU's typical node (perfmodel.gpu.gpu_node), then the node options
+        base_cluster = gpu_node(base_cluster, gpu)
     from perfmodel.schema.node import NODE_FIELDS, assumed_note, check_node, with_node
 
     node_given = {**check_node({f: block.get(f) for f in NODE_FIELDS}, {f: f"vlaperf.{f}" for f in NODE_FIELDS}),
@@ -561,7 +561,7 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     except ConfigError as e:
         raise ConfigError(_rlinf_key(e.field, block), f"{e.message} (from {c.source})") from None
     c.check_near_misses()
-    return Imported(p, profile.backbone, c.source, warnings, total, assumed_note(p.cluster, node_given))
+    return Imported(p, profile.backbone, c.source, warnings, total, assumed_note(p.cluster, node_given, gpu))
 
 
 def _nft_notes(c: Composed, backbone: str, warnings: list[str]) -> None:

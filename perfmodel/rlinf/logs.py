@@ -173,8 +173,10 @@ def env_not_as_rlinf(folder: Path, option: str) -> tuple[str, ...]:
 
 
 def read_run(path: str | Path, profile_ref: str | None = None, gpu: str | None = None,
-             mode: str | None = None, option: str = "--from-rlinf-run") -> RunLog:
-    """One RLinf run folder -> its plan and timers; every problem is one ConfigError naming the
+             mode: str | None = None, option: str = "--from-rlinf-run",
+             node: dict[str, Any] | None = None) -> RunLog:
+    """One RLinf run folder -> its plan and timers (on ``gpu``'s node and the ``node`` fields
+    given: calibrate's --gpu and node options); every problem is one ConfigError naming the
     file and the key."""
     from perfmodel.rlinf.importer import load_rlinf
 
@@ -182,7 +184,7 @@ def read_run(path: str | Path, profile_ref: str | None = None, gpu: str | None =
     env_flags = env_not_as_rlinf(folder, option)
     config = folder / CONFIG_NAME
     try:
-        imported = load_rlinf(config, profile_ref=profile_ref, gpu=gpu, mode=mode)
+        imported = load_rlinf(config, profile_ref=profile_ref, gpu=gpu, mode=mode, node=node)
     except ConfigError as e:
         raise ConfigError(f"{config}:{e.field}", e.message) from None
     scalars = read_scalars(folder)

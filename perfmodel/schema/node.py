@@ -54,10 +54,13 @@ def with_node(cluster: Any, node: Mapping[str, Any]) -> Any:
     return out
 
 
-def assumed_note(cluster: Any, given: Mapping[str, Any]) -> str | None:
-    """The stderr note naming the node values that were assumed (not given), or None."""
+def assumed_note(cluster: Any, given: Mapping[str, Any], gpu: str | None = None) -> str | None:
+    """The stderr note naming the node values that were assumed (not given), or None: the
+    profile's node, or with ``gpu`` (``--gpu``) that GPU's typical node; ``perfmodel gpus``
+    prints the same values (perfmodel.commands.gpus.assumed_nodes)."""
     left = [f for f in NODE_FIELDS if f not in given]
     if not left:
         return None
     parts = [f"{getattr(cluster, f):.4g} {NODE_FIELDS[f][2]} ({NODE_FIELDS[f][0]})" for f in left]
-    return "node assumed (the profile's): " + ", ".join(parts)
+    source = "the profile's" if gpu is None else f"{gpu}'s typical node"
+    return f"node assumed ({source}; perfmodel gpus lists them): " + ", ".join(parts)
