@@ -251,11 +251,15 @@ def check_writable(option: str, path: str | None) -> None:
     import tempfile
     from pathlib import Path
 
+    from perfmodel.schema.jsonio import output_target
+
     if path is None:
         return
-    p = Path(path)
-    if p.is_dir():
+    if Path(path).is_dir():
         raise ConfigError(option, f"must be a file path, {path} is a directory")
+    p, through = output_target(path, option)  # a device, a pipe, a read-only file: refused; a symlink: followed
+    if through:
+        return
     parent = p.parent if str(p.parent) else Path(".")
     blocking = next((a for a in (parent, *parent.parents) if a.exists()), None)
     if blocking is not None and not blocking.is_dir():  # mkdir would say only "File exists"
@@ -266,6 +270,14 @@ def check_writable(option: str, path: str | None) -> None:
             pass
     except OSError as e:
         raise ConfigError(option, f"must be a writable path; cannot write {path}: {e.strerror or type(e).__name__}") from None
+
+
+def check_name(option: str, name: str) -> None:
+    """A name that becomes a file name and is printed (a profile's): not empty, no '/', not
+    hidden, no control character (a newline or carriage return would forge a printed line)."""
+    if not name or "/" in name or name.startswith(".") or any(ord(c) < 32 or 127 <= ord(c) < 160 for c in name):
+        raise ConfigError(option, f"must be a file name without '/' or control characters (the profile's name), "
+                                  f"got {name!r}")
 
 
 def _same_path(a: str, b: str) -> bool:

@@ -1,0 +1,226 @@
+"""Issue 44 (hostile input, round three): run folders, the API, output paths and the process
+around the tool. Each defect the campaign found, as a test that failed before its fix: files that
+are not vlaperf's own are never destroyed (devices, read-only files, symlinks, a run's own files),
+RLinf run folders lose nothing silently, nonsense timers are refused, counts are bounded, and the
+process ends as Unix tools do (EPIPE, a full disk, a closed stdout, Ctrl-C)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from inproc import assert_one_line_error, run_main
+
+PLAN = ROOT / "examples" / "plans" / "pi05_4envs_disaggregated.json"
+
+
+def _digest(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+# -- 1: never destroy a file that is not vlaperf's own ---------------------------------------
+
+def _null_copy(d: Path) -> Path:
+    """A copy of the null device's node (the real /dev/null is not put at risk)."""
+    node = d / "null"
+    rdev = os.stat(os.devnull).st_rdev
+    os.mknod(node, 0o666 | stat.S_IFCHR, rdev)
+    return node
+
+
+def _outputs(out: str) -> list[tuple[str, ...]]:
+    return [("predict", "--plan", str(PLAN), "--no-interval", "--trace", out),
+            ("sweep", "--modes", "colocated", "--gpus", "8", "--no-interval", "--no-progress", "--jobs", "1", "-o", out),
+            ("plan", "--gpus", "8", "--modes", "colocated", "--no-progress", "--jobs", "1", "-o", out)]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
+def test_a_device_node_is_written_through_never_replaced(tmp_path: Path) -> None:
+    node = _null_copy(tmp_path)
+    for args in _outputs(str(node))[:2]:
+        r = run_main(*args)
+        assert r.returncode == 0, r.stderr
+        assert stat.S_ISCHR(os.lstat(node).st_mode), args  # before: a regular file in its place
+    other = tmp_path / "zero"
+    os.mknod(other, 0o666 | stat.S_IFCHR, os.stat("/dev/zero").st_rdev)
+    line = assert_one_line_error(run_main(*_outputs(str(other))[0]), "--trace")
+    assert "character device" in line and stat.S_ISCHR(os.lstat(other).st_mode)
+
+
+def test_a_fifo_output_is_refused_without_opening_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    line = assert_one_line_error(run_main(*_outputs(str(fifo))[1]), "--out")
+    assert "named pipe" in line and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_a_read_only_output_is_refused(tmp_path: Path) -> None:
+    ro = tmp_path / "ro.json"
+    ro.write_text("mine\n")
+    ro.chmod(0o444)
+    for args in _outputs(str(ro)):
+        line = assert_one_line_error(run_main(*args))
+        assert "read-only" in line and ro.read_text() == "mine\n"
+
+
+def test_a_symlink_output_is_written_through(tmp_path: Path) -> None:
+    target = tmp_path / "real" / "out.json"
+    target.parent.mkdir()
+    target.write_text("{}")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    r = run_main(*_outputs(str(link))[1])
+    assert r.returncode == 0, r.stderr
+    assert link.is_symlink() and '"rows"' in target.read_text()  # before: the link replaced by a file
+
+
+# -- RLinf run folders, written record by record as tensorboard's writer frames them ----------
+
+def _frame(body: bytes) -> bytes:
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    header = struct.pack("<Q", len(body))
+    return header + struct.pack("<I", masked_crc32c(header)) + body + struct.pack("<I", masked_crc32c(body))
+
+
+def _event(step: int, tag: str, value: float, tensor: bool = False) -> bytes:
+    from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
+
+    v = summary_pb2.Summary.Value(tag=tag)
+    if tensor:
+        v.tensor.CopyFrom(tensor_pb2.TensorProto(dtype=1, float_val=[value]))
+    else:
+        v.simple_value = value
+    return event_pb2.Event(wall_time=1.0 + step, step=step, summary=summary_pb2.Summary(value=[v])).SerializeToString()
+
+
+def _events(path: Path, rows: list[dict[str, float]], first_step: int = 0, tensor: set[str] = frozenset()) -> Path:
+    from tensorboard.compat.proto import event_pb2
+
+    data = _frame(event_pb2.Event(wall_time=1.0, file_version="brain.Event:2").SerializeToString())
+    for i, row in enumerate(rows):
+        data += b"".join(_frame(_event(first_step + i, k, v, k in tensor)) for k, v in row.items())
+    path.write_bytes(data)
+    return path
+
+
+STEPS = [{"time/step": 9.0}] + [{"time/step": 3.0, "time/actor_training": 1.0}] * 19
+
+
+def _run(d: Path, rows: list[dict[str, float]] = STEPS) -> Path:
+    pytest.importorskip("tensorboard")
+    from perfmodel.calibration.reference import published_plan
+    from perfmodel.rlinf.emit import emit_yaml
+    from perfmodel.schema.profile import load_profile
+
+    d.mkdir(parents=True)
+    (d / "config.yaml").write_text(emit_yaml(published_plan(load_profile("pi05"), "colocated", 8, None), "pi05"))
+    _events(d / "events.out.tfevents.1000.host.1.0", rows)
+    return d
+
+
+def _read(d: Path):
+    from perfmodel.rlinf.logs import read_run
+
+    return read_run(d)
+
+
+def _refused(d: Path, *extra: str) -> str:
+    r = run_main("calibrate", "--from-rlinf-run", str(d), "--out-dir", str(d.parent / "out"), "--no-progress", *extra)
+    return assert_one_line_error(r)
+
+
+def test_calibrate_never_writes_over_the_runs_own_files(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    _run(run / "tensorboard")
+    (run / "record.json").write_text('{"options": {}}\n')
+    before = _digest(run / "record.json")
+    line = _refused(run, "--out-dir", str(run), "--name", "record")
+    assert "must not be an input" in line and _digest(run / "record.json") == before
+    ev = run / "tensorboard" / "events.out.tfevents.1000.host.1.0.json"
+    _events(ev, STEPS[-1:], first_step=20)
+    os.replace(ev, run / "tensorboard" / "events.out.tfevents.2.json")
+    line = _refused(run, "--out-dir", str(run / "tensorboard"), "--name", "events.out.tfevents.2")
+    assert "must not be an input" in line
+
+
+def test_a_corrupt_record_is_refused_not_the_rest_dropped(tmp_path: Path) -> None:
+    d = _run(tmp_path / "run")
+    f = next(d.glob("events.*"))
+    data = bytearray(f.read_bytes())
+    data[len(data) // 5] ^= 0xFF  # a record near the start: before, 3 of 20 steps were read
+    f.write_bytes(bytes(data))
+    assert "fails its checksum" in _refused(d) and f.name in _refused(d)
+
+
+def test_an_incomplete_last_record_is_said(tmp_path: Path) -> None:
+    d = _run(tmp_path / "run", [*STEPS, {"time/step": 3.0}])
+    f = next(d.glob("events.*"))
+    f.write_bytes(f.read_bytes()[:-7])  # step 20's only record, cut
+    r = _read(d)
+    assert len(r.steps) == 20 and r.truncated and "incomplete" in r.truncated[0]
+
+
+def test_two_runs_in_one_folder_are_refused(tmp_path: Path) -> None:
+    d = _run(tmp_path / "run")
+    _events(d / "events.out.tfevents.2000.host.2.0", STEPS)
+    assert "two runs in one folder" in _refused(d)
+    _events(d / "events.out.tfevents.2000.host.2.0", STEPS[:5], first_step=18)  # a resumed run: its last write wins
+    assert len(_read(d).steps) == 23
+
+
+def test_only_event_files_are_read(tmp_path: Path) -> None:
+    d = _run(tmp_path / "run")
+    before = _read(d).step_s
+    _events(d / "old.events.out.tfevents.1", [{"time/step": 100.0}] * 20)
+    assert _read(d).step_s == before
+
+
+def test_refusals_name_the_right_file(tmp_path: Path) -> None:
+    d = _run(tmp_path / "run")
+    (d / "events.out.tfevents.3000.dir").mkdir()
+    line = _refused(d)
+    assert "events.out.tfevents.3000.dir" in line and "directory" in line
+    (d / "events.out.tfevents.3000.dir").rmdir()
+    os.mkfifo(d / "events.out.tfevents.3000.fifo")  # before: a hang
+    line = _refused(d)
+    assert "events.out.tfevents.3000.fifo" in line and "named pipe" in line
+
+
+def test_too_many_event_files_are_refused_before_reading(tmp_path: Path) -> None:
+    from perfmodel.rlinf.logs import MAX_EVENT_FILES
+
+    d = _run(tmp_path / "run")
+    for i in range(MAX_EVENT_FILES):
+        (d / f"events.out.tfevents.{5000 + i}.h").write_bytes(b"")
+    assert f"{MAX_EVENT_FILES + 1} event files" in _refused(d)
+
+
+@pytest.mark.parametrize("bad", [1e-45, 1e-3, 86_401.0, 3.4e38])
+def test_nonsense_iteration_times_are_refused(tmp_path: Path, bad: float) -> None:
+    d = _run(tmp_path / "run", [*STEPS[:5], {"time/step": bad}, *STEPS[5:]])
+    assert "time/step: step 5 has" in _refused(d)
+
+
+def test_a_stage_longer_than_its_iteration_is_refused(tmp_path: Path) -> None:
+    d = _run(tmp_path / "run", [*STEPS[:5], {"time/step": 3.0, "time/actor_training": 4.0}, *STEPS[5:]])
+    assert "longer than its iteration" in _refused(d)
+
+
+def test_a_timer_both_tensor_and_scalar_is_refused(tmp_path: Path) -> None:
+    d = _run(tmp_path / "run")
+    _events(d / "events.out.tfevents.2000.host.2.0", STEPS[:3], first_step=20, tensor={"time/step"})
+    assert "both as a scalar and as a tensor" in _refused(d)
+
+
+def test_validate_bounds_max_evals() -> None:
+    line = assert_one_line_error(run_main("validate", "--cross-validate", "--max-evals", "2147483648"), "--max-evals")
+    assert "1..100000" in line
