@@ -224,3 +224,99 @@ def test_a_timer_both_tensor_and_scalar_is_refused(tmp_path: Path) -> None:
 def test_validate_bounds_max_evals() -> None:
     line = assert_one_line_error(run_main("validate", "--cross-validate", "--max-evals", "2147483648"), "--max-evals")
     assert "1..100000" in line
+
+
+# -- 7: the process around the tool -----------------------------------------------------------
+
+def _script(name: str) -> str:
+    return str(Path(sys.executable).parent / name)
+
+
+def _entry(*args: str, stdout=subprocess.PIPE, env: dict | None = None, cwd: Path | None = None):
+    return subprocess.run([_script("perfmodel"), *args], stdout=stdout, stderr=subprocess.PIPE, text=True,
+                          env=env, cwd=cwd, timeout=120)
+
+
+def test_a_closed_pipe_exits_141_quietly() -> None:
+    r, w = os.pipe()
+    os.close(r)  # the reader went away (`| head -1`) before the result was written
+    try:
+        p = _entry("gpus", stdout=w)
+    finally:
+        os.close(w)
+    assert p.returncode == 141 and p.stderr == "", (p.returncode, p.stderr)  # before: exit 1
+
+
+def test_a_full_stdout_is_one_line_exit_2() -> None:
+    with open("/dev/full", "w") as full:
+        p = _entry("gpus", stdout=full)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1 and "No space left on device" in lines[0], p.stderr  # before: traceback
+
+
+def test_a_closed_stdout_is_refused() -> None:
+    p = subprocess.run([_script("perfmodel"), "gpus"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                       preexec_fn=lambda: os.close(1), timeout=120)
+    assert p.returncode == 2 and p.stderr.startswith("error: stdout: is closed"), p.stderr  # before: exit 0
+
+
+def test_home_unset_without_passwd_entry(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("HOME", "XDG_DATA_HOME", "VLAPERF_PROFILE_DIR")}
+    # a uid with no passwd entry: Python's home lookup fails as it does in such a container
+    code = ("import os, pwd, sys; pwd.getpwuid = lambda uid: (_ for _ in ()).throw(KeyError(uid)); "
+            "sys.argv = ['perfmodel'] + sys.argv[1:]; from perfmodel.cli import main; main()")
+    p = subprocess.run([sys.executable, "-c", code, "predict", "--mode", "colocated", "--gpus", "8", "--no-interval"],
+                       capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr  # before: RuntimeError at import
+    p = subprocess.run([sys.executable, "-c", code, "calibrate", "--max-evals", "1"], capture_output=True, text=True,
+                       env=env, timeout=120, cwd=tmp_path)
+    assert p.returncode == 2 and p.stderr.strip().startswith("error: HOME: is not set"), p.stderr
+
+
+def test_ctrl_c_while_importing_is_130_without_traceback() -> None:
+    # the console script imports the package first; a SIGINT during the commands' imports
+    code = ("import os, signal, sys, threading; sys.argv = ['perfmodel', 'gpus']; import perfmodel; "
+            "threading.Timer(0.002, os.kill, (os.getpid(), signal.SIGINT)).start(); "
+            "import perfmodel.cli, perfmodel.commands.predict, perfmodel.simulate; threading.Event().wait(5); "
+            "perfmodel.cli.main()")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 130 and "Traceback" not in p.stderr, (p.returncode, p.stderr)
+
+
+# -- 8: names and text -------------------------------------------------------------------------
+
+def test_a_file_named_like_a_bundled_profile_does_not_shadow_it(tmp_path: Path) -> None:
+    (tmp_path / "pi05").mkdir()
+    p = _entry("predict", "--mode", "colocated", "--gpus", "8", "--no-interval", "--backbone", "pi05", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr  # before: "pi05 is a directory"
+
+
+@pytest.mark.parametrize("name", ["a\nerror: forged", "a\rb", "a\x1b[2Jb"])
+def test_calibrate_name_refuses_control_characters(tmp_path: Path, name: str) -> None:
+    d = _run(tmp_path / "run")
+    assert "--name: must be a file name without '/' or control characters" in _refused(d, "--name", name)
+
+
+def test_out_dir_empty_is_refused(tmp_path: Path) -> None:
+    assert_one_line_error(run_main("calibrate", "--out-dir", "", "--max-evals", "1"), "--out-dir")
+    d = _run(tmp_path / "run")
+    assert "--out-dir: must be a directory path" in assert_one_line_error(
+        run_main("calibrate", "--from-rlinf-run", str(d), "--out-dir", ""))
+
+
+def test_a_profile_name_with_a_newline_is_refused(tmp_path: Path) -> None:
+    import json
+
+    doc = json.loads((ROOT / "profiles" / "pi05.json").read_text())
+    doc["name"] = "pi05\nerror: forged"
+    (tmp_path / "p.json").write_text(json.dumps(doc))
+    line = assert_one_line_error(run_main("predict", "--profile", str(tmp_path / "p.json"), "--mode", "colocated",
+                                          "--gpus", "8", "--no-interval"), "--profile.name")
+    assert "control characters" in line
+
+
+def test_a_time_target_is_bounded_never_inf_hours() -> None:
+    line = assert_one_line_error(run_main("plan", "--gpus", "8", "--modes", "colocated", "--objective", "time",
+                                          "--env-steps", "1e300", "--within-hours", "1", "--no-progress", "--jobs",
+                                          "1"), "--env-steps")
+    assert "inf" not in line
