@@ -46,6 +46,11 @@ ODD_FLOATS = [0.0, -0.5, 1e-9, 1e-300, 0.5, 1e6, 1e30, 1e300, 1e308]
 ODD_STRINGS = ["", "1:1", "3:1", "0:1", "1:0", "a:b", "1:1:1", "pi05", "gr00t_n15", "colocated", "streamer",
                "stream", "table", "linear", "ppo", "grpo", "profile.json", "../x.json", "/proc/self/mem", "\x00",
                "throughput", "cost", "time", "bogus"]
+# Wrong types handed to the Python API (perfmodel.api): a boolean for a count, a float for an
+# integer, text or a list for a number, an empty or unknown mapping, a non-finite number, bytes,
+# a NUL in text, and objects that are no JSON value at all.
+API_WRONG_TYPES = [True, 1.5, "8", [8], {}, {"cores": 96}, float("nan"), float("inf"), b"8", "\x00", "no", 123,
+                   [{}], [True], ["\x00"], object()]
 LEAF = st.one_of(
     st.none(), st.booleans(), st.sampled_from(ODD_INTS), st.integers(-3, 20),
     st.floats(allow_nan=True, allow_infinity=True, width=64), st.sampled_from(ODD_FLOATS),
