@@ -320,3 +320,22 @@ def test_a_time_target_is_bounded_never_inf_hours() -> None:
                                           "--env-steps", "1e300", "--within-hours", "1", "--no-progress", "--jobs",
                                           "1"), "--env-steps")
     assert "inf" not in line
+
+
+# -- 6: executor records with wrong types ------------------------------------------------------
+
+@pytest.mark.parametrize("record, field", [
+    ('{"options": "x"}', "record.json:options"),
+    ('{"options": ["--soft-reset"]}', "record.json:options"),
+    ('{"options": {"env_not_as_rlinf": 5}}', "record.json:options.env_not_as_rlinf"),
+    ('{"options": {"env_not_as_rlinf": [5]}}', "record.json:options.env_not_as_rlinf"),
+    ('{"options": {}, "throughput_env_steps_per_s": NaN}', "record.json.throughput_env_steps_per_s"),
+    ('[1, 2]', "record.json"),
+])
+def test_a_record_of_wrong_types_is_refused_naming_its_field(tmp_path: Path, record: str, field: str) -> None:
+    run = tmp_path / "run"
+    _run(run / "tensorboard")
+    (run / "record.json").write_text(record)
+    r = run_main("calibrate", "--from-run", str(run), "--out-dir", str(tmp_path / "out"), "--no-progress")
+    line = assert_one_line_error(r)  # before: exit 1 "internal" (AttributeError), or the NaN record read
+    assert f"{run}/{field}" in line, line
