@@ -72,6 +72,8 @@ def error_line(e: BaseException) -> tuple[str, int]:
         return f"error: input: {_one_line(str(e))}", 2
     if isinstance(e, RecursionError):
         return "error: input: nested too deeply", 2
+    if isinstance(e, ValueError) and "embedded null byte" in str(e):  # os.stat's, in click's path check
+        return "error: path: must not contain a NUL character", 2
     if isinstance(e, ModuleNotFoundError) and (e.name or "").split(".")[0] in EXECUTOR_EXTRAS:
         # `pip install -e .` (the planner) leaves the real components out: not a bug, a choice
         return (f"error: install: the executor's real components are not installed (no module {e.name!r}); "
@@ -309,7 +311,7 @@ def check_writable(option: str, path: str | None) -> None:
         return
     if Path(path).is_dir():
         raise ConfigError(option, f"must be a file path, {path} is a directory")
-    p, through = output_target(path, option)  # a device, a pipe, a read-only file: refused; a symlink: followed
+    p, through = output_target(path, option)  # a NUL, a device, a pipe, a read-only file: refused; a symlink: followed
     if through:
         return
     parent = p.parent if str(p.parent) else Path(".")

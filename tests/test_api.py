@@ -5,7 +5,6 @@ examples/api_example.py runs as shown."""
 from __future__ import annotations
 
 import json
-import math
 import re
 import subprocess
 import sys
@@ -76,35 +75,10 @@ def test_docs_api_snippet_runs():
 # -- every wrong type the fuzz corpus uses, into every argument of every API function (issue 41
 # item 7, issue 44 item 5): a ConfigError naming the argument, never a raw TypeError / KeyError
 
-# what each annotation accepts (perfmodel/api.py's checks); every other value is a wrong type
-_ACCEPTS = {
-    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
-    "bool": lambda v: isinstance(v, bool),
-    "text": lambda v: isinstance(v, str) and "\x00" not in v,
-    "list": lambda v: (isinstance(v, str) and "\x00" not in v) or (isinstance(v, int) and not isinstance(v, bool))
-    or (isinstance(v, list) and all(_ACCEPTS["list"](x) for x in v)),  # a list's values: the command's check
-    "node": lambda v: v == {},  # no node option given
-    "say": callable,
-    "mapping": lambda v: isinstance(v, dict) and all(isinstance(k, str) and _ACCEPTS["number"](x) for k, x in v.items()),
-    "runs": lambda v: False,
-}
-
-
-def _category(annotation: str) -> str:
-    a = annotation.replace(" ", "")
-    for key, cat in (("Say", "say"), ("dict[str,Any]", "node"), ("dict[str,float]", "mapping"),
-                     ("Sequence[str|os.PathLike]", "runs"), ("ListArg", "list"), ("PathArg", "text"),
-                     ("bool", "bool"), ("float", "number"), ("int", "int"), ("str", "text")):
-        if key in a:
-            return cat
-    raise AssertionError(f"no category for {annotation}")
-
-
 def test_every_api_function_names_the_argument_of_every_wrong_type():
     import inspect
 
-    from fuzzing import API_WRONG_TYPES
+    from fuzzing import API_ACCEPTS, API_WRONG_TYPES, api_category
     from perfmodel import api
     from perfmodel.schema.errors import ConfigError
 
@@ -113,9 +87,9 @@ def test_every_api_function_names_the_argument_of_every_wrong_type():
     for fname in ("predict", "plan", "sweep", "calibrate", "validate"):
         fn = getattr(api, fname)
         for arg, param in inspect.signature(fn).parameters.items():
-            cat = _category(str(param.annotation))
+            cat = api_category(str(param.annotation))
             for bad in API_WRONG_TYPES:
-                if _ACCEPTS[cat](bad):
+                if API_ACCEPTS[cat](bad):
                     continue
                 with pytest.raises(ConfigError) as e:
                     fn(**{**base.get(fname, {}), arg: bad})

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from fuzzing import write_events as _events
 from inproc import assert_one_line_error, run_main
 
 PLAN = ROOT / "examples" / "plans" / "pi05_4envs_disaggregated.json"
@@ -83,34 +83,6 @@ def test_a_symlink_output_is_written_through(tmp_path: Path) -> None:
 
 
 # -- RLinf run folders, written record by record as tensorboard's writer frames them ----------
-
-def _frame(body: bytes) -> bytes:
-    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
-
-    header = struct.pack("<Q", len(body))
-    return header + struct.pack("<I", masked_crc32c(header)) + body + struct.pack("<I", masked_crc32c(body))
-
-
-def _event(step: int, tag: str, value: float, tensor: bool = False) -> bytes:
-    from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
-
-    v = summary_pb2.Summary.Value(tag=tag)
-    if tensor:
-        v.tensor.CopyFrom(tensor_pb2.TensorProto(dtype=1, float_val=[value]))
-    else:
-        v.simple_value = value
-    return event_pb2.Event(wall_time=1.0 + step, step=step, summary=summary_pb2.Summary(value=[v])).SerializeToString()
-
-
-def _events(path: Path, rows: list[dict[str, float]], first_step: int = 0, tensor: set[str] = frozenset()) -> Path:
-    from tensorboard.compat.proto import event_pb2
-
-    data = _frame(event_pb2.Event(wall_time=1.0, file_version="brain.Event:2").SerializeToString())
-    for i, row in enumerate(rows):
-        data += b"".join(_frame(_event(first_step + i, k, v, k in tensor)) for k, v in row.items())
-    path.write_bytes(data)
-    return path
-
 
 STEPS = [{"time/step": 9.0}] + [{"time/step": 3.0, "time/actor_training": 1.0}] * 19
 

@@ -35,6 +35,8 @@ def check_regular_file(path: str | Path, what: str) -> None:
     """Refuse, before opening it, an input that is not a regular file: opening a named pipe blocks
     until a writer comes, and a device or a directory is never a vlaperf input. Every input file
     is read only after this check (read_text, the RLinf YAML files)."""
+    if "\x00" in str(path):  # os.stat raises ValueError, not OSError
+        raise ConfigError(what, f"must be a path without a NUL character, got {str(path)!r}")
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -255,6 +257,8 @@ def output_target(path: str | Path, what: str = "output") -> tuple[Path, bool]:
     file of ours is refused: a device (as root, a rename would replace ``/dev/null`` itself with a
     regular file), a named pipe, a socket, a directory, a read-only file (its owner meant it to
     stay as it is). ``what`` names the option in the refusal."""
+    if "\x00" in str(path):
+        raise ConfigError(what, f"must be a path without a NUL character, got {str(path)!r}")
     target = Path(os.path.realpath(path))
     try:
         st = os.stat(target)
