@@ -73,6 +73,13 @@ def _int(name: str, v: Any) -> int | None:
     return v
 
 
+def _count(name: str, v: Any) -> int:
+    """An integer that has a default, not None (``replications``, ``seed``)."""
+    if v is None:
+        raise ConfigError(name, "must be an integer, got None")
+    return _int(name, v)
+
+
 def _number(name: str, v: Any) -> float | None:
     if v is None:
         return None
@@ -203,7 +210,7 @@ def predict(mode: str | None = None, gpus: int | None = None, *, backbone: str |
                  ratio=_choice("ratio", ratio), plan_path=_path("plan", plan), profile_path=_path("profile", profile),
                  pipeline_stage_num=_int("pipeline_stages", pipeline_stages), b_max=_int("b_max", b_max),
                  t_max_s=_number("t_max", t_max), max_staleness=_int("staleness", staleness),
-                 replications=_int("replications", replications), seed=_int("seed", seed),
+                 replications=_count("replications", replications), seed=_count("seed", seed),
                  trace=_path("trace", trace), rlinf_config=rlinf_config, gpu=_choice("gpu", gpu),
                  price=_number("gpu_hour_price", gpu_hour_price), interval=_flag("interval", interval),
                  scale_global_batch=_flag("scale_global_batch", scale_global_batch), say=_say(say),
@@ -238,8 +245,8 @@ def plan(gpus: int | None = None, *, objective: str = "throughput", backbone: st
                     t_max=_list("t_max", t_max),
                     staleness=staleness if isinstance(staleness, int) and not isinstance(staleness, bool)
                     else _list("staleness", staleness),
-                    price=_number("gpu_hour_price", gpu_hour_price), replications=_int("replications", replications),
-                    seed=_int("seed", seed), jobs=_int("jobs", jobs), rlinf_config=rlinf_config,
+                    price=_number("gpu_hour_price", gpu_hour_price), replications=_count("replications", replications),
+                    seed=_count("seed", seed), jobs=_int("jobs", jobs), rlinf_config=rlinf_config,
                     gpu=_choice("gpu", gpu), scale_global_batch=scale_global_batch,
                     objective=_text_arg("objective", objective), env_steps=_number("env_steps", env_steps),
                     within_hours=_number("within_hours", within_hours), sweep_path=_path("sweep", sweep),
@@ -266,8 +273,8 @@ def sweep(gpus: ListArg = None, *, backbone: str | None = None, profile: PathArg
                  modes=_list("modes", modes), ratios=_list("ratios", ratios),
                  pipeline_stages=_list("pipeline_stages", pipeline_stages), b_max=_list("b_max", b_max),
                  t_max=_list("t_max", t_max), staleness=_int("staleness", staleness),
-                 price=_number("gpu_hour_price", gpu_hour_price), replications=_int("replications", replications),
-                 seed=_int("seed", seed), jobs=_int("jobs", jobs), rlinf_config=rlinf_config, gpu=_choice("gpu", gpu),
+                 price=_number("gpu_hour_price", gpu_hour_price), replications=_count("replications", replications),
+                 seed=_count("seed", seed), jobs=_int("jobs", jobs), rlinf_config=rlinf_config, gpu=_choice("gpu", gpu),
                  scale_global_batch=_flag("scale_global_batch", scale_global_batch), out=_path("out", out),
                  csv_out=_path("csv", csv), interval=_flag("interval", interval), say=tell,
                  envs_per_gpu=_list("envs_per_gpu", envs_per_gpu),

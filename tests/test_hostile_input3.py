@@ -311,3 +311,24 @@ def test_a_record_of_wrong_types_is_refused_naming_its_field(tmp_path: Path, rec
     r = run_main("calibrate", "--from-run", str(run), "--out-dir", str(tmp_path / "out"), "--no-progress")
     line = assert_one_line_error(r)  # before: exit 1 "internal" (AttributeError), or the NaN record read
     assert f"{run}/{field}" in line, line
+
+
+def test_every_single_bit_flip_of_an_event_file_is_refused(tmp_path: Path) -> None:
+    """Found by the campaign: a cached header verdict let a flipped header CRC pass."""
+    pytest.importorskip("tensorboard")
+    from perfmodel.rlinf.logs import read_scalars
+    from perfmodel.schema.errors import ConfigError
+
+    ev = _events(tmp_path / "events.out.tfevents.1", [{"time/step": 1.0 + i} for i in range(3)])
+    raw = ev.read_bytes()
+    accepted = []
+    for pos in range(len(raw)):  # every byte, one bit of each (every bit: 8 times the time)
+        flipped = bytearray(raw)
+        flipped[pos] ^= 1 << (pos % 8)
+        ev.write_bytes(bytes(flipped))
+        try:
+            read_scalars(tmp_path)
+            accepted.append(pos)
+        except ConfigError:
+            pass
+    assert not accepted

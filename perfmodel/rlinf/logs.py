@@ -173,11 +173,11 @@ def _records(path: Path, data: bytes, crc: Any) -> Any:
     while pos < size:
         if size - pos < 12:
             return ("truncated", pos)
-        header = data[pos:pos + 8]
-        ok = header_ok.get(header)
+        framed = data[pos:pos + 12]  # the length and its CRC: a cached verdict for the same 12 bytes
+        ok = header_ok.get(framed)
         if ok is None:
-            ok = header_ok[header] = crc(header) == struct.unpack_from("<I", data, pos + 8)[0]
-        length = struct.unpack_from("<Q", header)[0]
+            ok = header_ok[framed] = crc(framed[:8]) == struct.unpack_from("<I", framed, 8)[0]
+        length = struct.unpack_from("<Q", framed)[0]
         if not ok and n == 0:
             raise ConfigError(str(path), "not a tensorboard event file (its first record fails its checksum)")
         if not ok:
