@@ -160,13 +160,15 @@ def event_files(folder: Path) -> list[Path]:
     return files
 
 
-def _records(path: Path, data: bytes, crc: Any) -> Any:
-    """The records of one event file (TFRecord framing: length, its CRC, data, its CRC), each
-    ``(data, verified)``. A record that fails its checksum in the middle of the file is refused
-    (every step after it would be lost silently); an incomplete last record (a run stopped while
-    writing) ends the file, and is reported by ``read_scalars``."""
+def _records(path: Path, data: bytes, crc: Any, needle: bytes) -> Any:
+    """The records of one event file that hold ``needle`` (TFRecord framing: length, its CRC,
+    data, its CRC). Every record's framing is verified, and every record's data in a file up to
+    VERIFY_ALL_BYTES (else the records read). A record that fails its checksum in the middle of the
+    file is refused (every step after it would be lost silently); an incomplete last record (a
+    run stopped while writing) ends the file: returned as ``("truncated", byte)``."""
     import struct
 
+    unpack = struct.unpack_from
     pos, n, size = 0, 0, len(data)
     header_ok: dict[bytes, bool] = {}  # most records share a length: its CRC once
     verify_all = size <= VERIFY_ALL_BYTES
@@ -176,23 +178,24 @@ def _records(path: Path, data: bytes, crc: Any) -> Any:
         framed = data[pos:pos + 12]  # the length and its CRC: a cached verdict for the same 12 bytes
         ok = header_ok.get(framed)
         if ok is None:
-            ok = header_ok[framed] = crc(framed[:8]) == struct.unpack_from("<I", framed, 8)[0]
-        length = struct.unpack_from("<Q", framed)[0]
+            ok = header_ok[framed] = crc(framed[:8]) == unpack("<I", framed, 8)[0]
         if not ok and n == 0:
             raise ConfigError(str(path), "not a tensorboard event file (its first record fails its checksum)")
         if not ok:
             raise ConfigError(str(path), f"record {n + 1} (byte {pos}) fails its checksum: corrupt; {size - pos} "
                                          "bytes from there cannot be read (nothing after it is used silently)")
-        end = pos + 12 + length + 4
-        if end > size:
+        start = pos + 12
+        end = start + unpack("<Q", framed)[0]
+        if end + 4 > size:
             return ("truncated", pos)
-        body = data[pos + 12:pos + 12 + length]
-        if (verify_all or b"time/" in body) and crc(body) != struct.unpack_from("<I", data, end - 4)[0]:
+        wanted = data.find(needle, start, end) >= 0
+        if (verify_all or wanted) and crc(data[start:end]) != unpack("<I", data, end)[0]:
             raise ConfigError(str(path), f"record {n + 1} (byte {pos}) fails its checksum: corrupt; "
                                          f"{size - pos} bytes from there are not read (nothing after it is used "
                                          "silently)")
-        yield body
-        pos, n = end, n + 1
+        if wanted:
+            yield data[start:end]
+        pos, n = end + 4, n + 1
     return None
 
 
@@ -242,7 +245,7 @@ def read_scalars(folder: Path, only: str = "time/") -> Scalars:
                 data = fh.read(MAX_EVENT_BYTES + 1)
         except OSError as e:
             raise ConfigError(str(f), f"cannot read: {e.strerror or type(e).__name__}") from None
-        records = _records(f, data, crc)
+        records = _records(f, data, crc, needle)
         first: int | None = None
         while True:
             try:
@@ -252,8 +255,6 @@ def read_scalars(folder: Path, only: str = "time/") -> Scalars:
                     truncated.append(f"{f.name} (its last record, from byte {stop.value[1]} of {len(data)}, is "
                                      "incomplete)")
                 break
-            if needle not in body:
-                continue
             ev = event_pb2.Event()
             try:
                 ev.ParseFromString(body)

@@ -262,7 +262,7 @@ def output_target(path: str | Path, what: str = "output") -> tuple[Path, bool]:
     target = Path(os.path.realpath(path))
     try:
         st = os.stat(target)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a new path (check_writable says why its folder is not one)
         return target, False
     except OSError as e:
         raise ConfigError(what, f"cannot write {path}: {e.strerror or type(e).__name__}") from None
