@@ -332,3 +332,21 @@ def test_every_single_bit_flip_of_an_event_file_is_refused(tmp_path: Path) -> No
         except ConfigError:
             pass
     assert not accepted
+
+
+def test_tensorboards_own_warnings_stay_out(tmp_path: Path) -> None:
+    """Steps going back in a file and two graph events: tensorboard's reader logged warnings
+    ("out of order event.step", "more than one graph event") into the command's output."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.compat.proto import event_pb2
+
+    from fuzzing import _event, _frame
+
+    d = _run(tmp_path / "run")
+    f = next(d.glob("events.*"))
+    graph = _frame(event_pb2.Event(wall_time=2.0, graph_def=b"\x0a\x00").SerializeToString())
+    f.write_bytes(f.read_bytes() + graph + graph + b"".join(_frame(_event(s, "time/step", 3.0)) for s in (5, 6)))
+    r = run_main("calibrate", "--from-rlinf-run", str(d), "--out-dir", str(tmp_path / "out"), "--no-progress",
+                 "--max-evals", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    assert "out of order" not in r.output and "graph event" not in r.output
