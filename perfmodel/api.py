@@ -121,33 +121,39 @@ def _list(name: str, v: Any) -> str | None:
 NODE_KEYS = ("cpu_cores_per_node", "gpus_per_node", "nic_gbps", "node_ram_gb")
 
 
-def _node(v: Any) -> dict[str, Any]:
+def _mapping(name: str, v: Any, what: str, check_item: Callable[[Any, Any], Any]) -> dict[str, Any]:
     if v is None:
         return {}
     if not isinstance(v, Mapping):
-        raise ConfigError("node", f"must be a mapping of {', '.join(NODE_KEYS)}, got {_kind(v)}")
+        raise ConfigError(name, f"must be a mapping {what}, got {_kind(v)}")
     for k, x in v.items():
-        if k not in NODE_KEYS:
-            raise ConfigError(f"node.{k}", f"unknown node option (allowed: {', '.join(NODE_KEYS)})")
-        (_int if k in ("cpu_cores_per_node", "gpus_per_node") else _number)(f"node.{k}", x)
+        check_item(k, x)
     return dict(v)
+
+
+def _node_item(k: Any, x: Any) -> None:
+    if k not in NODE_KEYS:
+        raise ConfigError(f"node.{k}", f"unknown node option (allowed: {', '.join(NODE_KEYS)})")
+    (_int if k in ("cpu_cores_per_node", "gpus_per_node") else _number)(f"node.{k}", x)
+
+
+def _factor_item(k: Any, x: Any) -> None:
+    _text_arg("sample_efficiency", k)
+    _number(f"sample_efficiency.{k}", x)
+
+
+def _node(v: Any) -> dict[str, Any]:
+    return _mapping("node", v, f"of {', '.join(NODE_KEYS)}", _node_item)
+
+
+def _factors(v: Any) -> dict[str, float]:
+    return _mapping("sample_efficiency", v, "mode -> factor", _factor_item)
 
 
 def _say(v: Any) -> Say | None:
     if v is not None and not callable(v):
         raise ConfigError("say", f"must be a function taking one line (or None), got {_kind(v)}")
     return v
-
-
-def _factors(v: Any) -> dict[str, float]:
-    if v is None:
-        return {}
-    if not isinstance(v, Mapping):
-        raise ConfigError("sample_efficiency", f"must be a mapping mode -> factor, got {_kind(v)}")
-    for k, x in v.items():
-        _text_arg("sample_efficiency", k)
-        _number(f"sample_efficiency.{k}", x)
-    return dict(v)
 
 
 # -- warnings: records with a kind, the text the command prints after "warning: "
