@@ -24,7 +24,7 @@ from fuzzing import HANDLED, SURFACES, Bases, campaign
 EXAMPLES = {"options: report": 3, "choice file": 4, "record file": 4, "options: executor run": 8, "paths": 14,
             # issue 44's surfaces: the API's calls are cheap (most refused before any work); a run
             # folder that passes is calibrated (about 0.5 s), and a process is a Python start-up
-            "Python API": 200, "output paths": 30, "RLinf run folder": 8, "executor record": 8, "process": 4}
+            "Python API": 200, "output paths": 30, "RLinf run folder": 4, "executor record": 4, "process": 4}
 DEFAULT_EXAMPLES = 12
 
 
