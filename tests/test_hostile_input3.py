@@ -350,3 +350,25 @@ def test_tensorboards_own_warnings_stay_out(tmp_path: Path) -> None:
                  "--max-evals", "1", "--json")
     assert r.returncode == 0, r.stderr
     assert "out of order" not in r.output and "graph event" not in r.output
+
+
+# -- found by the stored campaign (benchmarks/fuzz.py --seed 4400) ------------------------------
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda row: row.update(throughput_high=None), "throughput_high"),
+    (lambda row: row.update(interval_structural=5), "interval_structural"),
+])
+def test_a_sweep_row_of_wrong_shape_is_refused(tmp_path: Path, edit, field: str) -> None:
+    import json
+
+    path = tmp_path / "s.json"
+    r = run_main("sweep", "--modes", "colocated,streamer", "--ratios", "1:1", "--gpus", "8", "--jobs", "1",
+                 "--no-progress", "-o", str(path))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(path.read_text())
+    for row in doc["rows"]:
+        if row["status"] == "ok" and row.get("throughput_low") is not None:
+            edit(row)
+    path.write_text(json.dumps(doc))
+    line = assert_one_line_error(run_main("plan", "--gpus", "8", "--sweep", str(path)))  # before: exit 1 internal
+    assert field in line
