@@ -18,7 +18,7 @@ from perfmodel.schema.jsonio import dumps as strict_json
 from perfmodel.schema.modes import MODES
 from perfmodel.planning import OBJECTIVES
 from perfmodel.schema.plan import DEFAULT_T_MAX_S
-from perfmodel.schema.profile import BUNDLED_REFERENCE, user_profile_dir
+from perfmodel.schema.profile import BUNDLED_REFERENCE, user_profile_dir_if_any
 
 
 def _say(line: str) -> None:
@@ -180,7 +180,8 @@ def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | No
 @cli.command()
 @click.option("--reference", type=click.Path(dir_okay=False), default=str(BUNDLED_REFERENCE), show_default=True)
 @click.option("--out-dir", type=click.Path(file_okay=False), default=None,
-              help=f"where to write the fitted profiles (default: your profile directory, {user_profile_dir()}; "
+              help="where to write the fitted profiles (default: your profile directory, "
+                   f"{user_profile_dir_if_any() or '$HOME/.local/share/vlaperf/profiles'}; "
                    "$VLAPERF_PROFILE_DIR overrides it); never the installed package")
 @click.option("--max-evals", type=int, default=None,
               help="simulations of the whole set (default: 140, the bundled profiles' budget; from runs: 80)")

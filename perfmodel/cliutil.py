@@ -72,6 +72,8 @@ def error_line(e: BaseException) -> tuple[str, int]:
         return f"error: input: {_one_line(str(e))}", 2
     if isinstance(e, RecursionError):
         return "error: input: nested too deeply", 2
+    if isinstance(e, ValueError) and "embedded null byte" in str(e):  # os.stat's, in click's path check
+        return "error: path: must not contain a NUL character", 2
     if isinstance(e, ModuleNotFoundError) and (e.name or "").split(".")[0] in EXECUTOR_EXTRAS:
         # `pip install -e .` (the planner) leaves the real components out: not a bug, a choice
         return (f"error: install: the executor's real components are not installed (no module {e.name!r}); "
@@ -139,6 +141,14 @@ def run_click(group: click.Group, prog_name: str, argv: list[str] | None = None)
         sys.exit(0)
     import signal
 
+    if sys.stdout is None or _closed(sys.stdout):  # `>&-`: the result would be lost (or a file opened as fd 1)
+        click.echo("error: stdout: is closed; the result has nowhere to go (redirect it to a file or /dev/null)",
+                   err=True)
+        sys.exit(2)
+    import perfmodel
+
+    if signal.getsignal(signal.SIGINT) is perfmodel.early_interrupt:  # from here on Ctrl-C says "aborted"
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     previous = raise_on_sigterm()
     try:
         _run(group, prog_name, args, verbose)
@@ -147,23 +157,67 @@ def run_click(group: click.Group, prog_name: str, argv: list[str] | None = None)
             signal.signal(signal.SIGTERM, previous)
 
 
+def _closed(stream: Any) -> bool:
+    try:
+        os.fstat(stream.fileno())
+    except (OSError, ValueError, AttributeError):
+        return not hasattr(stream, "getvalue")  # an in-memory stream (a test's capture) is open
+    return False
+
+
+def _stdout_done(code: int) -> None:
+    """Flush the result before exit, so that a write that fails is said here, once: a closed
+    pipe (`| head -1`) ends quietly with 141 as Unix tools do, a full disk (`> /dev/full`) in one
+    line with exit 2, never as Python's 'Exception ignored' at exit."""
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_to_devnull()
+        os._exit(141)
+    except OSError as e:
+        _stdout_to_devnull()
+        click.echo(f"error: stdout: cannot write the result: {e.strerror or type(e).__name__}", err=True)
+        sys.exit(2)
+    sys.exit(code)
+
+
+def _stdout_to_devnull() -> None:
+    """What is left in stdout's buffer goes nowhere (the interpreter's flush at exit must not fail)."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def _run(group: click.Group, prog_name: str, args: list[str], verbose: bool) -> None:
     try:
         rc = group.main(args=args, prog_name=prog_name, standalone_mode=False)
     except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
+        _stdout_done(e.exit_code)
     except (click.Abort, KeyboardInterrupt):
         click.echo("error: aborted", err=True)
         sys.exit(130)
-    except SystemExit:
-        raise
+    except SystemExit as e:
+        if type(sys.stdout).__name__ == "_PacifyFlushWrapper":  # click's own EPIPE handler ran (exit 1)
+            _stdout_to_devnull()
+            sys.exit(141)
+        if e.code is not None and not isinstance(e.code, int):
+            raise
+        _stdout_done(e.code or 0)
     except BrokenPipeError:
         # The reader went away (`perfmodel sweep --json | head`): stop quietly, as Unix tools do.
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
+        _stdout_to_devnull()
         sys.exit(141)
+    except OSError as e:
+        if e.filename is None:  # a write that names no file: stdout's (> /dev/full), or an output's
+            _stdout_to_devnull()  # what stdout still buffers must not fail again at exit
+        line, code = error_line(e)
+        if verbose:
+            traceback.print_exc()
+        click.echo(line if e.filename is not None else f"error: output: cannot write the result: {e.strerror or e}",
+                   err=True)
+        sys.exit(code)
     except BaseException as e:  # noqa: BLE001 - the one place every failure becomes one line
         cause: BaseException | None = e  # Terminated itself, or wrapped by C code (Ray's wait)
         while cause is not None and not isinstance(cause, Terminated):
@@ -179,7 +233,7 @@ def _run(group: click.Group, prog_name: str, args: list[str], verbose: bool) -> 
             traceback.print_exc()
         click.echo(line, err=True)
         sys.exit(code)
-    sys.exit(rc if isinstance(rc, int) else 0)
+    _stdout_done(rc if isinstance(rc, int) else 0)
 
 
 class Choice(click.Choice):
@@ -251,11 +305,15 @@ def check_writable(option: str, path: str | None) -> None:
     import tempfile
     from pathlib import Path
 
+    from perfmodel.schema.jsonio import output_target
+
     if path is None:
         return
-    p = Path(path)
-    if p.is_dir():
+    if Path(path).is_dir():
         raise ConfigError(option, f"must be a file path, {path} is a directory")
+    p, through = output_target(path, option)  # a NUL, a device, a pipe, a read-only file: refused; a symlink: followed
+    if through:
+        return
     parent = p.parent if str(p.parent) else Path(".")
     blocking = next((a for a in (parent, *parent.parents) if a.exists()), None)
     if blocking is not None and not blocking.is_dir():  # mkdir would say only "File exists"
@@ -266,6 +324,14 @@ def check_writable(option: str, path: str | None) -> None:
             pass
     except OSError as e:
         raise ConfigError(option, f"must be a writable path; cannot write {path}: {e.strerror or type(e).__name__}") from None
+
+
+def check_name(option: str, name: str) -> None:
+    """A name that becomes a file name and is printed (a profile's): not empty, no '/', not
+    hidden, no control character (a newline or carriage return would forge a printed line)."""
+    if not name or "/" in name or name.startswith(".") or any(ord(c) < 32 or 127 <= ord(c) < 160 for c in name):
+        raise ConfigError(option, f"must be a file name without '/' or control characters (the profile's name), "
+                                  f"got {name!r}")
 
 
 def _same_path(a: str, b: str) -> bool:

@@ -30,7 +30,7 @@ def test_api_predict_warnings_go_to_say_and_into_the_result():
     said: list[str] = []
     got = api.predict(mode="disaggregated", gpus=8, ratio="1:1", b_max=64, interval=False, say=said.append)
     assert said == ["warning: --b-max: no effect in mode disaggregated (no dynamic batching)"]
-    assert "--b-max: no effect in mode disaggregated (no dynamic batching)" in got["warnings"]
+    assert {"kind": "option", "text": "--b-max: no effect in mode disaggregated (no dynamic batching)"} in got["warnings"]
 
 
 def test_api_bad_input_names_the_option():
@@ -70,3 +70,78 @@ def test_docs_api_snippet_runs():
     assert (thr, low, high) == (p["throughput_env_steps_per_s"], p["throughput_interval"]["low"],
                                 p["throughput_interval"]["high"])
     assert r.stdout.splitlines()[1].split() == [p["bottleneck"], str(p["dollars_per_million_env_steps"])]
+
+
+# -- every wrong type the fuzz corpus uses, into every argument of every API function (issue 41
+# item 7, issue 44 item 5): a ConfigError naming the argument, never a raw TypeError / KeyError
+
+def test_every_api_function_names_the_argument_of_every_wrong_type():
+    import inspect
+
+    from fuzzing import API_ACCEPTS, API_WRONG_TYPES, api_category
+    from perfmodel import api
+    from perfmodel.schema.errors import ConfigError
+
+    base = {"predict": {"mode": "colocated", "gpus": 8}, "plan": {"gpus": 8}, "sweep": {"gpus": 8}}
+    calls = 0
+    for fname in ("predict", "plan", "sweep", "calibrate", "validate"):
+        fn = getattr(api, fname)
+        for arg, param in inspect.signature(fn).parameters.items():
+            cat = api_category(str(param.annotation))
+            for bad in API_WRONG_TYPES:
+                if API_ACCEPTS[cat](bad):
+                    continue
+                with pytest.raises(ConfigError) as e:
+                    fn(**{**base.get(fname, {}), arg: bad})
+                field = e.value.field
+                assert field == arg or field.startswith(f"{arg}."), (fname, arg, bad, field, e.value.message)
+                calls += 1
+    for fname in ("format_prediction", "format_plan", "format_validation"):
+        for bad in [*API_WRONG_TYPES, {"mode": "colocated"}, {"gpus_budget": 8, "objective": "throughput"}]:
+            with pytest.raises(ConfigError):
+                getattr(api, fname)(bad)
+            calls += 1
+    assert calls > 300
+
+
+def test_api_paths_numbers_and_node_as_python_gives_them(tmp_path):
+    from perfmodel import api
+    from perfmodel.schema.errors import ConfigError
+
+    quiet = {"say": lambda line: None, "interval": False}
+    by_path = api.predict(profile=ROOT / "profiles" / "pi05.json", mode="colocated", gpus=8, **quiet)
+    assert by_path["throughput_env_steps_per_s"] == api.predict(mode="colocated", gpus=8, **quiet)[
+        "throughput_env_steps_per_s"]
+    with pytest.raises(ConfigError) as e:
+        api.predict(mode="colocated", gpus=8, node={"cores": 96}, **quiet)
+    assert e.value.field == "node.cores" and "cpu_cores_per_node" in e.value.message
+    with pytest.raises(ConfigError) as e:
+        api.predict(mode="disaggregated", gpus=8, ratio="\uff11:\uff11", **quiet)  # full-width digits
+    assert "R:A" in e.value.message
+    assert api.sweep(gpus=8, modes="colocated", jobs=1, **quiet)["rows"]
+
+
+def test_api_extrapolation_warnings_are_records():
+    from perfmodel import api
+
+    p = api.predict(mode="rollout_async", gpus=64, say=lambda line: None)
+    kinds = {w["kind"] for w in p["warnings"]}
+    assert "extrapolation" in kinds
+    text = api.format_prediction(p)
+    assert all(f"warning       {w['text']}" in text or w["text"] in text for w in p["warnings"])
+
+
+def test_api_calibrate_from_runs(tmp_path):
+    pytest.importorskip("tensorboard")
+    from test_hostile_input3 import _run
+
+    from perfmodel import api
+    from perfmodel.schema.errors import ConfigError
+
+    run = _run(tmp_path / "run")
+    said: list[str] = []
+    doc = api.calibrate(runs=[run], out_dir=tmp_path / "out", max_evals=2, name="mine", say=said.append)
+    assert doc["wrote"] == [str(tmp_path / "out" / "mine.json")] and doc["runs"][0]["steps_logged"] == 20
+    with pytest.raises(ConfigError) as e:
+        api.calibrate(runs=str(run))
+    assert e.value.field == "runs"

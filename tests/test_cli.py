@@ -216,7 +216,7 @@ def test_validate_max_evals_says_which_rule_it_breaks():
     r = _bad("validate", "--max-evals", "5", field="--max-evals")
     assert "only with --cross-validate" in r.stderr
     r = _bad("validate", "--cross-validate", "--max-evals", "0", field="--max-evals")
-    assert r.stderr.strip().endswith("must be an integer >= 1, got 0")
+    assert r.stderr.strip().endswith("must be an integer in 1..100000, got 0")
 
 
 def test_a_json_value_of_the_wrong_kind_is_named_in_json_words():

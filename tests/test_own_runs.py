@@ -234,7 +234,7 @@ def test_refuses_unreadable_event_files(tmp_path: Path) -> None:
     (d / "config.yaml").write_text((tmp_path / "other" / "tensorboard" / "config.yaml").read_text())
     (d / "events.out.tfevents.1.host").write_bytes(bytes(range(256)) * 2)
     line = _refusal(tmp_path, d)
-    assert "events.out.tfevents.*: no scalar could be read from 1 event file(s)" in line
+    assert "events.out.tfevents.1.host: not a tensorboard event file" in line
 
 
 def test_refuses_a_step_without_its_timer(tmp_path: Path) -> None:
@@ -368,7 +368,7 @@ def test_without_tensorboard_one_line(tmp_path: Path, monkeypatch: pytest.Monkey
     import sys
 
     synth_run(tmp_path / "r", "colocated", 8)
-    monkeypatch.setitem(sys.modules, "tensorboard.backend.event_processing.event_accumulator", None)
+    monkeypatch.setitem(sys.modules, "tensorboard.compat.proto.event_pb2", None)
     with pytest.raises(ConfigError) as e:
         read_run(tmp_path / "r")
     assert "pip install 'vlaperf[runs]'" in e.value.message

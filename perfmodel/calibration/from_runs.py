@@ -514,15 +514,19 @@ def calibrate_command(paths: list[str], option: str, *, out_dir: str | None, cpu
     import json
     from pathlib import Path
 
-    from perfmodel.cliutil import check_writable
+    from perfmodel.cliutil import check_outputs_apart, check_writable
     from perfmodel.rlinf.logs import WARMUP_RULE
     from perfmodel.schema.profile import user_profile_dir
 
     max_evals = DEFAULT_MAX_EVALS if max_evals is None else max_evals
     if not 1 <= max_evals <= 100_000:
         raise ConfigError("--max-evals", f"must be an integer in 1..100000, got {max_evals}")
-    if name is not None and (not name or "/" in name or name.startswith(".")):
-        raise ConfigError("--name", f"must be a file name without '/' (the profile's name), got {name!r}")
+    from perfmodel.cliutil import check_name
+
+    if name is not None:
+        check_name("--name", name)
+    if out_dir is not None and not str(out_dir).strip():
+        raise ConfigError("--out-dir", "must be a directory path, got '' (leave the option out for the default)")
     runs = read_runs(paths, option, gpu=gpu, node=node)  # on --gpu's node, with the node options given
     facts = check_node(runs, cpu_cores_per_node)
     if node and "node_ram_gb" in node:
@@ -534,8 +538,13 @@ def calibrate_command(paths: list[str], option: str, *, out_dir: str | None, cpu
     out = Path(out_dir) if out_dir else user_profile_dir()
     if out.exists() and not out.is_dir():
         raise ConfigError("--out-dir", f"must be a directory, {out} is a file")
-    for b in backbones:
-        check_writable("--out-dir", str(out / f"{name or b + '_cluster'}.json"))
+    outputs = [str(out / f"{name or b + '_cluster'}.json") for b in backbones]
+    check_outputs_apart({option: [f for r in runs for f in r.inputs]}, {"--out-dir": outputs})
+    for path in outputs:
+        check_writable("--out-dir", path)
+    for r in runs:
+        for t in r.truncated if not quiet else ():
+            echo(f"warning: {r.folder}: {t}; the steps before it are used", err=True)
     data_sd = step_scatter_log(runs)
     if not quiet:
         echo(f"fitting {len(runs)} run(s) (warm-up dropped: {WARMUP_RULE}) ...", err=True)

@@ -29,7 +29,9 @@ def calibrate(reference: str | None = None, *, out_dir: str | None = None, max_e
     if not 1 <= max_evals <= 100_000:
         fail("--max-evals", f"must be an integer in 1..100000, got {max_evals}")
     points = load_reference(reference)  # refuses a backbone without a bundled profile, naming its line
-    out = Path(out_dir) if out_dir else user_profile_dir()
+    if out_dir is not None and not str(out_dir).strip():
+        fail("--out-dir", "must be a directory path, got '' (leave the option out for the default)")
+    out = Path(out_dir) if out_dir is not None else user_profile_dir()
     if out.exists() and not out.is_dir():
         fail("--out-dir", f"must be a directory, {out} is a file")
     check_outputs_apart({"--reference": reference},

@@ -29,8 +29,8 @@ def validate(reference: str | None = None, *, cross: bool = False, max_evals: in
             profiles[b] = load_profile(b)
     if max_evals is not None and not cross:
         fail("--max-evals", "only with --cross-validate (simulations per fold of its refits)")
-    if max_evals is not None and max_evals < 1:
-        fail("--max-evals", f"must be an integer >= 1, got {max_evals}")
+    if max_evals is not None and not 1 <= max_evals <= 100_000:  # calibrate's bound: past it, hours per fold
+        fail("--max-evals", f"must be an integer in 1..100000, got {max_evals}")
     if record and not cross:
         fail("--record", "only with --cross-validate (it stores the cross-validation in the profiles)")
     from perfmodel.calibration.crossval import DESIGNS, check_design

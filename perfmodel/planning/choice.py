@@ -86,6 +86,12 @@ def check_target(objective: str, target: tuple[float, float] | None) -> None:
         steps, hours = target
         if not (steps > 0 and hours > 0 and math.isfinite(steps) and math.isfinite(hours)):
             raise ConfigError("--env-steps", f"and --within-hours must be positive numbers, got {steps} and {hours}")
+        # bounds (issue 44: a refusal printed "needs inf h"): 10^15 env steps is 10^6 times the
+        # largest published run's; 10^6 h is over a century
+        if steps > 1e15:
+            raise ConfigError("--env-steps", f"must be at most 1e15, got {steps:g}")
+        if hours > 1e6:
+            raise ConfigError("--within-hours", f"must be at most 1e6 (hours), got {hours:g}")
     elif target is not None:
         raise ConfigError("--env-steps", "and --within-hours go with --objective time")
 

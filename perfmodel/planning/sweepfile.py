@@ -71,6 +71,8 @@ def check_interval_fields(r: Any, where: str) -> None:
                     check_float(f"{at}.throughput_interval.{k}", ti[k], min=0.0)
             if ti.get("coverage") is not None:
                 check_float(f"{at}.throughput_interval.coverage", ti["coverage"], min=0.0, max=1.0, strict_min=True)
+            _check_structural(ti.get("structural"), f"{at}.throughput_interval.structural")
+        _check_structural(src.get("interval_structural"), f"{at}.interval_structural")
         _check_ci95(src.get("throughput_ci95"), f"{at}.throughput_ci95")
         ex = src.get("extrapolation")
         if ex is not None and not isinstance(ex, bool):  # a sweep row's is a flag, a prediction's a block
@@ -83,6 +85,19 @@ def check_interval_fields(r: Any, where: str) -> None:
                     check_int(f"{at}.extrapolation.calibrated_gpus[{j}]", g, min=1, max=MAX_GPUS)
 
 
+def _check_structural(s: Any, where: str) -> None:
+    """A structural envelope's fields its note reads (perfmodel.calibration.structural.note);
+    found by the fuzz campaign: a number there was an internal error."""
+    if not s:
+        return
+    s = check_object(where, s)
+    if "differs_pct" in s:
+        check_float(f"{where}.differs_pct", s["differs_pct"], min=None)
+    for k in ("drives_width", "drives_width_end"):
+        if k in s and not isinstance(s[k], str):
+            raise ConfigError(f"{where}.{k}", f"must be a string, got {json_kind(s[k])}")
+
+
 def check_row(row: Any, where: str) -> None:
     """One sweep row: the fields ``perfmodel plan --sweep`` reads."""
     r = check_object(where, row)
@@ -91,6 +106,13 @@ def check_row(row: Any, where: str) -> None:
         if key not in r:
             raise ConfigError(f"{where}.{key}", "missing required field")
     check_int(f"{where}.index", r["index"], min=0)
+    lo, hi = r.get("throughput_low"), r.get("throughput_high")  # the interval's ends: both, or neither
+    if (lo is None) != (hi is None):
+        raise ConfigError(f"{where}.{'throughput_high' if hi is None else 'throughput_low'}",
+                          "must be a number where the other end of the interval is (or both null)")
+    for k, v in (("throughput_low", lo), ("throughput_high", hi)):
+        if v is not None:
+            check_float(f"{where}.{k}", v, min=0.0)
     if r["status"] not in STATUSES:
         raise ConfigError(f"{where}.status", f"must be one of {', '.join(STATUSES)}; got {r['status']!r}")
     if r["mode"] not in MODES:

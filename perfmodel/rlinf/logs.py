@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,8 @@ class RunLog:
     step_s: tuple[float, ...]  # time/step of each used step
     stage_s: dict[str, tuple[float, ...]] = field(default_factory=dict)  # STAGE_KEYS name -> per used step
     env_not_as_rlinf: tuple[str, ...] = ()  # an executor run's flags that changed how its envs step
+    truncated: tuple[str, ...] = ()  # event files whose last record is incomplete (a run stopped while writing)
+    inputs: tuple[str, ...] = ()  # every file read (config.yaml, event files, an executor record): never an output
 
     @property
     def plan(self) -> Any:
@@ -83,7 +86,8 @@ class RunLog:
                 "env_steps_per_iteration": self.env_steps_per_iteration,
                 "throughput_env_steps_per_s": round(self.throughput_env_steps_per_s, 4),
                 "stage_mean_s": {k: round(v, 6) for k in STAGE_KEYS if (v := self.stage_mean_s(k)) is not None},
-                **({"env_not_as_rlinf": list(self.env_not_as_rlinf)} if self.env_not_as_rlinf else {})}
+                **({"env_not_as_rlinf": list(self.env_not_as_rlinf)} if self.env_not_as_rlinf else {}),
+                **({"truncated": list(self.truncated)} if self.truncated else {})}
 
 
 def find_folder(path: str | Path, option: str = "--from-rlinf-run") -> Path:
@@ -102,34 +106,183 @@ def find_folder(path: str | Path, option: str = "--from-rlinf-run") -> Path:
                                             "config there when its logger starts)")
 
 
-def _accumulator(folder: Path) -> Any:
+# Bounds on what a run folder may hold before it is read (issue 44): a run writes one event file
+# per start (and per worker with per-worker logging), never thousands; a folder beyond these is
+# refused with its size, before minutes of reading.
+MAX_EVENT_FILES = 1000
+MAX_EVENT_BYTES = 2 << 30
+# A file up to this size has every record's checksum verified; a larger one, the records that carry
+# a ``time/`` timer (the ones read; pure-Python CRC32C costs ~16 us per record).
+VERIFY_ALL_BYTES = 8 << 20
+# A logged iteration (time/step) outside these is not a time: an RL iteration steps rendered envs
+# and trains, never in less than 10 ms; the longest, one day, is the profiles' bound on a time.
+MIN_STEP_S = 0.01
+MAX_STEP_S = 86_400.0
+# A stage timer is part of its iteration; their clocks are read apart, so allow this much over.
+STAGE_SLACK = 1.01
+
+
+def _event_proto() -> Any:
     try:
-        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+        import importlib
+
+        event_pb2 = importlib.import_module("tensorboard.compat.proto.event_pb2")
+        masked_crc32c = importlib.import_module("tensorboard.compat.tensorflow_stub.pywrap_tensorflow").masked_crc32c
     except ImportError:
         raise ConfigError("--from-rlinf-run", f"reading RLinf's tensorboard logs needs {RUNS_EXTRA}") from None
-    return EventAccumulator(str(folder), size_guidance={"scalars": 0})  # 0: keep every step
+    return event_pb2, masked_crc32c
 
 
-def read_scalars(folder: Path) -> dict[str, dict[int, float]]:
-    """Every scalar of the event files in ``folder``: key -> step -> value (the last one written
-    for a step, as tensorboard shows it after a restart)."""
-    events = sorted(folder.glob("events.out.tfevents.*"))
-    if not events:
+def event_files(folder: Path) -> list[Path]:
+    """The folder's event files (``events.out.tfevents.*``, as tensorboard's writer names them),
+    each a regular file, within MAX_EVENT_FILES and MAX_EVENT_BYTES; other files are not read."""
+    from perfmodel.schema.jsonio import check_regular_file
+
+    try:
+        names = sorted(e.name for e in os.scandir(folder) if e.name.startswith("events.out.tfevents."))
+    except OSError as e:
+        raise ConfigError(str(folder), f"cannot list the run folder: {e.strerror or type(e).__name__}") from None
+    if not names:
         raise ConfigError(f"{folder}/events.out.tfevents.*", "no tensorboard event files (RLinf writes them with "
                                                              "runner.logger.logger_backends: [tensorboard])")
-    acc = _accumulator(folder)
-    try:
-        acc.Reload()
-    except Exception as e:  # noqa: BLE001 - a corrupt file is the user's input: one line
-        raise ConfigError(f"{events[0]}", f"cannot be read as tensorboard events ({type(e).__name__}: "
-                                          f"{' '.join(str(e).split())[:200]})") from None
+    if len(names) > MAX_EVENT_FILES:
+        raise ConfigError(f"{folder}/events.out.tfevents.*", f"{len(names)} event files; a run writes one per start "
+                                                             f"(and worker), at most {MAX_EVENT_FILES} are read: "
+                                                             "give one run's folder")
+    files = [folder / n for n in names]
+    total = 0
+    for f in files:
+        check_regular_file(f, str(f))
+        total += f.stat().st_size
+    if total > MAX_EVENT_BYTES:
+        raise ConfigError(f"{folder}/events.out.tfevents.*", f"{total / 2**30:.1f} GiB of event files; at most "
+                                                             f"{MAX_EVENT_BYTES >> 30} GiB are read")
+    return files
+
+
+def _records(path: Path, data: bytes, crc: Any, needle: bytes) -> Any:
+    """The records of one event file that hold ``needle`` (TFRecord framing: length, its CRC,
+    data, its CRC). Every record's framing is verified, and every record's data in a file up to
+    VERIFY_ALL_BYTES (else the records read). A record that fails its checksum in the middle of the
+    file is refused (every step after it would be lost silently); an incomplete last record (a
+    run stopped while writing) ends the file: returned as ``("truncated", byte)``."""
+    import struct
+
+    unpack = struct.unpack_from
+    pos, n, size = 0, 0, len(data)
+    header_ok: dict[bytes, bool] = {}  # most records share a length: its CRC once
+    verify_all = size <= VERIFY_ALL_BYTES
+    while pos < size:
+        if size - pos < 12:
+            return ("truncated", pos)
+        framed = data[pos:pos + 12]  # the length and its CRC: a cached verdict for the same 12 bytes
+        ok = header_ok.get(framed)
+        if ok is None:
+            ok = header_ok[framed] = crc(framed[:8]) == unpack("<I", framed, 8)[0]
+        if not ok and n == 0:
+            raise ConfigError(str(path), "not a tensorboard event file (its first record fails its checksum)")
+        if not ok:
+            raise ConfigError(str(path), f"record {n + 1} (byte {pos}) fails its checksum: corrupt; {size - pos} "
+                                         "bytes from there cannot be read (nothing after it is used silently)")
+        start = pos + 12
+        end = start + unpack("<Q", framed)[0]
+        if end + 4 > size:
+            return ("truncated", pos)
+        wanted = data.find(needle, start, end) >= 0
+        if (verify_all or wanted) and crc(data[start:end]) != unpack("<I", data, end)[0]:
+            raise ConfigError(str(path), f"record {n + 1} (byte {pos}) fails its checksum: corrupt; "
+                                         f"{size - pos} bytes from there are not read (nothing after it is used "
+                                         "silently)")
+        if wanted:
+            yield data[start:end]
+        pos, n = end + 4, n + 1
+    return None
+
+
+def _value(v: Any) -> tuple[float, str] | None:
+    """A summary value's number and its form (``simple_value`` or a scalar ``tensor``)."""
+    kind = v.WhichOneof("value")
+    if kind == "simple_value":
+        return float(v.simple_value), "scalar"
+    if kind == "tensor" and not v.tensor.tensor_shape.dim:
+        t = v.tensor
+        vals = list(t.float_val) or list(t.double_val)
+        if not vals and t.tensor_content and len(t.tensor_content) in (4, 8):
+            import struct
+
+            vals = list(struct.unpack("<f" if len(t.tensor_content) == 4 else "<d", t.tensor_content))
+        if len(vals) == 1:
+            return float(vals[0]), "tensor"
+    return None
+
+
+@dataclass
+class Scalars:
+    """What an RLinf folder's event files hold: ``values`` key -> step -> value (the last
+    written for a step, as tensorboard shows it after a restart); ``truncated``: files whose last
+    record is incomplete (a run stopped while writing)."""
+
+    values: dict[str, dict[int, float]]
+    files: list[Path]
+    truncated: list[str]
+
+
+def read_scalars(folder: Path, only: str = "time/") -> Scalars:
+    """Every scalar under ``only`` of the event files in ``folder``, read record by record with
+    every checksum of a used record verified. Refused: a corrupt record (not the last), two runs
+    in one folder (a later file whose steps start where an earlier one's did), a key logged both
+    as a scalar and as a tensor."""
+    event_pb2, crc = _event_proto()
+    files = event_files(folder)
+    needle = only.encode()
     out: dict[str, dict[int, float]] = {}
-    for key in acc.Tags().get("scalars", []):
-        out[key] = {int(e.step): float(e.value) for e in acc.Scalars(key)}
+    forms: dict[str, str] = {}
+    truncated: list[str] = []
+    firsts: list[tuple[int, Path]] = []
+    for f in files:
+        try:
+            with open(f, "rb") as fh:
+                data = fh.read(MAX_EVENT_BYTES + 1)
+        except OSError as e:
+            raise ConfigError(str(f), f"cannot read: {e.strerror or type(e).__name__}") from None
+        records = _records(f, data, crc, needle)
+        first: int | None = None
+        while True:
+            try:
+                body = next(records)
+            except StopIteration as stop:
+                if stop.value is not None:
+                    truncated.append(f"{f.name} (its last record, from byte {stop.value[1]} of {len(data)}, is "
+                                     "incomplete)")
+                break
+            ev = event_pb2.Event()
+            try:
+                ev.ParseFromString(body)
+            except Exception:  # noqa: BLE001 - protobuf's DecodeError: the user's file
+                raise ConfigError(str(f), "a record that passes its checksum is not a tensorboard event") from None
+            for v in ev.summary.value:
+                if not v.tag.startswith(only):
+                    continue
+                got = _value(v)
+                if got is None:
+                    continue
+                value, form = got
+                if forms.setdefault(v.tag, form) != form:
+                    raise ConfigError(f"{f}:{v.tag}", "logged both as a scalar and as a tensor: two writers, "
+                                                      "or two runs; give one run's folder")
+                out.setdefault(v.tag, {})[int(ev.step)] = value
+                first = int(ev.step) if first is None else min(first, int(ev.step))
+        if first is not None:
+            for other_first, other in firsts:
+                if first <= other_first:
+                    raise ConfigError(str(f), f"its steps start at {first}, where {other.name}'s start at "
+                                              f"{other_first}: two runs in one folder (a resumed run continues "
+                                              "after its first); give each run its own folder")
+            firsts.append((first, f))
     if not out:
-        raise ConfigError(f"{folder}/events.out.tfevents.*", f"no scalar could be read from {len(events)} event "
-                                                             "file(s): empty, or not tensorboard event files")
-    return out
+        raise ConfigError(f"{folder}/events.out.tfevents.*", f"no {only} scalar could be read from {len(files)} "
+                                                             "event file(s): empty, or not RLinf's timers")
+    return Scalars(out, files, truncated)
 
 
 def drop_warmup(step_s: list[float]) -> int:
@@ -141,9 +294,15 @@ def drop_warmup(step_s: list[float]) -> int:
 
 
 def _check_time(where: str, key: str, step: int, value: float) -> None:
-    if not (math.isfinite(value) and value > 0 if key == STEP_KEY else math.isfinite(value) and value >= 0):
-        raise ConfigError(f"{where}:{key}", f"step {step} has {value!r}: a time must be finite and "
-                                            f"{'> 0' if key == STEP_KEY else '>= 0'} seconds")
+    if key == STEP_KEY:
+        if not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"{where}:{key}", f"step {step} has {value!r}: a time must be finite and > 0 seconds")
+        if not MIN_STEP_S <= value <= MAX_STEP_S:
+            raise ConfigError(f"{where}:{key}", f"step {step} has {value:g} s: an iteration takes "
+                                                f"{MIN_STEP_S:g}..{MAX_STEP_S:g} s (not a time in seconds)")
+    elif not (math.isfinite(value) and 0 <= value <= MAX_STEP_S):
+        raise ConfigError(f"{where}:{key}", f"step {step} has {value!r}: a time must be finite and >= 0 seconds, "
+                                            f"at most {MAX_STEP_S:g}")
 
 
 def env_not_as_rlinf(folder: Path, option: str) -> tuple[str, ...]:
@@ -158,11 +317,14 @@ def env_not_as_rlinf(folder: Path, option: str) -> tuple[str, ...]:
     for d in (folder, *folder.parents[:2]):
         record = d / "record.json"
         if record.is_file():
-            try:
-                opts = json.loads(record.read_text()).get("options") or {}
-            except (OSError, ValueError, AttributeError):
-                return ()
-            flags = tuple(str(f) for f in opts.get("env_not_as_rlinf") or ())
+            from perfmodel.schema.jsonio import check_list, check_object, load_json
+
+            doc = check_object(str(record), load_json(record, str(record)))
+            opts = check_object(f"{record}:options", doc.get("options") or {})
+            raw = check_list(f"{record}:options.env_not_as_rlinf", opts.get("env_not_as_rlinf") or [])
+            if not all(isinstance(f, str) for f in raw):
+                raise ConfigError(f"{record}:options.env_not_as_rlinf", f"must be a list of flags (text), got {raw!r}"[:300])
+            flags = tuple(raw)
             refused = [f for f in flags if f != "--soft-reset"]
             if refused:
                 raise ConfigError(option, f"{d}: recorded with {' '.join(refused)} ({record.name} "
@@ -187,7 +349,8 @@ def read_run(path: str | Path, profile_ref: str | None = None, gpu: str | None =
         imported = load_rlinf(config, profile_ref=profile_ref, gpu=gpu, mode=mode, node=node)
     except ConfigError as e:
         raise ConfigError(f"{config}:{e.field}", e.message) from None
-    scalars = read_scalars(folder)
+    read = read_scalars(folder)
+    scalars = read.values
     where = f"{folder}/events.out.tfevents.*"
     if STEP_KEY not in scalars:
         timers = sorted(k for k in scalars if k.startswith("time/"))
@@ -217,6 +380,10 @@ def read_run(path: str | Path, profile_ref: str | None = None, gpu: str | None =
                 raise ConfigError(f"{where}:{key}", f"step {s} has {STEP_KEY} but no {key} (logged for "
                                                     f"{len(vals)} other steps)")
             _check_time(where, key, s, vals[s])
+            if vals[s] > STAGE_SLACK * steps_map[s]:
+                raise ConfigError(f"{where}:{key}", f"step {s} has {vals[s]:g} s, longer than its iteration "
+                                                    f"({STEP_KEY} {steps_map[s]:g} s): a stage is part of it")
         stage_s[name] = tuple(vals[s] for s in used)
+    record = [d / "record.json" for d in (folder, *folder.parents[:2]) if (d / "record.json").is_file()][:1]
     return RunLog(folder, imported, tuple(steps), tuple(used), tuple(steps_map[s] for s in used), stage_s,
-                  env_flags)
+                  env_flags, tuple(read.truncated), tuple(str(p) for p in (config, *read.files, *record)))

@@ -35,6 +35,8 @@ def check_regular_file(path: str | Path, what: str) -> None:
     """Refuse, before opening it, an input that is not a regular file: opening a named pipe blocks
     until a writer comes, and a device or a directory is never a vlaperf input. Every input file
     is read only after this check (read_text, the RLinf YAML files)."""
+    if "\x00" in str(path):  # os.stat raises ValueError, not OSError
+        raise ConfigError(what, f"must be a path without a NUL character, got {str(path)!r}")
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -244,15 +246,52 @@ def check_float(
     return v
 
 
-def write_atomic(path: str | Path, data: bytes | str) -> None:
+# The null device may be named as an output (``-o /dev/null``: the result is not wanted): it is
+# written through, never renamed over. Every other node that is not a regular file is refused.
+_NULL_DEVICE = os.stat(os.devnull).st_rdev if os.path.exists(os.devnull) else None
+
+
+def output_target(path: str | Path, what: str = "output") -> tuple[Path, bool]:
+    """Where an output may be written, and whether it is written through (the null device): a
+    symlink is followed to its target (the link stays a link), and a node that is not a regular
+    file of ours is refused: a device (as root, a rename would replace ``/dev/null`` itself with a
+    regular file), a named pipe, a socket, a directory, a read-only file (its owner meant it to
+    stay as it is). ``what`` names the option in the refusal."""
+    if "\x00" in str(path):
+        raise ConfigError(what, f"must be a path without a NUL character, got {str(path)!r}")
+    target = Path(os.path.realpath(path))
+    try:
+        st = os.stat(target)
+    except (FileNotFoundError, NotADirectoryError):  # a new path (check_writable says why its folder is not one)
+        return target, False
+    except OSError as e:
+        raise ConfigError(what, f"cannot write {path}: {e.strerror or type(e).__name__}") from None
+    if stat.S_ISCHR(st.st_mode) and _NULL_DEVICE is not None and st.st_rdev == _NULL_DEVICE:
+        return target, True
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _FILE_KINDS if test(st.st_mode)), "not a regular file")
+        raise ConfigError(what, f"must be a regular file (or a new path); {path} is {kind}, which is not replaced")
+    if not st.st_mode & 0o222:
+        raise ConfigError(what, f"{path} is read-only; it is not replaced (write elsewhere, or make it writable)")
+    return target, False
+
+
+def write_atomic(path: str | Path, data: bytes | str, what: str = "output") -> None:
     """Write a file so that a reader never sees it half-written (temp file + rename), with the
-    permissions a plain ``open`` would give (the umask), so teammates can read it."""
-    path = Path(path)
+    permissions a plain ``open`` would give (the umask), so teammates can read it. Only where a
+    regular file may stand (``output_target``): through a symlink, never over a device, a pipe
+    or a read-only file."""
+    path, through = output_target(path, what)
+    payload = data.encode() if isinstance(data, str) else data
+    if through:
+        with open(path, "wb") as fh:
+            fh.write(payload)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data.encode() if isinstance(data, str) else data)
+            fh.write(payload)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
@@ -304,5 +343,5 @@ def dumps(obj: Any, indent: int | None = 2, measured: bool = False) -> str:
                                                 "physical range") from None
 
 
-def write_json_atomic(path: str | Path, obj: Any) -> None:
-    write_atomic(path, dumps(obj) + "\n")
+def write_json_atomic(path: str | Path, obj: Any, what: str = "output") -> None:
+    write_atomic(path, dumps(obj) + "\n", what)

@@ -254,7 +254,7 @@ def ratio_parts(text: str, field: str = "allocation_ratio") -> tuple[int, int]:
     """``"R:A"`` -> (R, A), both >= 1: a ratio's syntax, independent of any GPU count."""
     parts = str(text).split(":")
     try:
-        if len(parts) != 2:
+        if len(parts) != 2 or not all(p.isascii() and p.isdigit() for p in parts):  # int() takes "１", " 1", "1_0"
             raise ValueError
         r, a = (int(p) for p in parts)
     except ValueError:

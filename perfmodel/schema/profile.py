@@ -8,6 +8,7 @@ error and field helpers. See docs/formats.md "Profile format" for the JSON layou
 from __future__ import annotations
 
 import bisect
+import os
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,8 +64,20 @@ def user_profile_dir() -> Path:
 
     if os.environ.get(USER_DIR_ENV):
         return Path(os.environ[USER_DIR_ENV]).expanduser()
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    try:
+        base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    except (RuntimeError, KeyError):  # HOME unset and no passwd entry (a container's uid)
+        raise ConfigError("HOME", f"is not set and this user has no home directory; set HOME, XDG_DATA_HOME or "
+                                  f"{USER_DIR_ENV} (where your own profiles go)") from None
     return Path(base).expanduser() / "vlaperf" / "profiles"
+
+
+def user_profile_dir_if_any() -> Path | None:
+    """The user's profile directory for reading: none when it cannot be named (no home)."""
+    try:
+        return user_profile_dir()
+    except ConfigError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -713,6 +726,8 @@ class Profile:
         if version != SCHEMA_VERSION:
             raise ConfigError(f.sub("schema_version"), f"must be {SCHEMA_VERSION}, got {version}")
         name = f.str("name")
+        if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in name):  # printed: a newline would forge a line
+            raise ConfigError(f.sub("name"), f"must be a name without control characters, got {name!r}")
         backbone = f.str("backbone")
         costs = Costs.from_dict(f.any("costs"), f.sub("costs"))
         node = f.any("node")
@@ -769,23 +784,27 @@ def bundled_profiles() -> list[str]:
 
 
 def user_profiles() -> list[str]:
-    d = user_profile_dir()
-    return sorted(p.stem for p in d.glob("*.json")) if d.is_dir() else []
+    d = user_profile_dir_if_any()
+    return sorted(p.stem for p in d.glob("*.json")) if d is not None and d.is_dir() else []
 
 
 def load_profile(name_or_path: str, what: str = "profile") -> Profile:
     """A profile by name (the user's profile directory first, then the bundled ones) or a
     profile file by path; errors name ``what`` (the option or key that gave it)."""
     p = Path(name_or_path)
-    if p.suffix != ".json" and not p.exists():
-        for d in (user_profile_dir(), BUNDLED_DIR):
-            candidate = d / f"{name_or_path}.json"
-            if candidate.is_file():
+    # A name (no .json, no '/') is looked up by name first: a file or folder ``pi05`` in the
+    # working directory does not shadow the bundled profile.
+    if p.suffix != ".json" and (os.sep not in name_or_path or not p.exists()):
+        for d in (user_profile_dir_if_any(), BUNDLED_DIR):
+            candidate = d / f"{name_or_path}.json" if d is not None else None
+            if candidate is not None and candidate.is_file():
                 p = candidate
                 break
         else:
+            if p.is_file():
+                return Profile.from_dict(load_json(p, what), what)
             mine = user_profiles()
             raise ConfigError(what, f"no bundled profile {name_or_path!r} (bundled: {', '.join(bundled_profiles())}"
-                              + (f"; yours in {user_profile_dir()}: {', '.join(mine)}" if mine else "")
+                              + (f"; yours in {user_profile_dir_if_any()}: {', '.join(mine)}" if mine else "")
                               + ") and no such file")
     return Profile.from_dict(load_json(p, what), what)
