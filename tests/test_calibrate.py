@@ -112,8 +112,8 @@ def test_cross_validation_shape_and_baselines():
     held-out scale of the other backbone (the leak it is labelled with)."""
     from perfmodel.calibration.crossval import baselines, cross_validate, format_report, provenance_record
 
-    pts = [p for p in load_reference(REFERENCE) if p.mode in ("colocated", "train_async")]
-    doc = cross_validate(pts, max_evals=14)
+    pts = [p for p in load_reference(REFERENCE) if p.mode in ("colocated", "train_async") and p.gpus in (8, 16)]
+    doc = cross_validate(pts, max_evals=14, designs=("group_out", "scale"))
     assert doc["kind"] == "cross_validation" and doc["headline"] == "group_out"
     assert [f["fit_gpus"] for f in doc["folds"]] == [[8], [16]]
     assert [f["predict_gpus"] for f in doc["folds"]] == [[16], [8]]
@@ -198,6 +198,40 @@ def test_cross_validation_shape_and_baselines():
     train = [p for p in pts if p not in held]
     assert baselines(train, held[0], train)["growth"] is not None
     assert baselines(train, held[0], [p for p in train if p.backbone == "pi05"])["growth"] is None
+
+
+def test_extrapolate_design_fits_below_and_predicts_above_without_leaks():
+    """The extrapolate design: fit on every GPU count below the target, predict the target (8 ->
+    16; 8 and 16 -> 32), linear baseline only (the other backbone's growth to the held-out scale
+    is held out too). Its intervals size the extrapolation from the folds before it: the first fold
+    has none (no extrapolation term, not the stored prior measured on the scale it predicts), the
+    second the first fold's error per doubling. Reduced budget: shape and honesty, not accuracy."""
+    from perfmodel.calibration.crossval import cross_validate, format_report, provenance_record
+    from perfmodel.calibration.uncertainty import Z, per_doubling_from_crossval
+
+    pts = [p for p in load_reference(REFERENCE) if p.mode == "train_async" and p.backbone == "pi05"]
+    doc = cross_validate(pts, max_evals=6, designs=("extrapolate",))
+    e = doc["extrapolate"]
+    assert [(f["fit_gpus"], f["predict_gpus"]) for f in e["folds"]] == [([8], [16]), ([8, 16], [32])]
+    assert [f["label"] for f in e["folds"]] == ["fit on 8 GPUs", "fit on 8, 16 GPUs"]
+    by = {(p.backbone, p.gpus): p.throughput_env_steps_per_s for p in pts}
+    for i, fold in enumerate(e["folds"]):
+        assert fold["fit"]["points"] == len(fold["fit_gpus"]) and len(fold["points"]) == 1
+        rate = per_doubling_from_crossval({"folds": e["folds"][:i]}) if i else None
+        for r in fold["points"]:
+            near = max(fold["fit_gpus"])
+            assert set(r["baselines"]) == {"linear"}
+            assert r["baselines"]["linear"]["predicted"] == pytest.approx(by[(r["backbone"], near)] * r["gpus"] / near)
+            iv = r["interval"]
+            assert iv["doublings_beyond"] == 1 and iv["inside"] == (iv["low"] <= r["published"] <= iv["high"])
+            want = 0.0 if rate is None else 100 * Z * rate[0]
+            assert iv["components_pct"]["extrapolation_pct"] == pytest.approx(want, abs=1e-3)
+        assert fold["summary"]["interval"]["points"] == 1
+    text = format_report(doc)
+    assert "== extrapolate" in text and "fit on 8, 16 GPUs -> 32 GPUs" in text and "beats the linear baseline" in text
+    rec = provenance_record(doc, "pi05")["extrapolate"]
+    assert [f["label"] for f in rec["folds"]] == ["fit on 8 GPUs", "fit on 8, 16 GPUs"]
+    assert rec["folds"][1]["interval"]["points"] == 1
 
 
 def test_unidentifiable_parameter_is_held_and_reported():

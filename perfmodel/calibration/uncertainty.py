@@ -171,7 +171,10 @@ def analyse(values: dict[str, float], points: list, *, crossval: dict[str, Any] 
     cov[np.ix_(moved, moved)] = 0.5 * (cov_moved + cov_moved.T)
 
     per_doubling = per_doubling_from_crossval(crossval) if crossval else None
-    rate, source = per_doubling or DEFAULT_PER_DOUBLING
+    # a fold of the extrapolate design with no fold before it: nothing inside its own points measures
+    # a scale transfer, and the stored prior was measured on the scale it predicts (a leak)
+    no_transfer = (0.0, "none: no scale transfer inside the calibrated points") if (crossval or {}).get("no_transfer") else None
+    rate, source = per_doubling or no_transfer or DEFAULT_PER_DOUBLING
     gpus = sorted({p.gpus for p in points})
     out = {}
     rss0 = float(r0 @ r0)
