@@ -27,7 +27,7 @@ def test_bundled_profile_records_its_fit(name):
     prov = prof.provenance
     assert prov["kind"] == "fitted" and prov["method"].startswith("perfmodel calibrate")
     points = prov["fit"]["points"]
-    assert len(points) == 20
+    assert len(points) == 30 and {p["gpus"] for p in points} == {8, 16, 32}
     for p in points:
         assert p["error_pct"] == pytest.approx(100 * (p["predicted"] / p["published"] - 1), abs=1e-2)
     for pname, rec in prov["parameters"].items():
@@ -77,7 +77,9 @@ def test_mfu_upper_bound_is_where_the_slope_meets_measured_compute(name, mfu, st
                                                                   rel=1e-9)
         Profile.from_dict(json.loads(json.dumps(built.to_dict())))
     assert capped({f"{name}.{mfu}": hi * 1.05})[f"{name}.{mfu}"] == hi
-    assert on_physical_bound(f"{name}.{mfu}", hi) and not on_physical_bound(f"{name}.{mfu}", values[f"{name}.{mfu}"])
+    # The bundled fit never passes the bound (on it, the profile says why: test_bundled_profile_records_its_fit;
+    # GR00T's train_mfu sits on it in the fit on all 30 points).
+    assert on_physical_bound(f"{name}.{mfu}", hi) and values[f"{name}.{mfu}"] <= hi * (1 + 1e-9)
 
 
 def test_fit_improves_and_stays_in_bounds():
@@ -257,3 +259,29 @@ def test_calibrate_default_budget_is_the_bundled_profiles():
         assert prov["fit"]["evaluations"] == BUNDLED_FIT_EVALS
     assert f"default: {BUNDLED_FIT_EVALS}," in run_cli("calibrate", "--help").stdout
 
+
+
+def test_calibration_30_result_is_the_profiles_and_the_docs():
+    """docs/validation.md's numbers for the calibration on all 30 published points come from
+    benchmarks/results/calibration_30.json: its in-sample errors are the bundled profiles' own
+    fit, its extrapolate folds are the cross-validation recorded in them (validate
+    --cross-validate --record), and the doc shows the block it renders, as is."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("calibration_30", ROOT / "benchmarks" / "calibration_30.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    doc = json.loads(mod.RESULT.read_text())
+    pts = load_reference(REFERENCE)
+    assert len(pts) == 30 and {p.gpus for p in pts} == {8, 16, 32}
+    profiles = {b: json.loads((ROOT / "profiles" / f"{b}.json").read_text()) for b in mod.BACKBONES}
+    assert doc["in_sample"] == mod.in_sample(profiles)
+    assert len(doc["in_sample"]["points"]) == 30
+    for b in mod.BACKBONES:
+        rec = profiles[b]["provenance"]["cross_validation"]["extrapolate"]
+        assert [f["label"] for f in rec["folds"]] == [f["label"] for f in doc["extrapolate"]["folds"]]
+        for f, r in zip(doc["extrapolate"]["folds"], rec["folds"]):
+            assert r["model_mape_pct"] == pytest.approx(f["mape_per_backbone_pct"][b], abs=0.01)
+            assert f["inside"] == sum(p["inside"] for p in f["points"])
+            assert f["inside"] == r["interval"]["inside"]
+    assert mod.render(doc) in (ROOT / "docs" / "validation.md").read_text()
