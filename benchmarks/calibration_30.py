@@ -83,6 +83,26 @@ def mechanisms(growth_dir: Path, reference: list[dict[str, Any]]) -> list[dict[s
     return out
 
 
+def streamer_tie(factors: tuple[float, ...] = (1.0, 1.3)) -> list[dict[str, Any]]:
+    """pi0.5 rollout_async and streamer at 32 GPUs 1:1 on the bundled profile with its actor's
+    training costs (the per-sample slope through train_mfu, the fixed times per micro-batch and
+    per optimizer step) scaled by each factor: does streaming separate the two once the actor binds?"""
+    from perfmodel.calibration.calibrate import predict_plan, profiles_from_values, reference_plan, values_of
+    from perfmodel.calibration.reference import ReferencePoint
+    from perfmodel.schema.profile import load_profile
+
+    v = values_of({b: load_profile(b) for b in BACKBONES})
+    out = []
+    for f in factors:
+        w = {**v, "pi05.train_mfu": v["pi05.train_mfu"] / f, "optimizer_fixed_s": v["optimizer_fixed_s"] * f,
+             "train_micro_fixed_s": v["train_micro_fixed_s"] * f}
+        prof = profiles_from_values(w, ["pi05"])["pi05"]
+        thr = {m: round(predict_plan(reference_plan(prof, ReferencePoint(m, "pi05", 32, "1:1", 1.0)), prof), 2)
+               for m in ("rollout_async", "streamer")}
+        out.append({"actor_factor": f, **thr})
+    return out
+
+
 def render(doc: dict[str, Any]) -> str:
     """The block docs/validation.md shows (tests/test_calibrate.py checks that it is there, as is)."""
     s = doc["in_sample"]
@@ -117,7 +137,37 @@ def render(doc: dict[str, Any]) -> str:
     for m in doc["mechanisms"]:
         lines.append(f"| {m['mechanism']} | {m['group_out_mape_pct']:.2f} % | {m['extrapolate_32_mape_pct']:.2f} % | "
                      f"{m['fit_mape_32_pct']:.2f} % | {m['fit_max_abs_pi05_32_pct']:.1f} % |")
+    lines += ["", "The members of the ensemble fitted on 8 and 16 GPUs only (`benchmarks/members_beyond.py`), "
+              "predicting the 32-GPU points (error range over the five modes):", "",
+              "| member fitted on 8/16 | pi0.5 at 32 | GR00T N1.5 at 32 |", "|---|---|---|"]
+    for name, m in doc["members_8_16_at_32"].items():
+        if not isinstance(m, dict) or "fit" not in m:
+            continue
+        for end in ("fit", "upper"):
+            if end in m:
+                rng = {b: [v for k, v in m[end].items() if k.startswith(b + "/")] for b in BACKBONES}
+                lines.append(f"| {name}{'' if name == 'none' else ', ' + end} | "
+                             + " | ".join(f"{min(rng[b]):+.1f} to {max(rng[b]):+.1f} %" for b in BACKBONES) + " |")
+    t = doc["streamer_tie_pi05_32"]
+    lines += ["", "pi0.5 at 32 GPUs 1:1, rollout_async and streamer (env steps/s) with the actor's training costs scaled: "
+              + "; ".join(f"x{r['actor_factor']:g}: {r['rollout_async']:.1f} and {r['streamer']:.1f}" for r in t)
+              + " (published 1041.36 and 1120.91)."]
     return "\n".join(lines)
+
+
+def render_readme(doc: dict[str, Any]) -> str:
+    """The table README.md "How far to trust it" shows (tests/test_calibrate.py checks it is there)."""
+    s, e = doc["in_sample"], doc["extrapolate"]
+    g, last = e["group_out"], e["folds"][-1]
+    return "\n".join([
+        "| 30 published points | pi0.5 | GR00T N1.5 | all |", "|---|---:|---:|---:|",
+        f"| in-sample MAPE at 32 GPUs (the bundled fit) | {s['mape_32_per_backbone_pct']['pi05']:.2f} % | "
+        f"{s['mape_32_per_backbone_pct']['gr00t_n15']:.2f} % | {s['mape_32_pct']:.2f} % |",
+        f"| fit on 8 and 16, predict 32 (`--design extrapolate`) | {last['mape_per_backbone_pct']['pi05']:.2f} % | "
+        f"{last['mape_per_backbone_pct']['gr00t_n15']:.2f} % | {last['mape_pct']:.2f} % |",
+        f"| ... inside its 90 % interval | {sum(p['inside'] for p in last['points'] if p['backbone'] == 'pi05')}/5 | "
+        f"{sum(p['inside'] for p in last['points'] if p['backbone'] == 'gr00t_n15')}/5 | {last['inside']}/{last['n']} |",
+        f"| hold out one (backbone, GPU count) group (`group_out`) | | | {g['mape_pct']:.2f} % |"])
 
 
 def main() -> None:
@@ -128,13 +178,17 @@ def main() -> None:
     ap.add_argument("--render", metavar="RESULT", help="print the doc's block from a result file")
     args = ap.parse_args()
     if args.render:
-        print(render(json.loads(Path(args.render).read_text())))
+        doc = json.loads(Path(args.render).read_text())
+        print(render(doc) + "\n\nREADME:\n" + render_readme(doc))
         return
     from perfmodel.schema.jsonio import write_json_atomic
 
     profiles = {b: json.loads((ROOT / "profiles" / f"{b}.json").read_text()) for b in BACKBONES}
     doc = {"in_sample": in_sample(profiles), "extrapolate": extrapolate(json.loads(Path(args.cv).read_text()))}
     doc["mechanisms"] = mechanisms(Path(args.growth), doc["in_sample"]["points"])
+    doc["streamer_tie_pi05_32"] = streamer_tie()
+    # benchmarks/members_beyond.py: the 8/16-GPU ensemble's members predicting the 32-GPU points
+    doc["members_8_16_at_32"] = json.loads((ROOT / "benchmarks" / "results" / "members_beyond_32.json").read_text())
     write_json_atomic(args.out, doc)
     print(render(doc))
 

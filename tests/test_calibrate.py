@@ -285,3 +285,5 @@ def test_calibration_30_result_is_the_profiles_and_the_docs():
             assert f["inside"] == sum(p["inside"] for p in f["points"])
             assert f["inside"] == r["interval"]["inside"]
     assert mod.render(doc) in (ROOT / "docs" / "validation.md").read_text()
+    assert mod.render_readme(doc) in (ROOT / "README.md").read_text()
+    assert doc["streamer_tie_pi05_32"] == mod.streamer_tie()  # four simulations of the bundled profile
