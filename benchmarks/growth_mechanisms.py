@@ -63,6 +63,11 @@ def run(name: str, max_evals: int, fit_evals: int) -> dict:
                           "per_mode": g.get("per_mode")},
             "scale": {"model_mape_pct": s["model_mape_pct"], "per_backbone": s["per_backbone"],
                       "per_mode": s.get("per_mode")},
+            "extrapolate": {"model_mape_pct": doc["extrapolate"]["summary"]["model_mape_pct"],
+                            "per_backbone": doc["extrapolate"]["summary"]["per_backbone"],
+                            "folds": [{"label": f["label"], "model_mape_pct": f["summary"]["model_mape_pct"],
+                                       "errors_pct": {f"{r['backbone']}/{r['mode']}": r["error_pct"] for r in f["points"]}}
+                                      for f in doc["extrapolate"]["folds"]]},
             "fold_values": {"group_out": [f["fit"]["values"] for f in doc["group_out"]["folds"]],
                             "scale": [f["fit"]["values"] for f in doc["folds"]]},
             "seconds": time.time() - t0}
@@ -83,7 +88,8 @@ def main() -> None:
         per = lambda d: " ".join(f"{b} {v['model_mape_pct']:.2f}" for b, v in sorted(d["per_backbone"].items()))  # noqa: E731
         extra = {k: round(v, 5) for k, v in r["values"].items() if k in {p.name for p in calibrate.GROWTH_PARAMS.values()}}
         print(f"{name:<12} fit median {r['fit_median_abs_error_pct']:.2f} %  group_out {r['group_out']['model_mape_pct']:.2f} % "
-              f"({per(r['group_out'])})  scale {r['scale']['model_mape_pct']:.2f} % ({per(r['scale'])})  {extra} "
+              f"({per(r['group_out'])})  scale {r['scale']['model_mape_pct']:.2f} % ({per(r['scale'])})  "
+              f"extrapolate {' '.join(f['label'] + ': ' + format(f['model_mape_pct'], '.2f') + ' %' for f in r['extrapolate']['folds'])}  {extra} "
               f"on_bound {r['on_bound']}  {r['seconds']:.0f} s", flush=True)
 
 

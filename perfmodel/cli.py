@@ -148,7 +148,8 @@ def predict(mode, gpus, backbone, ratio, plan_path, profile_path, pipeline_stage
 @click.option("--design", default="both", show_default=True,
               help="with --cross-validate: fold design: group_out (leave one backbone x GPU count out: the "
                    "headline, equal information for model and baselines), scale (fit one GPU count, predict "
-                   "the other), or both")
+                   "the others), extrapolate (fit on every GPU count below the target, predict it: 8 -> 16, "
+                   "8 and 16 -> 32), or both (all three)")
 @click.option("--record", is_flag=True, help="with --cross-validate: store the result in the bundled profiles' provenance")
 @no_progress_option
 def validate_cmd(reference: str, as_json: bool, cross: bool, max_evals: int | None, design: str,

@@ -329,7 +329,7 @@ def test_no_progress_everywhere_and_json_on_calibrate(tmp_path, monkeypatch):
     r = run_main("calibrate", "--max-evals", "2", "--no-progress", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert out["kind"] == "perfmodel.calibration" and len(out["points"]) == 20
+    assert out["kind"] == "perfmodel.calibration" and len(out["points"]) == 30
     written = [Path(p) for p in out["wrote"]]
     assert written and all(p.parent == tmp_path / "home" / "profiles" and p.is_file() for p in written)
     assert {p: p.stat().st_mtime_ns for p in (ROOT / "profiles").glob("*.json")} == bundled

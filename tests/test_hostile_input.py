@@ -364,12 +364,12 @@ def test_json_output_is_strict_and_refuses_a_non_finite_number():
 # -- 13: options silently unused --------------------------------------------------------------
 
 @pytest.mark.parametrize("args, field, says", [
-    (("validate", "--design", "bogus"), "--design", "must be one of group_out, scale, both"),
+    (("validate", "--design", "bogus"), "--design", "must be one of group_out, scale, extrapolate, both"),
     (("validate", "--design", "scale"), "--design", "only with --cross-validate"),
     (("validate", "--cross-validate", "--design", "bogus"), "--design", "must be one of"),
     # a near miss is named, as a click choice's is (cliutil.Choice)
     (("validate", "--cross-validate", "--design", "group-out"), "--design",
-     "must be one of group_out, scale, both; got 'group-out'; did you mean 'group_out'?"),
+     "must be one of group_out, scale, extrapolate, both; got 'group-out'; did you mean 'group_out'?"),
     (("validate", "--design", "SCALE"), "--design", "did you mean 'scale'?"),
 ])
 def test_validate_design_is_checked_whether_or_not_it_is_used(args, field, says):

@@ -74,7 +74,9 @@ def test_bundled_fits_carry_the_measured_compute_below_their_slopes() -> None:
         assert c.gpu_compute_per_sample_s["infer_s"] == gpu_seconds_per_sample(b, "infer_s", "h200")
         # what the fit calls per-sample inference is mostly not the architecture's GPU compute
         assert c.gpu_compute_per_sample_s["infer_s"] < 0.2 * c.infer_s.slope
-        assert c.gpu_compute_per_sample_s["train_micro_batch_s"] < c.train_micro_batch_s.slope
+        # at most the slope: GR00T's train_mfu sits on its cap in the fit on all 30 points, where the
+        # slope is the measured compute (calibrate.param_bounds)
+        assert c.gpu_compute_per_sample_s["train_micro_batch_s"] <= c.train_micro_batch_s.slope * (1 + 1e-12)
 
 
 def test_schema_checks_the_measured_compute() -> None:

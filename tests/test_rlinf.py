@@ -334,7 +334,7 @@ def test_a_wide_interval_at_the_calibrated_scale_says_why() -> None:
     r = _cli("predict", "--mode", "colocated", "--gpus", "8")
     assert r.returncode == 0 and not any(ln.startswith("note ") for ln in r.stdout.splitlines())
     # Beyond the calibrated scale the extrapolation warning says why instead.
-    r = _cli("predict", "--mode", "rollout_async", "--gpus", "32", "--ratio", "3:1")
+    r = _cli("predict", "--mode", "rollout_async", "--gpus", "64", "--ratio", "3:1")
     assert r.returncode == 0 and not any(ln.startswith("note ") and "cannot tell today's fit" not in ln
                                          for ln in r.stdout.splitlines())
     assert any(ln.startswith("warning ") and "extrapolation" in ln for ln in r.stdout.splitlines())

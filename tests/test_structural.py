@@ -152,7 +152,7 @@ def _with_member(prof, mechanism="channel", end="fit", **extra):
 def test_members_are_checked_at_use():
     prof = load_profile("pi05")
     assert {(m.mechanism, m.end) for m in members_of(prof)} == {  # the bundled ensemble
-        (k, e) for k in ("channel", "ring", "sync_fanout", "intake") for e in ("fit", "upper")}
+        (k, e) for k in ("channel", "ring", "intake") for e in ("fit", "upper")}  # sync_fanout: rejected on 30 points
     assert members_of(replace(prof, provenance={k: v for k, v in prof.provenance.items() if k != "structural"})) == []
     bad = _with_member(prof, "wormholes", channel_hop_s=0.01)
     with pytest.raises(ConfigError, match=r"provenance.structural.members\[0\].mechanism"):
@@ -170,9 +170,10 @@ def test_prediction_interval_is_the_envelope_beyond_one_node_only():
     the interval's low end holds it, while the point stays the profile's."""
     prof = _without_members(load_profile("pi05"))
     member = _with_member(prof, channel_hop_s=0.15)
-    # 16 GPUs colocated is a calibrated count, but half its workers are off node 0: the member
-    # parts from the profile by more than the model error there, so the envelope is taken
-    for gpus, parts in ((8, False), (16, True), (32, True)):
+    # 32 GPUs colocated is a calibrated count, but 24 of its 32 workers are off node 0: the member
+    # parts from the profile by more than the model error there, so the envelope is taken (at 16,
+    # half off node 0, it parts by less than the 30-point fit's residual scatter)
+    for gpus, parts in ((8, False), (32, True), (64, True)):
         plan = published_plan(prof, "colocated", gpus, None)
         a = predict(plan, prof)
         b = predict(plan, member)

@@ -26,17 +26,17 @@ def _iv(mode, gpus, prof):
 @pytest.mark.parametrize("mode", ["disaggregated", "streamer"])
 def test_bundled_interval_contains_point_and_widens_beyond_calibrated_scale(mode):
     prof = load_profile("pi05")
-    assert prof.uncertainty is not None and prof.uncertainty.calibrated_gpus == (8, 16)
-    p16, p32, p64 = (_iv(mode, g, prof) for g in (16, 32, 64))
-    for p in (p16, p32, p64):
+    assert prof.uncertainty is not None and prof.uncertainty.calibrated_gpus == (8, 16, 32)
+    p32, p64, p128 = (_iv(mode, g, prof) for g in (32, 64, 128))
+    for p in (p32, p64, p128):
         iv = p["throughput_interval"]
         assert iv["low"] < p["throughput_env_steps_per_s"] < iv["high"] and iv["coverage"] == 0.9
-    assert not p16["extrapolation"]["beyond_calibrated_gpus"]
-    assert p32["extrapolation"]["beyond_calibrated_gpus"] and p32["extrapolation"]["beyond_calibrated_nodes"]
-    w = [p["throughput_interval"]["width_pct"] for p in (p16, p32, p64)]
+    assert not p32["extrapolation"]["beyond_calibrated_gpus"]
+    assert p64["extrapolation"]["beyond_calibrated_gpus"] and p64["extrapolation"]["beyond_calibrated_nodes"]
+    w = [p["throughput_interval"]["width_pct"] for p in (p32, p64, p128)]
     assert w[0] < w[1] < w[2]
-    assert p32["throughput_interval"]["components_pct"]["extrapolation_pct"] > 0
-    assert p16["throughput_interval"]["components_pct"]["extrapolation_pct"] == 0
+    assert p64["throughput_interval"]["components_pct"]["extrapolation_pct"] > 0
+    assert p32["throughput_interval"]["components_pct"]["extrapolation_pct"] == 0
 
 
 def test_published_points_mostly_inside_intervals():
@@ -247,12 +247,12 @@ def test_profiles_from_separate_fits_are_refused_not_merged(tmp_path):
 
 
 def test_cli_prints_interval_and_extrapolation():
-    r = run_cli("predict", "--mode", "disaggregated", "--gpus", "32", "--ratio", "1:1")
+    r = run_cli("predict", "--mode", "disaggregated", "--gpus", "64", "--ratio", "1:1")
     assert r.returncode == 0, r.stderr
-    assert "90% interval" in r.stdout and "extrapolation: 32 GPUs" in r.stdout
+    assert "90% interval" in r.stdout and "extrapolation: 64 GPUs" in r.stdout
     r = run_cli("predict", "--mode", "disaggregated", "--gpus", "16", "--ratio", "1:1", "--json")
     d = json.loads(r.stdout)
-    assert d["throughput_interval"]["coverage"] == 0.9 and d["extrapolation"]["calibrated_gpus"] == [8, 16]
+    assert d["throughput_interval"]["coverage"] == 0.9 and d["extrapolation"]["calibrated_gpus"] == [8, 16, 32]
     r = run_cli("predict", "--mode", "disaggregated", "--gpus", "16", "--ratio", "1:1", "--json", "--no-interval")
     assert "throughput_interval" not in json.loads(r.stdout)
 
@@ -309,8 +309,8 @@ def test_ratio_interval_cancels_what_moves_both_plans_alike():
     assert why is None and iv["ratio"] == 1.0 and not iv["resolved"]
     assert iv["components_pct"]["parameters_pct"] == 0.0
     assert iv["components_pct"]["model_pct"] == pytest.approx(100 * Z * math.sqrt(2) * unc.residual_sd_log, abs=1e-3)
-    # Colocated against rollout_async at 16 GPUs: far apart, so ordered.
-    a, b = published_plan(prof, "rollout_async", 16, "1:1"), published_plan(prof, "colocated", 16, None)
+    # Disaggregated against rollout_async at 16 GPUs: far apart (x2.2), so ordered.
+    a, b = published_plan(prof, "rollout_async", 16, "1:1"), published_plan(prof, "disaggregated", 16, "1:1")
     iv, _ = ratio_interval(a, b, prof, run(a, prof), run(b, prof), run)
     assert iv["resolved"] and iv["low"] > 1.0 and iv["low"] < iv["ratio"] < iv["high"]
     # The arithmetic: equal changes cancel, opposite ones add; the pair rate applies per doubling,

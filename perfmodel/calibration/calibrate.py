@@ -573,7 +573,8 @@ def fitted_profiles(result: FitResult, reference_path: str, command: str) -> dic
             "date": date.today().isoformat(),
             "method": command,
             "source": reference_path,
-            "reference": "RL-VLA3 (arXiv 2602.05765) published LIBERO throughput, 8 and 16 GPUs",
+            "reference": "RL-VLA3 (arXiv 2602.05765) published LIBERO throughput, "
+                         + ", ".join(str(g) for g in sorted({p.gpus for p in result.points})) + " GPUs",
             "objective": "least squares on log(predicted / published), all points of both backbones",
             "parameters": params,
             "env_memory_gb_source": mem_src,

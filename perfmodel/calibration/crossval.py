@@ -102,21 +102,24 @@ def interval_coverage(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def held_out_intervals(values: dict[str, float], train: list[ReferencePoint], test: list[ReferencePoint],
-                       predicted: list[float], other_folds: list[dict[str, Any]]
+                       predicted: list[float], other_folds: list[dict[str, Any]], *, leak_free: bool = False
                        ) -> tuple[list[dict[str, Any] | None], list[dict[str, Any]]]:
     """Each held-out point's prediction interval, and for every pair of held-out points of one
     backbone and GPU count the interval of their throughput ratio, built as the tool's own are
     (perfmodel/calibration/uncertainty.py) from what the fold saw: the covariance, its
     profile-likelihood direction ends, the bracketed parameters its points do not move and the
     residual scatter of its own fit (``analyse`` on its training points) and, per doubling beyond its GPU
-    counts, the RMS log error of the *other* folds' predictions (never the fold's own errors).
+    counts, the RMS log error of the *other* folds' predictions (never the fold's own errors;
+    ``leak_free``, the extrapolate design: only the folds before it, and with none, no
+    extrapolation term rather than the stored prior, measured on the scale it predicts).
     ``predicted``: the fold's predictions of ``test``, the centres of the intervals."""
     from perfmodel.calibration.calibrate import predict_plan, profiles_from_values, reference_plan
     from perfmodel.calibration.uncertainty import analyse, attach, interval_from_deltas, ratio_of, sensitivities
     from perfmodel.extrapolation import extrapolation
 
     backbones = sorted({p.backbone for p in train})
-    unc = analyse(values, train, crossval={"folds": other_folds} if other_folds else None)
+    crossval = {"folds": other_folds} if other_folds else ({"folds": [], "no_transfer": True} if leak_free else None)
+    unc = analyse(values, train, crossval=crossval)
     profiles = {}
     for b, prof in profiles_from_values(values, backbones).items():
         own = {n.split(".")[-1]: {"value": v} for n, v in values.items() if "." not in n or n.startswith(f"{b}.")}
@@ -192,7 +195,7 @@ def summarise(points: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-DESIGNS = ("group_out", "scale")
+DESIGNS = ("group_out", "scale", "extrapolate")
 
 
 def check_design(design: str, cross: bool, given: bool) -> None:
@@ -214,6 +217,9 @@ DESIGN_NOTES = {
     "scale": "fit on one GPU count (both backbones), predict the other: pure scale transfer; its growth "
              "baseline reads the other backbone's published point at the predicted scale, which the model "
              "does not see",
+    "extrapolate": "fit on every GPU count below the target (both backbones), predict the target: what a user "
+                   "who extrapolates to more nodes than were measured gets (8 -> 16, 8 and 16 -> 32); its "
+                   "intervals size the extrapolation from the folds before it only (no later scale leaks in)",
 }
 BASELINE_NOTES = {
     "linear": "same mode and backbone at the nearest GPU count in the fold's training points x (GPU ratio)",
@@ -227,6 +233,13 @@ def _folds(points: list[ReferencePoint], design: str) -> list[tuple[str, list[Re
     """(label, training points, held-out points) of each fold of ``design``."""
     scales = sorted({p.gpus for p in points})
     out = []
+    if design == "extrapolate":
+        for s in scales[1:]:
+            train = [p for p in points if p.gpus < s]
+            test = [p for p in points if p.gpus == s and p.backbone in {q.backbone for q in train}]
+            fitted = ", ".join(str(g) for g in sorted({p.gpus for p in train}))
+            out.append((f"fit on {fitted} GPUs", train, test))
+        return out
     if design == "scale":
         for s in scales:
             train = [p for p in points if p.gpus == s]
@@ -257,14 +270,16 @@ def _run_design(points: list[ReferencePoint], design: str, max_evals: int,
         res = fit(train, max_evals=max_evals, progress=cb, **(fit_kwargs or {}))
         profiles = profiles_from_values(res.values, sorted({p.backbone for p in train}))
         predicted = predict_points(profiles, test)
-        growth_source = train if design == "group_out" else points
+        growth_source = points if design == "scale" else train
         rows = []
         for pt, pred in zip(test, predicted):
             meas = pt.throughput_env_steps_per_s
+            bl = baselines(train, pt, growth_source)
+            if design == "extrapolate":  # no other backbone's growth to the held-out scale among its points
+                bl = {k: v for k, v in bl.items() if v is not None}
             rows.append({"mode": pt.mode, "backbone": pt.backbone, "gpus": pt.gpus,
                          "allocation_ratio": pt.allocation_ratio, "published": meas, "predicted": pred,
-                         "error_pct": error_pct(pred, meas),
-                         "baselines": baselines(train, pt, growth_source)})
+                         "error_pct": error_pct(pred, meas), "baselines": bl})
         all_rows += rows
         folds.append({"label": label, "fit_gpus": sorted({p.gpus for p in train}),
                       "fit_backbones": sorted({p.backbone for p in train}),
@@ -279,8 +294,10 @@ def _run_design(points: list[ReferencePoint], design: str, max_evals: int,
         for i, ((label, train, test), f) in enumerate(zip(splits, folds)):
             if progress:
                 progress(f"{label}: prediction intervals of the held-out points", -1, float("nan"))
+            # extrapolate: only the folds that predict a scale this one trains on (the ones before it)
+            others = (folds[:i] if design == "extrapolate" else folds[:i] + folds[i + 1:])
             ivs, pairs = held_out_intervals(f["fit"]["values"], train, test, [r["predicted"] for r in f["points"]],
-                                            folds[:i] + folds[i + 1:])
+                                            others, leak_free=design == "extrapolate")
             for r, iv in zip(f["points"], ivs):
                 r["interval"] = iv
             f["pairs"] = pairs
@@ -316,7 +333,7 @@ def cross_validate(points: list[ReferencePoint], *, max_evals: int = DEFAULT_FOL
         if d == "scale":
             doc.update(folds=res["folds"], summary=res["summary"], scale_description=res["description"])
         else:
-            doc["group_out"] = res
+            doc[d] = res
     return doc
 
 
@@ -390,7 +407,8 @@ def _summary_lines(title: str, s: dict[str, Any], growth_note: str = "") -> list
                      f"their {100 * pr['coverage']:.0f} % intervals (median width {pr['median_width_pct']:.1f} %); the model "
                      f"orders {pr['resolved']} of the {pr['pairs']} pairs, {pr['resolved_order_right']} of them as published")
     beats = s["beats_both_baselines_per_backbone"]
-    lines.append("beats both baselines" + growth_note + ": "
+    which = "both baselines" if len(s["baseline_mape_pct"]) > 1 else "the " + " and ".join(s["baseline_mape_pct"]) + " baseline"
+    lines.append(f"beats {which}" + growth_note + ": "
                  + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in beats.items()))
     return lines
 
@@ -411,6 +429,13 @@ def format_report(doc: dict[str, Any]) -> str:
                                 "held-out scale):", doc["summary"], " (growth with the leak)")
     if g:
         lines += _summary_lines("cross-validated MAPE, group_out (headline; equal information):", g["summary"])
+    e = doc.get("extrapolate")
+    if e:
+        lines.append("== extrapolate: " + e["description"])
+        for f in e["folds"]:
+            lines += _fold_lines(f)
+            lines += _summary_lines(f"cross-validated MAPE, extrapolate, {f['label']} -> "
+                                    f"{', '.join(map(str, f['predict_gpus']))} GPUs:", f["summary"])
     return "\n".join(lines)
 
 
@@ -437,10 +462,11 @@ def provenance_record(doc: dict[str, Any], backbone: str) -> dict[str, Any]:
                    folds=[{"fit_gpus": f["fit_gpus"], "predict_gpus": f["predict_gpus"], **(pick(f["summary"]) or {})}
                           for f in doc["folds"]],
                    overall=pick(doc["summary"]), **_interval_checks(doc["summary"]))
-    g = doc.get("group_out")
-    if g:
-        out["group_out"] = {"design": g["description"],
-                            "folds": [{"label": f["label"], **(pick(f["summary"]) or {})} for f in g["folds"]
-                                      if pick(f["summary"])],
-                            "overall": pick(g["summary"]), **_interval_checks(g["summary"])}
+    for design in ("group_out", "extrapolate"):
+        g = doc.get(design)
+        if g:
+            out[design] = {"design": g["description"],
+                           "folds": [{"label": f["label"], **(pick(f["summary"]) or {}), **_interval_checks(f["summary"])}
+                                     for f in g["folds"] if pick(f["summary"])],
+                           "overall": pick(g["summary"]), **_interval_checks(g["summary"])}
     return out

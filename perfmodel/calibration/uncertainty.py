@@ -126,7 +126,7 @@ def analyse(values: dict[str, float], points: list, *, crossval: dict[str, Any] 
 
     from perfmodel.backbones import get_backbone
     from perfmodel.calibration.calibrate import (IDENT_TOL, PARAMS, build_profile, identification_probe,
-                                                 measured_env_memory_gb, predict_points)
+                                                 measured_env_memory_gb, param_bounds, predict_points)
 
     bounds = {p.name: (p.lo, p.hi) for p in PARAMS}
     names = [n for n in values if n.split(".")[-1] in bounds]
@@ -134,8 +134,12 @@ def analyse(values: dict[str, float], points: list, *, crossval: dict[str, Any] 
     mem, _ = measured_env_memory_gb()
     published = np.array([p.throughput_env_steps_per_s for p in points])
     x0 = np.log([values[n] for n in names])
-    lo = np.log([bounds[n.split(".")[-1]][0] for n in names])
-    hi = np.log([bounds[n.split(".")[-1]][1] for n in names])
+    # The physical range (calibrate.param_bounds): an MFU's upper end is where its slope meets the
+    # measured compute, which build_profile holds. With the Param's own upper end, an MFU fitted on
+    # that cap was probed upwards, past the cap, moved no point, and was bracketed over 0.01..0.7
+    # (GR00T's train_mfu on the 30 points: an 80 % wide interval at 8 GPUs).
+    lo = np.log([param_bounds(n)[0] for n in names])
+    hi = np.log([param_bounds(n)[1] for n in names])
 
     def residuals(x: np.ndarray) -> np.ndarray:
         vals = dict(zip(names, np.exp(x)))
@@ -171,7 +175,10 @@ def analyse(values: dict[str, float], points: list, *, crossval: dict[str, Any] 
     cov[np.ix_(moved, moved)] = 0.5 * (cov_moved + cov_moved.T)
 
     per_doubling = per_doubling_from_crossval(crossval) if crossval else None
-    rate, source = per_doubling or DEFAULT_PER_DOUBLING
+    # a fold of the extrapolate design with no fold before it: nothing inside its own points measures
+    # a scale transfer, and the stored prior was measured on the scale it predicts (a leak)
+    no_transfer = (0.0, "none: no scale transfer inside the calibrated points") if (crossval or {}).get("no_transfer") else None
+    rate, source = per_doubling or no_transfer or DEFAULT_PER_DOUBLING
     gpus = sorted({p.gpus for p in points})
     out = {}
     rss0 = float(r0 @ r0)
