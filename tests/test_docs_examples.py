@@ -55,7 +55,7 @@ MATCH = [
     "cat best.yaml",
     # docs/guide.md
     "perfmodel predict --mode streamer --gpus 8 --ratio 2:1",
-    "perfmodel plan --backbone pi05 --objective time --env-steps 2e8 --within-hours 48 --gpus 64"
+    "perfmodel plan --backbone pi05 --objective time --env-steps 2e8 --within-hours 72 --gpus 64"
     " --gpu-hour-price 2.5 --modes colocated,streamer --ratios 1:1,3:1",
 ]
 # Run only in the slow suite (each takes longer than a few seconds here).
