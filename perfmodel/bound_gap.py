@@ -139,6 +139,8 @@ def bound_gap(rec: Recorder, window: tuple[float, float], iterations: int, costs
     iteration = (t1 - t0) / iterations
     rest = {a: timeline[a] - terms[a] for a in timeline}
     names = {**MECHANISM, "idle": idle_mechanism(costs)}
+    if terms["env_step"] > 0:  # env-bound: env steps beyond the bound's are not the GPU's wait
+        names["env_step"] = "env steps beyond the bound's"
     positive = sorted(((v, a) for a, v in rest.items() if v > 1e-9 * iteration), reverse=True)
     # The window spans the trainer's iterations; in the asynchronous modes the rollout may run
     # ahead inside it (staleness), so an activity can fall below its term: the positive excesses
