@@ -48,8 +48,10 @@ for n in $ENVS; do
   plan="$RUN_DIR/colocated_${n}envs_plan.json"
   # one GPU and its 16 cores, colocated; every sample of an iteration is one global batch
   "$PY" - "$plan" "$n" "$HORIZON" "$CHUNK" "$DENOISING" "$CORES" "$PROFILE" <<'EOF'
-import json, sys
+import json, os, sys
 path, n, horizon, chunk, denoising, cores, profile = sys.argv[1:]
+gpu = "h200" if profile.endswith("_gpu.json") else "h100"
+profile = os.path.abspath(profile)  # a plan's relative profile path is read from the plan's directory
 n, horizon, chunk, cores = int(n), int(horizon), int(chunk), int(cores)
 samples = n * (horizon // chunk)
 plan = {"mode": "colocated", "allocation_ratio": None, "pipeline_stage_num": 1, "profile": profile,
@@ -58,7 +60,7 @@ plan = {"mode": "colocated", "allocation_ratio": None, "pipeline_stage_num": 1, 
                      "rollout_epoch": 1, "update_epoch": 1, "micro_batch_size": min(samples, 32),
                      "global_batch_size": samples, "group_size": 1, "algorithm": "ppo"},
         "cluster": {"gpus": 1, "gpus_per_node": 1, "cpu_cores_per_node": cores, "actor_cpu_cores_per_gpu": 0.0,
-                    "gpu": "h200" if profile.endswith("_gpu.json") else "h100"}}
+                    "gpu": gpu}}
 with open(path, "w") as fh:
     json.dump(plan, fh, indent=2)
 EOF

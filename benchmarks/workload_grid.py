@@ -24,7 +24,7 @@ against envs per core with its 90 % interval (least squares).
     python benchmarks/workload_grid.py                          # measure the profile, then the grid
     python benchmarks/workload_grid.py --profile P.json --resume --points colo_e4_c5,ra_e1_c5
     python benchmarks/workload_grid.py --smoke --profile profiles/pi05_tiny_cpu.json --out /tmp/g.json
-    python benchmarks/workload_grid.py --summary                # print the stored grid, run nothing
+    python benchmarks/workload_grid.py --summary --figure docs/workload_grid.html  # the stored grid
 """
 
 from __future__ import annotations
@@ -91,7 +91,10 @@ SMOKE = (
 
 
 def plan_of(p: Point, profile: str) -> dict:
-    """The point's plan JSON (the cluster is this machine: 2 cores, 24 GB)."""
+    """The point's plan JSON (the cluster is this machine: 2 cores, 24 GB). ``profile``: a path,
+    absolute in the plan (a plan's relative profile path is read from the plan's directory)."""
+    path = Path(profile)
+    profile = str(path if path.is_absolute() else (ROOT / path).resolve()) if path.suffix == ".json" else profile
     plan = {
         "mode": p.mode, "allocation_ratio": p.ratio, "pipeline_stage_num": 1, "b_max": None, "t_max_s": 0.05,
         "max_staleness": 1, "profile": profile,
@@ -199,6 +202,39 @@ def table(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def markdown_table(doc: dict) -> str:
+    """The stored grid as docs/validation.md shows it (tests/test_workload_grid.py checks the doc)."""
+    lines = ["| point | mode | envs per core | chunk | predicted | measured | error | load before |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in doc["points"]:
+        if r.get("status") != "ok":
+            lines.append(f"| {r['name']} | failed: {r.get('error')} | | | | | | |")
+            continue
+        lines.append(f"| {r['name']} | {r['mode']} | {r['envs_per_core']:g} | {r['axes']['chunk']} | "
+                     f"{r['predicted_env_steps_per_s']:.3f} | {r['measured_env_steps_per_s']:.3f} | "
+                     f"{r['error_pct']:+.1f} % | {r['loadavg_1min_before']:.1f} |")
+    return "\n".join(lines)
+
+
+def figure(doc: dict, path: Path) -> None:
+    """Error against envs per core, one series per mode (plotly; the script from its CDN)."""
+    import plotly.graph_objects as go
+
+    ok = [r for r in doc["points"] if r.get("status") == "ok"]
+    fig = go.Figure()
+    for mode in sorted({r["mode"] for r in ok}):
+        rs = [r for r in ok if r["mode"] == mode]
+        fig.add_trace(go.Scatter(
+            x=[r["envs_per_core"] for r in rs], y=[r["error_pct"] for r in rs], mode="markers", name=mode,
+            text=[f"{r['name']}: chunk {r['axes']['chunk']}, load {r['loadavg_1min_before']:.1f} before" for r in rs],
+            marker={"size": 11, "symbol": ["circle" if r["quiet"] else "circle-open" for r in rs]}))
+    for y in (-10, 10):
+        fig.add_hline(y=y, line_dash="dot", line_color="grey")
+    fig.update_layout(title="Workload grid: prediction / measurement - 1 (open markers: load >= 0.5 before the run)",
+                      xaxis_title="envs per core of an env worker", yaxis_title="error, %", template="plotly_white")
+    path.write_text(fig.to_html(include_plotlyjs="cdn", full_html=True))
+
+
 def measure_profile(path: Path, env_counts: str) -> dict:
     """``executor profile`` of the stand-in pi0.5 on this host, before the grid."""
     load = os.getloadavg()[0]
@@ -225,10 +261,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume", action="store_true", help="keep the points already in --out and run the others")
     ap.add_argument("--iterations", type=int, default=None)
     ap.add_argument("--summary", action="store_true", help="print --out's table and run nothing")
+    ap.add_argument("--figure", default=None, help="with --summary: also write the figure (HTML) here")
     a = ap.parse_args(argv)
     out = Path(a.out)
     if a.summary:
-        print(table(json.loads(out.read_text())))
+        doc = json.loads(out.read_text())
+        print(table(doc))
+        print()
+        print(markdown_table(doc))
+        if a.figure:
+            figure(doc, Path(a.figure))
         return 0
     points = SMOKE if a.smoke else GRID
     if a.points:
@@ -238,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: --points: unknown {', '.join(unknown)}; one of {', '.join(p.name for p in points)}",
                   file=sys.stderr)
             return 2
-        points = tuple(p for p in points if p.name in names)
+        by_name = {p.name: p for p in points}
+        points = tuple(by_name[n] for n in names)  # in the order given
     doc = json.loads(out.read_text()) if a.resume and out.is_file() else {"points": []}
     if a.profile:
         doc["profile"] = {"path": a.profile, "measured_here": False}
