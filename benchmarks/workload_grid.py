@@ -175,6 +175,11 @@ def summary(rows: list[dict]) -> dict:
             "envs_per_core": [min(r["envs_per_core"] for r in ok), max(r["envs_per_core"] for r in ok)],
             "median_error_pct": statistics.median(errs), "max_abs_error_pct": max(abs(e) for e in errs),
             "within_10pct": sum(abs(e) <= 10 for e in errs),
+            # the prediction at the run's own env CPU share and env costs (docs/metrics.md): what
+            # the model's composition of the stages leaves once the host's load is known
+            "max_abs_error_at_run_env_costs_pct": max((abs(r["diagnosis_at_measured_env_costs_pct"]) for r in ok
+                                                       if r.get("diagnosis_at_measured_env_costs_pct") is not None),
+                                                      default=None),
             "slope": slope_interval([r["envs_per_core"] for r in ok], errs)}
 
 
@@ -202,17 +207,22 @@ def table(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def fmt_pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:+.1f} %"
+
+
 def markdown_table(doc: dict) -> str:
     """The stored grid as docs/validation.md shows it (tests/test_workload_grid.py checks the doc)."""
-    lines = ["| point | mode | envs per core | chunk | predicted | measured | error | load before |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| point | mode | envs per core | chunk | predicted | measured | error | at the run's env costs | "
+             "load before |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in doc["points"]:
         if r.get("status") != "ok":
-            lines.append(f"| {r['name']} | failed: {r.get('error')} | | | | | | |")
+            lines.append(f"| {r['name']} | failed: {r.get('error')} | | | | | | | |")
             continue
         lines.append(f"| {r['name']} | {r['mode']} | {r['envs_per_core']:g} | {r['axes']['chunk']} | "
                      f"{r['predicted_env_steps_per_s']:.3f} | {r['measured_env_steps_per_s']:.3f} | "
-                     f"{r['error_pct']:+.1f} % | {r['loadavg_1min_before']:.1f} |")
+                     f"{r['error_pct']:+.1f} % | {fmt_pct(r.get('diagnosis_at_measured_env_costs_pct'))} | "
+                     f"{r['loadavg_1min_before']:.1f} |")
     return "\n".join(lines)
 
 
@@ -260,12 +270,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", default=str(ROOT / "runs" / "workload_grid"))
     ap.add_argument("--resume", action="store_true", help="keep the points already in --out and run the others")
     ap.add_argument("--iterations", type=int, default=None)
-    ap.add_argument("--summary", action="store_true", help="print --out's table and run nothing")
+    ap.add_argument("--summary", action="store_true",
+                    help="print --out's table (its summary recomputed and written back) and run nothing")
     ap.add_argument("--figure", default=None, help="with --summary: also write the figure (HTML) here")
     a = ap.parse_args(argv)
     out = Path(a.out)
     if a.summary:
         doc = json.loads(out.read_text())
+        doc["summary"] = summary(doc["points"])  # as this code computes it
+        write_json_atomic(out, doc)
         print(table(doc))
         print()
         print(markdown_table(doc))

@@ -82,3 +82,10 @@ def test_device_script_plans_rlinfs_per_gpu_workload_and_predicts_it_from_the_h2
         assert (plan.mode, plan.cluster.gpus, plan.cluster.gpu, plan.cluster.cpu_cores_per_node) == ("colocated", 1, "h200", 16)
         assert (plan.workload.total_num_envs, plan.workload.num_action_chunks, plan.denoising_steps) == (n, 5, 3)
         assert predict(plan, profile, interval=False)["throughput_env_steps_per_s"] > 0
+
+
+def test_validation_doc_shows_the_stored_grid():
+    """docs/validation.md's grid table is benchmarks/results/workload_grid.json as stored."""
+    doc = json.loads((ROOT / "benchmarks" / "results" / "workload_grid.json").read_text())
+    assert grid.markdown_table(doc) in (ROOT / "docs" / "validation.md").read_text()
+    assert all("loadavg_1min_before" in r for r in doc["points"])
