@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.bound import bound
+from perfmodel.bound_gap import bound_gap
 from perfmodel.costs import StageCosts
 from perfmodel.extrapolation import calibrated_gpu_type, extrapolation, workload_extrapolation
 from perfmodel.schema.errors import ConfigError
@@ -80,6 +81,8 @@ def predict(plan: Plan, profile: Profile, *, replications: int = 1, seed: int = 
         "iteration_time_s": it_mean,
         "bound_env_steps_per_s": b.throughput_env_steps_per_s,
         "bottleneck": b.bottleneck,
+        # the share of the bound the simulated timeline keeps, and what takes the rest
+        "bound_gap": bound_gap(first.recorder, first.window, first.measured_iterations, costs, b),
         **actor_headroom(plan, b.bottleneck, first.utilization),
         "utilization": first.utilization,
         "stage_time_s": first.stage_time_s,

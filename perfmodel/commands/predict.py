@@ -10,6 +10,7 @@ from typing import Any
 from perfmodel.commands.common import (BACKBONE_NAMES, Say, check_backbone, check_gpu, check_price,
                                        check_replications, check_seed, fail, load_rlinf_config, node_options, one_of,
                                        to_stderr)
+from perfmodel.bound_gap import format_gap
 from perfmodel.schema.errors import ConfigError
 from perfmodel.calibration.structural import note as structural_note
 from perfmodel.schema.modes import MODE_TABLE, MODES
@@ -216,6 +217,7 @@ def format_prediction(p: dict[str, Any]) -> str:
             f"{p['replications']} replications)" if "throughput_ci95" in p else "")),
         *interval_rows(p),
         ("bound", f"{p['bound_env_steps_per_s']:.2f} env steps/s (bottleneck: {p['bottleneck']})"),
+        *([("bound gap", format_gap(p["bound_gap"]))] if "bound_gap" in p else []),
         *([("headroom", f"{p['headroom']['stage']} binds at {p['headroom']['factor']:.2f}x its modelled time per "
                         "iteration")] if "headroom" in p else []),
         ("iteration", f"{p['iteration_time_s']:.1f} s"),

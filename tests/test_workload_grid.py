@@ -1,0 +1,91 @@
+"""benchmarks/workload_grid.py: the grid spans what issue 39 asks (every point a valid plan the
+model predicts), its slope interval is least squares, and the 2-point smoke grid runs for real
+(``executor run --compare`` on real LIBERO scenes, quick envs) and writes its results."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import workload_grid as grid  # noqa: E402
+
+from perfmodel.prediction import predict  # noqa: E402
+from perfmodel.schema.plan import Plan  # noqa: E402
+from perfmodel.schema.profile import load_profile  # noqa: E402
+
+
+def test_grid_spans_the_issues_axes_and_every_point_predicts():
+    profile = load_profile(str(ROOT / "profiles" / "pi05_tiny_cpu.json"))
+    per_core = []
+    for p in grid.GRID:
+        plan = grid.plan_of(p, "profiles/pi05_tiny_cpu.json")
+        per_core.append(grid.envs_per_core(plan))
+        d = predict(Plan.from_dict(plan, "plan"), profile, interval=False)
+        assert d["throughput_env_steps_per_s"] > 0
+        # RLinf's rule: a global batch is a whole number of micro-batches on every actor rank
+        assert not any("global_batch_size" in w for w in d["warnings"]), p.name
+    assert len(grid.GRID) >= 12 and min(per_core) < 1 and max(per_core) >= 4
+    assert {p.chunk for p in grid.GRID} >= {5, 10}
+    assert {p.mode for p in grid.GRID} >= {"colocated", "rollout_async", "train_async"}
+    assert any(p.mode == "train_async" and p.ratio is None for p in grid.GRID)  # on shared GPUs
+    assert len({p.denoising_steps for p in grid.GRID}) > 1 and len({p.rollout_epoch for p in grid.GRID}) > 1
+
+
+def test_slope_interval_is_least_squares():
+    xs, ys = [0.5, 1.0, 2.0, 4.0], [1.0, 2.0, 4.0, 8.5]
+    s = grid.slope_interval(xs, ys)
+    import numpy as np
+
+    assert s["slope_pct_per_env_per_core"] == pytest.approx(np.polyfit(xs, ys, 1)[0])
+    assert s["low"] < s["slope_pct_per_env_per_core"] < s["high"]
+    assert grid.slope_interval([1.0, 1.0, 1.0], [1.0, 2.0, 3.0]) is None
+
+
+@pytest.mark.slow
+def test_smoke_grid_runs_both_points_for_real(tmp_path):
+    out = tmp_path / "grid.json"
+    rc = grid.main(["--smoke", "--profile", str(ROOT / "profiles" / "pi05_tiny_cpu.json"), "--out", str(out),
+                    "--runs", str(tmp_path / "runs")])
+    doc = json.loads(out.read_text())
+    assert rc == 0, doc
+    assert [r["name"] for r in doc["points"]] == [p.name for p in grid.SMOKE]
+    for r in doc["points"]:
+        assert r["status"] == "ok" and r["predicted_env_steps_per_s"] > 0 and r["measured_env_steps_per_s"] > 0
+        assert r["error_pct"] == pytest.approx(100 * (r["predicted_env_steps_per_s"] / r["measured_env_steps_per_s"] - 1))
+        assert "loadavg_1min_before" in r and r["quiet"] == (r["loadavg_1min_before"] < grid.QUIET_LOAD)
+    assert doc["summary"]["points"] == 2 and doc["summary"]["modes"] == ["colocated", "rollout_async"]
+
+
+def test_device_script_plans_rlinfs_per_gpu_workload_and_predicts_it_from_the_h200_profile(tmp_path):
+    """benchmarks/device_h200.sh, dry (DRY_RUN=1): the two runs it would make on a lent H200 (one
+    GPU, its 16 cores, colocated, 8 and 16 envs, RLinf's chunk 5 and 3 denoising steps), each an
+    ``executor run --compare`` with the H200 profile, whose prediction of each plan answers."""
+    import subprocess
+
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "DRY_RUN": "1", "RUN_DIR": str(tmp_path),
+           "PYTHON": sys.executable}
+    r = subprocess.run(["bash", str(ROOT / "benchmarks" / "device_h200.sh")], capture_output=True, text=True,
+                       env=env, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    cmds = r.stdout.strip().splitlines()
+    assert len(cmds) == 2 and all("executor.cli run" in c and "--compare" in c and "--device cuda" in c
+                                  and "--profile profiles/pi05_full_gpu.json" in c for c in cmds)
+    profile = load_profile(str(ROOT / "profiles" / "pi05_full_gpu.json"))
+    for n in (8, 16):
+        plan = Plan.load(tmp_path / f"colocated_{n}envs_plan.json")
+        assert (plan.mode, plan.cluster.gpus, plan.cluster.gpu, plan.cluster.cpu_cores_per_node) == ("colocated", 1, "h200", 16)
+        assert (plan.workload.total_num_envs, plan.workload.num_action_chunks, plan.denoising_steps) == (n, 5, 3)
+        assert predict(plan, profile, interval=False)["throughput_env_steps_per_s"] > 0
+
+
+def test_validation_doc_shows_the_stored_grid():
+    """docs/validation.md's grid table is benchmarks/results/workload_grid.json as stored."""
+    doc = json.loads((ROOT / "benchmarks" / "results" / "workload_grid.json").read_text())
+    assert grid.markdown_table(doc) in (ROOT / "docs" / "validation.md").read_text()
+    assert all("loadavg_1min_before" in r for r in doc["points"])
