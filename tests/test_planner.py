@@ -493,18 +493,22 @@ def test_sample_efficiency_changes_time_and_cost_to_target():
     longer finishes in time is not chosen."""
     from perfmodel.commands.plan import plan
 
-    kw = dict(backbone="pi05", objective="time", env_steps=2e8, within_hours=52, price=2.5, modes="colocated,rollout_async",
+    kw = dict(backbone="pi05", objective="time", env_steps=2e8, within_hours=75, price=2.5, modes="colocated,rollout_async",
               ratios="1:1,3:1", jobs=1, say=lambda _: None)
     plain = plan(64, **kw).summary
-    slow = plan(64, **kw, sample_efficiency=("rollout_async=1.3",)).summary
     assert plain["best"]["mode"] == "rollout_async" and plain["best"]["gpus"] == 32
-    # 32 GPUs need 43.3 h at their interval's low end; 1.3 times the env steps 56.3 h, past the 52 h
-    # deadline (64 GPUs: 50.6 h at theirs)
-    assert slow["best"]["gpus"] == 64 and slow["sample_efficiency"] == {"rollout_async": 1.3}
+    # 32 GPUs need 66.7 h at their interval's low end; 1.3 times the env steps 86.7 h, past the 75 h
+    # deadline, and no other plan is in time at its low end either: refused, naming the deadline
+    with pytest.raises(ConfigError) as e:
+        plan(64, **kw, sample_efficiency=("rollout_async=1.3",))
+    assert e.value.field == "--within-hours" and "86.7 h" in e.value.message
+    # with room for it, the chosen plan's hours, GPU-hours and dollars count 1.3 times the env steps
+    slow = plan(64, **dict(kw, within_hours=100), sample_efficiency=("rollout_async=1.3",)).summary
+    assert slow["sample_efficiency"] == {"rollout_async": 1.3}
     t = slow["goal"]["best"]
     assert t["env_steps"] == pytest.approx(2.6e8)
     assert t["hours"] == pytest.approx(2.6e8 / slow["best"]["throughput_env_steps_per_s"] / 3600)
-    assert t["dollars"] == pytest.approx(t["hours"] * 64 * 2.5)
+    assert t["dollars"] == pytest.approx(t["hours"] * slow["best"]["gpus"] * 2.5)
     with pytest.raises(ConfigError) as e:
         plan(64, **kw, sample_efficiency=("fast=2",))
     assert e.value.field == "--sample-efficiency"

@@ -136,6 +136,12 @@ def prior_of(backbones: list[str]) -> tuple[dict[str, float], float, dict[str, A
     return values, sd, extra
 
 
+def finite_or_none(x: float | None) -> float | None:
+    """A number for a JSON document: JSON has no Infinity (None: not measured, ``converged`` says
+    the rest)."""
+    return x if x is None or math.isfinite(x) else None
+
+
 @dataclass
 class RunFit:
     values: dict[str, float]
@@ -565,7 +571,7 @@ def calibrate_command(paths: list[str], option: str, *, out_dir: str | None, cpu
     doc = {"kind": "perfmodel.calibration.runs", "wrote": written, "node": facts, "warmup_rule": WARMUP_RULE,
            "runs": [r.provenance() for r in runs], "evaluations": fr.evaluations, "max_evals": max_evals,
            "values": fr.values, "not_identified": fr.not_identified, "on_bound": fr.on_bound,
-           "moved_last_half_pct": fr.moved_last_half_pct, "converged": fr.converged,
+           "moved_last_half_pct": finite_or_none(fr.moved_last_half_pct), "converged": fr.converged,
            "points": [{"run": pt.run, "kind": pt.kind, "measured": pt.throughput_env_steps_per_s, "predicted": p,
                        "error_pct": e} for pt, p, e in zip(fr.points, fr.predicted, fr.errors_pct)],
            "leave_one_run_out": loro,
@@ -592,7 +598,10 @@ def calibrate_command(paths: list[str], option: str, *, out_dir: str | None, cpu
         echo(f"{pt.run:<3} {timer:<22} {measured_s:>10.2f} {fitted_s:>10.2f} {100 * (fitted_s / measured_s - 1):>+6.1f}%")
     prior, _, _ = prior_of(backbones)
     echo("moved from the bundled calibration: " + moved_text(fr.values, prior, fr.not_identified, len(runs)))
-    if fr.moved_last_half_pct is not None:
+    if fr.moved_last_half_pct == math.inf:
+        echo(f"the fit spent its whole budget ({max_evals} simulations) on probing before any fit step: "
+             "not converged, --max-evals gives it more")
+    elif fr.moved_last_half_pct is not None:
         echo(f"the fit spent its whole budget ({max_evals} simulations); its predictions moved "
              f"{fr.moved_last_half_pct:.2f}% over the second half: "
              + ("stable (< 1 %)" if fr.converged else "not converged, --max-evals gives it more"))
