@@ -20,8 +20,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # had finished. They start first instead (the longest job first), and the short files fill in
 # around them (--no-loadscope-reorder keeps this order). A file's tests keep their own order.
 LONGEST_FILES = {
-    "test_executor_profile.py": 190, "test_own_runs.py": 180, "test_executor_run.py": 172,
-    "test_executor_faults.py": 86, "test_executor_multinode.py": 56, "test_executor_comm.py": 27,
+    "test_own_runs.py": 383, "test_executor_profile.py": 190, "test_executor_run.py": 172,
+    "test_executor_probe.py": 159, "test_executor_faults.py": 86, "test_executor_multihost.py": 53,
+    "test_rlinf_fork.py": 56, "test_workload_grid.py": 34, "test_executor_multinode.py": 56,
+    "test_executor_comm.py": 27,
     "test_executor_update.py": 27, "test_report.py": 26, "test_rlinf.py": 24, "test_run_share.py": 18,
     "test_planner.py": 16, "test_cli.py": 16, "test_executor_envs.py": 15, "test_docs_examples.py": 15,
     "test_traces.py": 14, "test_speed.py": 10, "test_executor_learner.py": 8, "test_cli_reliability.py": 8,
