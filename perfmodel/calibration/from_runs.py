@@ -520,15 +520,13 @@ def calibrate_command(paths: list[str], option: str, *, out_dir: str | None, cpu
     import json
     from pathlib import Path
 
-    from perfmodel.cliutil import check_outputs_apart, check_writable
+    from perfmodel.cliutil import check_name, check_outputs_apart, check_writable
     from perfmodel.rlinf.logs import WARMUP_RULE
     from perfmodel.schema.profile import user_profile_dir
 
     max_evals = DEFAULT_MAX_EVALS if max_evals is None else max_evals
     if not 1 <= max_evals <= 100_000:
         raise ConfigError("--max-evals", f"must be an integer in 1..100000, got {max_evals}")
-    from perfmodel.cliutil import check_name
-
     if name is not None:
         check_name("--name", name)
     if out_dir is not None and not str(out_dir).strip():
