@@ -118,6 +118,16 @@ def envs_per_core(plan: dict) -> float:
     return pl.envs_per_worker / max(1.0, pl.placement.env_cores_per_worker)
 
 
+def wait_quiet(max_wait_s: float, poll_s: float = 5.0) -> float:
+    """Sleep until the 1-minute load average is below the quiet threshold (the previous point's Ray
+    processes and envs take about two minutes to decay out of it), at most ``max_wait_s``; the
+    load average then."""
+    deadline = time.time() + max_wait_s
+    while os.getloadavg()[0] >= QUIET_LOAD and time.time() < deadline:
+        time.sleep(poll_s)
+    return os.getloadavg()[0]
+
+
 def run_point(p: Point, profile: str, runs: Path, iterations: int, warmup: int, extra: list[str]) -> dict:
     """One ``executor run --compare``; the row kept for the point."""
     runs.mkdir(parents=True, exist_ok=True)
@@ -147,7 +157,22 @@ def run_point(p: Point, profile: str, runs: Path, iterations: int, warmup: int, 
             "predicted_iteration_s": rec["predicted_iteration_time_s"], "measured_iteration_s": rec["iteration_time_s"],
             "host_probe": (rec.get("host_probe") or {}).get("ratio"),
             "diagnosis_at_measured_env_costs_pct": (rec.get("diagnosis_at_measured_env_costs") or {}).get("error_pct"),
-            "loadavg_1min_before_run": (rec.get("host") or {}).get("loadavg_1min_before")}
+            "loadavg_1min_before_run": (rec.get("host") or {}).get("loadavg_1min_before"),
+            **probe_against_run(rec)}
+
+
+def probe_against_run(rec: dict) -> dict:
+    """The env CPU seconds the run's env processes used per step and per reset over what the pre-run
+    probe measured (1.0: the probe measured what the run paid): where a prediction misses with its
+    composition right (the diagnosis at the run's env costs close), this says the probe's estimate did."""
+    probe, env = rec.get("host_probe") or {}, rec.get("env_cpu") or {}
+    out = {}
+    for stage, key, unit in (("env_step", "step_cpu_s_mean", "cpu_s_per_env_step"),
+                             ("env_reset", "reset_cpu_s_mean", "cpu_s_per_env")):
+        run, pre = (env.get(stage) or {}).get(unit), probe.get(key)
+        if run and pre:
+            out[f"{stage}_cpu_run_over_probe"] = run / pre
+    return out
 
 
 def slope_interval(xs: list[float], ys: list[float], level: float = 0.90) -> dict | None:
@@ -173,7 +198,8 @@ def summary(rows: list[dict]) -> dict:
     return {"points": len(ok), "quiet_points": sum(r["quiet"] for r in ok),
             "modes": sorted({r["mode"] for r in ok}), "chunks": sorted({r["axes"]["chunk"] for r in ok}),
             "envs_per_core": [min(r["envs_per_core"] for r in ok), max(r["envs_per_core"] for r in ok)],
-            "median_error_pct": statistics.median(errs), "max_abs_error_pct": max(abs(e) for e in errs),
+            "median_error_pct": statistics.median(errs), "median_abs_error_pct": statistics.median(abs(e) for e in errs),
+            "max_abs_error_pct": max(abs(e) for e in errs),
             "within_10pct": sum(abs(e) <= 10 for e in errs),
             # the prediction at the run's own env CPU share and env costs (docs/metrics.md): what
             # the model's composition of the stages leaves once the host's load is known
@@ -213,17 +239,37 @@ def fmt_pct(v: float | None) -> str:
 
 def markdown_table(doc: dict) -> str:
     """The stored grid as docs/validation.md shows it (tests/test_workload_grid.py checks the doc)."""
-    lines = ["| point | mode | envs per core | chunk | predicted | measured | error | at the run's env costs | "
-             "load before |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| point | mode | envs per core | chunk | predicted | measured | error | without the probe | "
+             "at the run's env costs | run / probe env step | load before |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in doc["points"]:
         if r.get("status") != "ok":
-            lines.append(f"| {r['name']} | failed: {r.get('error')} | | | | | | | |")
+            lines.append(f"| {r['name']} | failed: {r.get('error')} | | | | | | | | | |")
             continue
+        ratio = r.get("env_step_cpu_run_over_probe")
         lines.append(f"| {r['name']} | {r['mode']} | {r['envs_per_core']:g} | {r['axes']['chunk']} | "
                      f"{r['predicted_env_steps_per_s']:.3f} | {r['measured_env_steps_per_s']:.3f} | "
-                     f"{r['error_pct']:+.1f} % | {fmt_pct(r.get('diagnosis_at_measured_env_costs_pct'))} | "
-                     f"{r['loadavg_1min_before']:.1f} |")
+                     f"{r['error_pct']:+.1f} % | {fmt_pct(r.get('unscaled_error_pct'))} | "
+                     f"{fmt_pct(r.get('diagnosis_at_measured_env_costs_pct'))} | "
+                     f"{'-' if ratio is None else format(ratio, '.2f')} | {r['loadavg_1min_before']:.2f} |")
     return "\n".join(lines)
+
+
+def markdown_summary(doc: dict) -> str:
+    """The summary sentence docs/validation.md shows under the table (checked like the table)."""
+    s = doc["summary"]
+    ok = [r for r in doc["points"] if r.get("status") == "ok"]
+    unscaled = [abs(r["unscaled_error_pct"]) for r in ok if r.get("unscaled_error_pct") is not None]
+    diag = [abs(r["diagnosis_at_measured_env_costs_pct"]) for r in ok
+            if r.get("diagnosis_at_measured_env_costs_pct") is not None]
+    sl = s.get("slope")
+    return (f"{s['points']} points, {s['quiet_points']} on a quiet machine (1-minute load below {QUIET_LOAD} before "
+            f"the run); {s['within_10pct']} within 10 %, median |error| {s['median_abs_error_pct']:.1f} %, "
+            f"max {s['max_abs_error_pct']:.1f} %. Without the probe: median |error| "
+            f"{statistics.median(unscaled):.1f} %. At the runs' own env costs: median |error| "
+            f"{statistics.median(diag):.1f} %, max {max(diag):.1f} %."
+            + (f" Slope of the error against envs per core: {sl['slope_pct_per_env_per_core']:+.1f} % per env per "
+               f"core (90 % interval {sl['low']:+.1f} to {sl['high']:+.1f})." if sl else ""))
 
 
 def figure(doc: dict, path: Path) -> None:
@@ -270,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", default=str(ROOT / "runs" / "workload_grid"))
     ap.add_argument("--resume", action="store_true", help="keep the points already in --out and run the others")
     ap.add_argument("--iterations", type=int, default=None)
+    ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
+                    help=f"before the profile and each point, wait up to S seconds for load < {QUIET_LOAD}")
     ap.add_argument("--summary", action="store_true",
                     help="print --out's table (its summary recomputed and written back) and run nothing")
     ap.add_argument("--figure", default=None, help="with --summary: also write the figure (HTML) here")
@@ -277,11 +325,17 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out)
     if a.summary:
         doc = json.loads(out.read_text())
+        for r in doc["points"]:  # what the kept run records add (rows measured before the field existed)
+            rec = Path(a.runs) / r["name"] / "record.json"
+            if r.get("status") == "ok" and rec.is_file() and "env_step_cpu_run_over_probe" not in r:
+                r.update(probe_against_run(json.loads(rec.read_text())))
         doc["summary"] = summary(doc["points"])  # as this code computes it
         write_json_atomic(out, doc)
         print(table(doc))
         print()
         print(markdown_table(doc))
+        print()
+        print(markdown_summary(doc))
         if a.figure:
             figure(doc, Path(a.figure))
         return 0
@@ -299,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.profile:
         doc["profile"] = {"path": a.profile, "measured_here": False}
     elif not doc.get("profile"):
+        wait_quiet(a.wait_quiet)
         print(f"measuring the profile here first (load {os.getloadavg()[0]:.2f}) ...", flush=True)
         doc["profile"] = measure_profile(PROFILE, a.env_counts)
         write_json_atomic(out, doc)
@@ -311,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     for p in points:
         if p.name in done:
             continue
+        wait_quiet(a.wait_quiet)
         print(f"{p.name}: load {os.getloadavg()[0]:.2f} before ...", flush=True)
         row = run_point(p, profile, Path(a.runs), iterations, 1, extra)
         doc["points"] = [r for r in doc["points"] if r["name"] != p.name] + [row]

@@ -32,6 +32,18 @@ ACTION_DIM = 7  # OSC_POSE delta (6) + gripper (1), each in [-1, 1]
 STATE_DIM = 9  # eef position (3) + eef quaternion (4) + gripper joint positions (2)
 CAMERAS = ("agentview", "robot0_eye_in_hand")  # third-person and wrist camera
 SETTLE_ACTION = np.array([0, 0, 0, 0, 0, 0, -1.0])  # zero motion, gripper open (LIBERO eval)
+# The spread of the stand-in policy's actions (executor.policies): the chunk is denoised from N(0, 1)
+# noise by a velocity field that, at random weights, leaves it near that noise, and sampled with
+# std exp(log_std_init = -1); the env clips each to [-1, 1]. What an env step costs depends on the
+# actions (larger motions, more contacts): uniform actions in [-1, 1] cost more CPU per step than
+# these (benchmarks/probe_actions.py measures it; benchmarks/results/probe_actions.json).
+POLICY_ACTION_SD = float(np.hypot(1.0, np.exp(-1.0)))
+
+
+def policy_like_actions(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Actions spread as the stand-in policy's (``POLICY_ACTION_SD``), clipped as the env clips them:
+    what the host probe steps its envs with, so that it measures the step the run will pay."""
+    return np.clip(rng.normal(0.0, POLICY_ACTION_SD, shape), -1.0, 1.0)
 
 
 def set_render_env(threads: int | None = None) -> None:

@@ -87,5 +87,15 @@ def test_device_script_plans_rlinfs_per_gpu_workload_and_predicts_it_from_the_h2
 def test_validation_doc_shows_the_stored_grid():
     """docs/validation.md's grid table is benchmarks/results/workload_grid.json as stored."""
     doc = json.loads((ROOT / "benchmarks" / "results" / "workload_grid.json").read_text())
-    assert grid.markdown_table(doc) in (ROOT / "docs" / "validation.md").read_text()
+    text = (ROOT / "docs" / "validation.md").read_text()
+    assert grid.markdown_table(doc) in text
+    assert " ".join(grid.markdown_summary(doc).split()) in " ".join(text.split())  # reflowed as prose
     assert all("loadavg_1min_before" in r for r in doc["points"])
+
+
+def test_validation_doc_states_the_stored_action_cost_ratio():
+    """The probe's action spread: the doc's number is benchmarks/results/probe_actions.json's."""
+    r = json.loads((ROOT / "benchmarks" / "results" / "probe_actions.json").read_text())
+    assert r["mean_s"]["uniform"] / r["mean_s"]["policy_like"] == pytest.approx(r["uniform_over_policy_like"])
+    text = " ".join((ROOT / "docs" / "validation.md").read_text().split())
+    assert f"cost {100 * (r['uniform_over_policy_like'] - 1):.0f} % more CPU per step" in text

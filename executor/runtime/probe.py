@@ -6,7 +6,8 @@ the 2-core development machines), other processes may hold its cores (a CPU hog,
 profile may come from another host: a prediction made from the profile alone cannot say whether a
 miss is the model's or the machine's. The probe steps, before anything of the run starts, the
 plan's envs per core on one core (real LIBERO scenes, stepped as the run steps its own: rendered
-unless the run is not; at most ``PROBE_MAX_ENVS``), for a few chunks and one reset. It times them
+unless the run is not, with actions spread as the stand-in policy's, ``executor.envs.policy_like_actions``;
+at most ``PROBE_MAX_ENVS``), for a few chunks and one reset. It times them
 by the wall clock, per env step (a lock-step chunk's wall seconds over its env steps): the core
 seconds an env step costs on this host now, what other processes take from the core included, as
 the run's envs will pay them. Divided by the profile's CPU seconds at the same density
@@ -31,7 +32,7 @@ from typing import Any
 from perfmodel.schema.plan import Plan
 
 PROBE_MAX_ENVS = 4  # envs on the probe's core: enough for the densities runs here use, ~2 GB each
-PROBE_CHUNKS = 3  # measured chunk steps after one warm-up chunk
+PROBE_CHUNKS = 6  # measured chunk steps after one warm-up chunk (the host's speed varies by 10 % within seconds)
 PROBE_RESETS = 1  # measured resets of every probe env after one warm-up reset (the first is cold)
 
 
@@ -104,7 +105,7 @@ def profile_env_costs_at_density(plan: Plan, profile: Any) -> tuple[float, float
 
 def probe_host(plan: Plan, profile: Any, opts: Any) -> HostProbe:
     """Measure this host's env costs now at the plan's density (see the module's docstring)."""
-    from executor.envs import ACTION_DIM, EnvConfig, EnvProcessGroup
+    from executor.envs import ACTION_DIM, EnvConfig, EnvProcessGroup, policy_like_actions
 
     import numpy as np
 
@@ -129,10 +130,10 @@ def probe_host(plan: Plan, profile: Any, opts: Any) -> HostProbe:
             w0 = time.perf_counter()
             resets.extend(float(x) for x in group.reset()["reset_cpu_s"])
             reset_wall.append((time.perf_counter() - w0) / n)
-        group.chunk_step(rng.uniform(-1, 1, (n, chunk, ACTION_DIM)))  # warm-up
+        group.chunk_step(policy_like_actions(rng, (n, chunk, ACTION_DIM)))  # warm-up
         for _ in range(PROBE_CHUNKS):
             w0 = time.perf_counter()
-            res = group.chunk_step(rng.uniform(-1, 1, (n, chunk, ACTION_DIM)))
+            res = group.chunk_step(policy_like_actions(rng, (n, chunk, ACTION_DIM)))
             step_wall.append((time.perf_counter() - w0) / (n * chunk))
             steps.extend(float(x) for x in np.asarray(res["step_cpu_s"]).ravel())
     from executor.runtime.modes import env_not_as_rlinf
