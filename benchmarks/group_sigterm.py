@@ -1,15 +1,15 @@
 """A SIGTERM to the whole process group of ``executor run`` (what ``timeout``, Slurm and a terminal
 send), N times in a row during ray.init, at start-up (Ray up, actors starting) and mid-run (an
-iteration done):
-how long the driver takes to exit after the signal, whether it wrote its partial record, and which
-of the processes it started (listed while it ran, tests/run_processes.py) are alive 10 s after it
-exited. The tiny disaggregated plan with the quick envs of the fault tests
-(tests/test_executor_faults.py, which checks one run of each). Prints one row per run and the
-1-minute load average beside each (the stop time is noisy on a shared machine).
+iteration done): how long the driver takes to exit after the signal, whether it wrote its partial
+record, which of the processes it started (listed while it ran, tests/run_processes.py) are alive
+10 s after it exited, and whether its Ray session directory is left. The tiny disaggregated plan
+with the quick envs of the fault tests (tests/test_executor_faults.py, which checks one run of
+each). Prints one row per run and the 1-minute load average beside each (the stop time is noisy on
+a shared machine).
 
     python benchmarks/group_sigterm.py                 # 5 runs at each moment
     python benchmarks/group_sigterm.py --moments ray-init --json benchmarks/results/group_sigterm_ray_init.json
-    python benchmarks/group_sigterm.py --runs 2 --json benchmarks/results/group_sigterm.json
+    python benchmarks/group_sigterm.py --moments start-up,mid-run --json benchmarks/results/group_sigterm.json
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from run_processes import LEFT_BEHIND_AFTER_S, RunProcesses, finish  # noqa: E402
 
 from tests.test_executor_faults import (  # noqa: E402
-    LONG_RUN, start_run, wait_for_first_iteration, wait_for_ray_session)
+    LONG_RUN, start_run, wait_for_first_iteration, wait_for_ray_init, wait_for_ray_session)
 
 
 def one(moment: str) -> dict:
@@ -39,11 +39,9 @@ def one(moment: str) -> dict:
         proc = start_run(tmp, out, iterations=LONG_RUN, own_group=True)
         procs = RunProcesses(proc.pid)
         if moment == "ray-init":  # Ray's session directory exists, ray.init has not returned
-            deadline = time.time() + 300
-            while not list(Path("/tmp/ray").glob(f"session_*_{proc.pid}")) and time.time() < deadline:
-                time.sleep(0.05)
+            session = wait_for_ray_init(proc)
         else:
-            wait_for_ray_session(proc, tmp, "run")
+            session = wait_for_ray_session(proc, tmp, "run")
         if moment == "mid-run":
             wait_for_first_iteration(proc, tmp, "run")
         load = os.getloadavg()[0]
@@ -55,7 +53,8 @@ def one(moment: str) -> dict:
         return {"moment": moment, "exit_code": proc.returncode, "exit_after_signal_s": exited_at - t0,
                 "record_status": record.get("status"), "stop_s": (record.get("wall_clock") or {}).get("stop_s"),
                 "iterations": (record.get("counts") or {}).get("iterations"), "processes_seen": len(procs.seen),
-                f"left_after_{LEFT_BEHIND_AFTER_S:g}s": left, "loadavg_1min": load,
+                f"left_after_{LEFT_BEHIND_AFTER_S:g}s": left, "session_dir_left": Path(session).exists(),
+                "loadavg_1min": load,
                 "stderr_last": (err.strip().splitlines() or [""])[-1][:200]}
 
 
@@ -79,9 +78,9 @@ def main() -> None:
                   f"{r['processes_seen']:>5} {len(left):>4} {r['loadavg_1min']:5.2f}", flush=True)
     worst = max(r["exit_after_signal_s"] for r in rows)
     ok = all(r["exit_code"] == 130 and r["record_status"] == "interrupted" for r in rows)
-    clean = all(not r[f"left_after_{LEFT_BEHIND_AFTER_S:g}s"] for r in rows)
+    clean = all(not r[f"left_after_{LEFT_BEHIND_AFTER_S:g}s"] and not r["session_dir_left"] for r in rows)
     print(f"{len(rows)} runs: every one exit 130 with a record: {ok}; slowest exit {worst:.2f} s after the "
-          f"signal; nothing left {LEFT_BEHIND_AFTER_S:g} s after: {clean}")
+          f"signal; no process {LEFT_BEHIND_AFTER_S:g} s after, no session directory: {clean}")
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
         Path(a.json).write_text(json.dumps({"runs": rows, "argv": sys.argv[1:]}, indent=1) + "\n")

@@ -11,7 +11,7 @@ physics is the same, tests/test_executor_envs.py): the compile takes half the CP
 construction 2.2 -> 1.2 CPU s (same machine and day). That holds here because the resets are soft;
 with hard resets the first reset compiles the textures again and pays it back (0.5 -> 1.4 CPU s).
 Rendering and the default settle steps are tested where they matter: tests/test_executor_envs.py
-(the scene renders), tests/test_own_runs.py (runs a calibration reads) and
+(the scene renders), tests/test_own_runs_e2e.py (runs a calibration reads) and
 tests/test_executor_profile.py (what a profile measures)."""
 
 from __future__ import annotations

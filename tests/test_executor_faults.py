@@ -68,6 +68,24 @@ def wait_for_first_iteration(proc: subprocess.Popen, parent: Path, name: str) ->
     wait_for_marker(proc, parent, name, ITERATIONS_DONE_MARKER, "iteration done")
 
 
+def wait_for_ray_init(proc: subprocess.Popen) -> str:
+    """This run's Ray session directory as soon as ray.init has made it (Ray names it after the
+    driver's pid), while ray.init goes on starting Ray's processes."""
+    from ray._common.utils import get_default_ray_temp_dir
+
+    temp = Path(get_default_ray_temp_dir())
+    deadline = time.time() + 300  # a bound on a hang, not a measurement
+    while time.time() < deadline:
+        made = [d for d in temp.glob(f"session_*_{proc.pid}") if not d.is_symlink()]
+        if made:
+            return str(made[0])
+        if proc.poll() is not None:
+            pytest.fail(f"run ended early: {proc.communicate()}")
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail(f"no Ray session of pid {proc.pid} in {temp}")
+
+
 def session_processes(session_dir: str) -> list[int]:
     """Pids of processes whose command line names this run's Ray session (Ray's own processes):
     the scan executor run itself uses to end them (session.session_pids)."""
@@ -112,12 +130,18 @@ def test_sigterm_then_second_ctrl_c_still_write_the_partial_record(tmp_path):
 GROUP_SIGTERM_HANG_S = 45
 
 
-@pytest.mark.parametrize("moment", ["start-up", "mid-run"])
+@pytest.mark.parametrize("moment", ["ray-init", "start-up", "mid-run"])
 def test_sigterm_to_the_process_group_ends_the_run_with_a_partial_record(tmp_path, moment):
+    """At three moments: while ray.init starts Ray's processes (its session directory made; the
+    driver abandons it: ray.init runs in a thread of its own), while the actors start (Ray up),
+    and mid-run (an iteration done)."""
     out = tmp_path / "run"
     proc = start_run(tmp_path, out, iterations=LONG_RUN, own_group=True)
     procs = RunProcesses(proc.pid)
-    session = wait_for_ray_session(proc, tmp_path, "run")  # Ray is up; the actors are starting
+    if moment == "ray-init":
+        session = wait_for_ray_init(proc)
+    else:
+        session = wait_for_ray_session(proc, tmp_path, "run")  # Ray is up; the actors are starting
     if moment == "mid-run":
         wait_for_first_iteration(proc, tmp_path, "run")  # the actors up, the rollout going on
     os.killpg(proc.pid, signal.SIGTERM)  # every process of the run (Ray's block it: the driver stops them)

@@ -330,20 +330,18 @@ def test_executor_refuses_a_version_granularity_it_does_not_run():
 
 
 def test_the_stored_group_sigterm_runs_each_stopped_with_a_record_and_left_nothing():
-    # benchmarks/group_sigterm.py's stored result, which docs/executor.md points to: five group
-    # SIGTERMs in a row at each moment (issue 43's "done when"), read as measured
-    rows = json.loads((Path(__file__).resolve().parent.parent / "benchmarks/results/group_sigterm.json")
-                      .read_text())["runs"]
+    # benchmarks/group_sigterm.py's stored results, which docs/executor.md points to: five group
+    # SIGTERMs in a row at each moment (issue 43's "done when": within 10 s, a record, nothing
+    # left 10 s later), read as measured; during ray.init in a file of its own
+    root = Path(__file__).resolve().parent.parent / "benchmarks/results"
+    rows = json.loads((root / "group_sigterm.json").read_text())["runs"]
     assert {r["moment"] for r in rows} == {"mid-run", "start-up"}
-    assert all(sum(r["moment"] == m for r in rows) >= 5 for m in ("start-up", "mid-run"))
+    init = json.loads((root / "group_sigterm_ray_init.json").read_text())["runs"]
+    assert {r["moment"] for r in init} == {"ray-init"}
+    rows += init
+    assert all(sum(r["moment"] == m for r in rows) >= 5 for m in ("ray-init", "start-up", "mid-run"))
     for r in rows:
         assert r["exit_code"] == 130 and r["record_status"] == "interrupted", r
-        assert r["exit_after_signal_s"] <= 10 and r["left_after_10s"] == [], r
-        assert r["processes_seen"] > 0 and r["loadavg_1min"] >= 0  # the run was watched; its load kept
-    # during ray.init (SIGTERM blocked until it returns): a record each time and nothing left,
-    # but the stop waits for ray.init, so no bound on the time here
-    rows = json.loads((Path(__file__).resolve().parent.parent / "benchmarks/results/group_sigterm_ray_init.json")
-                      .read_text())["runs"]
-    assert len(rows) >= 5 and {r["moment"] for r in rows} == {"ray-init"}
-    assert all(r["exit_code"] == 130 and r["record_status"] == "interrupted" and r["left_after_10s"] == []
-               for r in rows), rows
+        assert r["exit_after_signal_s"] <= 10 and r["left_after_10s"] == [] and not r["session_dir_left"], r
+        # the run was watched (during ray.init the signal may come before Ray's first process); its load kept
+        assert (r["processes_seen"] > 0 or r["moment"] == "ray-init") and r["loadavg_1min"] >= 0

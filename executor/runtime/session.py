@@ -8,10 +8,11 @@ happened, so a partial record is always written.
 - Signals: the first Ctrl-C or a SIGTERM stops the run (partial record) within a bounded time
   (``STOP_BUDGET_S`` from the first signal). A local Ray's processes block SIGTERM and SIGINT
   (``RaySession.start``), so a signal to the whole process group stops the driver alone. A
-  start-up that does not return at once is abandoned, and a teardown that cannot finish (a
-  joined cluster's GCS may be gone, and Ray calls then block for a minute) gives way to killing
-  this run's local Ray processes; the run is then marked ``abandoned`` and the CLI leaves with
-  ``os._exit`` after writing the record, as Ray cannot be shut down under a thread stuck in it.
+  start-up that does not return at once (``ray.init`` too: it runs in a thread of its own) is
+  abandoned, and a teardown that cannot finish (a joined cluster's GCS may be gone, and Ray calls
+  then block for a minute) gives way to killing this run's local Ray processes; the run is then
+  marked ``abandoned`` and the CLI leaves with ``os._exit`` after writing the record, as Ray
+  cannot be shut down under a thread stuck in it.
   Later signals are only counted, so the record is still written.
 - Dead actors: ``ActorWatch`` polls the GCS actor table and ends the run the moment an actor of
   this run is DEAD, naming it (env worker, generator or trainer rank) and its node.
@@ -20,6 +21,7 @@ happened, so a partial record is always written.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -156,10 +158,21 @@ class RaySession:
     num_cpus: int
     started: bool = False
     session_dir: str | None = None
+    # ray.init's thread: it stays until the session ends (``stop``, ``kill``: ``_release``)
+    _init_thread: threading.Thread | None = field(default=None, repr=False)
+    _release: threading.Event = field(default_factory=threading.Event, repr=False)
+    # this process's children before ray.init, and when it began: an abandoned start's processes
+    # and session directory are those made since
+    _children_before: set[int] = field(default_factory=set, repr=False)
+    _init_began: float = 0.0
 
-    def start(self) -> None:
-        import logging
-
+    def start(self, interrupted: Callable[[], bool] = lambda: False) -> None:
+        """Start or join Ray. ``ray.init`` runs in a thread of its own (``_init``) while the
+        caller's thread waits for it, so that a signal is seen at once: when ``interrupted()``
+        turns true before ray.init returns, the start is abandoned (StartupAbandoned) and ``kill``
+        ends what it had started. (ray.init in the main thread, with SIGTERM blocked there for its
+        processes to inherit the block, left a group SIGTERM pending until ray.init returned:
+        12.1-16.1 s after the signal at load 11-13 on 2 cores, 2026-12-06.)"""
         os.environ.setdefault("RAY_worker_niceness", "0")  # as the profile measured (Ray's default: 15)
         # Ray's C++ failure-signal handler turns SIGTERM into an abort with a stack dump (no
         # record); the driver's own handler (Signals) must see SIGTERM instead. Ray reads this
@@ -168,29 +181,22 @@ class RaySession:
         import ray
         if ray.is_initialized():  # a caller's session (tests): use it, leave it running
             return
-        kw: dict[str, Any] = dict(log_to_driver=False, configure_logging=False, logging_level=logging.ERROR)
-        # fd 2 is already redirected by the caller (quiet_output) unless --verbose
-        try:
-            if self.address:
-                ray.init(address=self.address, **kw)
-            else:
-                # RAY_ADDRESS would make ray.init join a cluster (and refuse num_cpus);
-                # preflight.resolve_address already turned it into ``address`` if set.
-                env = os.environ.pop("RAY_ADDRESS", None)
-                # Ray's processes (GCS, raylet, and through the raylet the workers and their env
-                # processes) start with SIGTERM blocked, as Ray starts them with SIGINT blocked: a
-                # SIGTERM to the process group (Slurm, `timeout`) then stops this driver alone,
-                # which writes the record and ends them. Else the raylet died with the group, and
-                # at the driver's next call to it Ray's core worker ended this process at once
-                # (exit 1, no record: 2 of 15 runs of the group-SIGTERM test, 2026-12-05).
-                mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-                try:
-                    ray.init(address="local", num_cpus=self.num_cpus, include_dashboard=False, **kw)
-                finally:
-                    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-                    if env is not None:
-                        os.environ["RAY_ADDRESS"] = env
-        except Exception as e:  # noqa: BLE001 - whatever Ray raises, the user gets one line
+        if interrupted():  # a signal came before Ray started: start nothing
+            raise StartupAbandoned()
+        box: dict[str, Any] = {}
+        self._children_before = set(_children(os.getpid()))
+        self._init_began = time.time()
+        self._release.clear()
+        self._init_thread = threading.Thread(target=self._init, args=(box,), daemon=True, name="ray-init")
+        self._init_thread.start()
+        while "done" not in box:
+            if interrupted():
+                raise StartupAbandoned()
+            self._init_thread.join(0.05)
+            if not self._init_thread.is_alive() and "done" not in box:  # _init always says; a bound
+                box.update(error=RuntimeError("ray.init's thread ended without a result"), done=True)
+        if "error" in box:
+            e = box["error"]
             raise ConfigError("address" if self.address else "ray",
                               f"Ray did not start{' at ' + self.address if self.address else ''}: "
                               f"{type(e).__name__}: {_first_line(e)}") from None
@@ -201,13 +207,54 @@ class RaySession:
             except Exception:  # noqa: BLE001 - only used for cleanup
                 self.session_dir = None
 
+    def _init(self, box: dict[str, Any]) -> None:
+        """``ray.init``, in the thread that then stays until the session ends: Ray's head processes
+        die with the *thread* that started them (PR_SET_PDEATHSIG). They start with SIGTERM
+        blocked, as Ray starts them with SIGINT blocked: this thread blocks it, and they inherit
+        its mask (so do the raylet's workers and their env processes); the driver's other threads
+        do not block it, so the driver sees a SIGTERM at once. A SIGTERM to the process group
+        (Slurm, `timeout`) then stops this driver alone, which writes the record and ends them.
+        Else the raylet died with the group, and at the driver's next call to it Ray's core worker
+        ended this process at once (exit 1, no record: 2 of 15 runs of the group-SIGTERM test,
+        2026-12-05). Out of the main thread, ray.init leaves the driver's SIGTERM handler alone."""
+        import ray
+
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        worker_log = logging.getLogger("ray._private.worker")
+        if not any(isinstance(f, _OurSigtermHandler) for f in worker_log.filters):
+            worker_log.addFilter(_OurSigtermHandler())
+        kw: dict[str, Any] = dict(log_to_driver=False, configure_logging=False, logging_level=logging.ERROR)
+        # fd 2 is already redirected by the caller (quiet_output) unless --verbose
+        env = None
+        try:
+            if self.address:
+                ray.init(address=self.address, **kw)
+            else:
+                # RAY_ADDRESS would make ray.init join a cluster (and refuse num_cpus);
+                # preflight.resolve_address already turned it into ``address`` if set.
+                env = os.environ.pop("RAY_ADDRESS", None)
+                ray.init(address="local", num_cpus=self.num_cpus, include_dashboard=False, **kw)
+        except BaseException as e:  # noqa: BLE001 - whatever Ray raises, the caller says it in one line
+            box["error"] = e
+        finally:
+            if env is not None:
+                os.environ["RAY_ADDRESS"] = env
+            box["done"] = True
+        if "error" not in box:
+            self._release.wait()
+
     def kill(self, node: Any = None) -> None:
         """End this run's local Ray at once, without ``ray.shutdown`` (which blocks on a dead GCS,
         and aborts the process under a thread stuck in a Ray call): SIGKILL the head's processes
         (GCS, raylet and the rest; the raylet's workers, and their env processes, end when it
         does) and remove the session directory. A joined cluster is left running. ``node``: the
-        head's processes when ``stop`` has already detached them from Ray."""
-        if not self.started or self.address:
+        head's processes when ``stop`` has already detached them from Ray. A start that was
+        abandoned (``start``: StartupAbandoned) is ended too (``_kill_start``)."""
+        if not self.started:
+            self._kill_start()
+            return
+        if self.address:
+            self._release.set()
             return
         import ray
 
@@ -231,6 +278,36 @@ class RaySession:
         kill_all(pids)
         if self.session_dir:
             remove_session_dir(self.session_dir)
+        self._release.set()
+
+    def _kill_start(self) -> None:
+        """End what an abandoned ``start`` made, while ray.init still runs in its thread (Ray's
+        node is not known yet): this process's children since ray.init began, with all their
+        descendants, and whatever names or holds open a session directory made meanwhile (Ray
+        names it after this process). ray.init is first told to stop (SystemExit raised in its
+        thread when it next runs Python), so that it starts no more; the listing is made twice,
+        0.2 s apart, for one it started meanwhile. Any it starts later ends with its thread, or
+        with this process, which leaves once the record is written (``abandoned``): their parent
+        is ray.init's thread (PR_SET_PDEATHSIG)."""
+        if self._init_thread is None or self.address:
+            return
+        _raise_in(self._init_thread, SystemExit)
+        self._release.set()  # (if ray.init had just returned: its thread waits there)
+        sessions: set[str] = set()
+        for again in (True, False):
+            sessions |= set(_sessions_since(self._init_began))
+            pids = set(process_tree(sorted(set(_children(os.getpid())) - self._children_before)))
+            for d in sessions:
+                pids |= set(session_pids(d))
+            pids.discard(os.getpid())
+            kill_all(pids)
+            for d in sessions:
+                remove_session_dir(d)
+            if again:
+                self._init_thread.join(0.2)
+        self._init_thread.join(KILL_WAIT_S)  # ray.init leaving (its files, once more, below)
+        for d in sessions | set(_sessions_since(self._init_began)):
+            remove_session_dir(d)
 
     def stop(self) -> None:
         """Shut Ray down if this run started it, and remove its session directory. The driver
@@ -244,6 +321,7 @@ class RaySession:
         if self.address:
             ray.shutdown()
             self.started = False
+            self._release.set()
             return
         worker = ray._private.worker
         node, worker._global_node = getattr(worker, "_global_node", None), None  # shutdown: disconnect only
@@ -251,6 +329,14 @@ class RaySession:
             ray.shutdown()
         finally:
             self.kill(node)
+
+
+class _OurSigtermHandler(logging.Filter):
+    """Drops Ray's warning that ray.init, out of the main thread, sets no SIGTERM handler: the
+    driver's own (Signals) is the one wanted."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "SIGTERM handler is not set" not in record.getMessage()
 
 
 KILL_WAIT_S = 1.0  # SIGKILLed processes are gone in milliseconds; a bound, not a wait
@@ -282,6 +368,37 @@ def process_tree(roots: list[int]) -> list[int]:
         if pid not in out:
             out.append(pid)
             todo += children.get(pid, [])
+    return out
+
+
+def _raise_in(thread: threading.Thread, exc: type[BaseException]) -> None:
+    """Raise ``exc`` in ``thread`` when it next runs Python code (CPython's asynchronous
+    exception; a thread inside a C call sees it when the call returns)."""
+    import ctypes
+
+    if thread.ident is not None and thread.is_alive():
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(exc))
+
+
+def _children(pid: int) -> list[int]:
+    """The live children of ``pid`` (parent pids read from /proc)."""
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _ppid(int(p.name)) == pid]
+
+
+def _sessions_since(began: float) -> list[str]:
+    """This process's Ray session directories (Ray names them ``session_<date>_<pid>``) changed
+    since ``began`` (time.time())."""
+    try:
+        from ray._common.utils import get_default_ray_temp_dir
+
+        temp = Path(get_default_ray_temp_dir())
+    except Exception:  # noqa: BLE001 - a Ray without it: its default place
+        temp = Path("/tmp/ray")
+    out = []
+    for d in temp.glob(f"session_*_{os.getpid()}"):
+        with contextlib.suppress(OSError):
+            if not d.is_symlink() and d.stat().st_mtime >= began - 1.0:
+                out.append(str(d))
     return out
 
 
@@ -482,13 +599,11 @@ def execute_session(plan: Plan, *, iterations: int, opts: Any, learner: Any, add
     stuck = False  # a thread of the run is still inside a Ray call
     with Signals(stop) as sig, quiet_output(None if verbose else ray_log) as err:
         try:
-            # Ray's head processes die with the *thread* that started them (PR_SET_PDEATHSIG):
-            # ray.init runs in the main thread; its SIGTERM handler (sys.exit) is replaced after
-            session.start()
-            sig.install()
+            # ray.init in a thread of its own; a signal meanwhile abandons it (StartupAbandoned)
+            session.start(lambda: sig.first_at is not None)
             if on_session is not None:
                 on_session(session.session_dir)
-            if stop.is_set():  # a signal during ray.init (blocked until it returned): no actors to wait for
+            if stop.is_set():  # stopped by the caller during ray.init: no actors to wait for
                 raise KeyboardInterrupt
             if address:
                 _check_cluster(plan, address, opts)
@@ -532,10 +647,10 @@ def execute_session(plan: Plan, *, iterations: int, opts: Any, learner: Any, add
             ctx.stop.set()
             stuck = True
             status, error = "interrupted", f"interrupted ({sig.reason or 'Ctrl-C'}) during start-up"
-        except (KeyboardInterrupt, SystemExit):  # SystemExit: Ray's SIGTERM handler during ray.init
+        except (KeyboardInterrupt, SystemExit):  # the caller stopped start-up (SystemExit: a handler of Ray's)
             ctx.stop.set()
             sig.reason = sig.reason or "SIGTERM"
-            sig.first_at = sig.first_at or time.monotonic()  # Ray's handler took it, not ours
+            sig.first_at = sig.first_at or time.monotonic()  # no handler of ours saw a signal
             status, error = "interrupted", f"interrupted ({sig.reason or 'Ctrl-C'}) during start-up"
         except Exception as e:  # noqa: BLE001 - actor start-up failures end the run with a record
             ctx.stop.set()
