@@ -232,11 +232,11 @@ def build(inp: Inputs) -> Built:
     v = b.validation
     if v:
         a = v["best_mode_agreement"]
-        tied = sum(1 for g in a["per_group"] if g["match"] and (len(g["predicted_best"]) > 1 or len(g["published_best"]) > 1))
+        tied = a.get("predicted_ties", 0)  # a predicted tie is counted apart, never as agreeing
         b.titles["in_sample"] = (("In-sample fit (profiles fitted to these points)" if b.validation_in_sample
                                   else "Profile vs reference (not fitted to these points)")
                                  + f"<br>MAPE {v['mape_pct']:.1f}%, best mode agrees {a['matches']}/{a['groups']}"
-                                 + (f" ({tied} by a tie)" if tied else ""))
+                                 + (f", {tied} predicted tie{'s' if tied > 1 else ''}" if tied else ""))
     if b.cv_points:
         m, base = cv_mape(inp, b)
         cv = inp.cross_validation[1]
@@ -481,9 +481,10 @@ def validation_notes(inp: Inputs, b: Built) -> list[str]:
             notes.append(f"MAPE {v['mape_pct']:.1f}% over {len(v['points'])} points the profiles were not fitted to.")
         ties = [g for g in a["per_group"] if len(g["predicted_best"]) > 1 or len(g["published_best"]) > 1]
         pub = [g for g in ties if len(g["published_best"]) > 1]
+        pred_ties = a.get("predicted_ties", 0)
         notes.append(f"Best mode agrees in {a['matches']}/{a['groups']} (backbone, GPUs) groups"
-                     + (f"; in {len(ties)} of them the best mode is a tie (listed next), so agreement there only "
-                        "means the tied set contains the published best" if ties else "")
+                     + (f"; in {pred_ties} more the model predicts a tie that includes the published best (not "
+                        "counted as agreeing: it does not name the best)" if pred_ties else "")
                      + ("; tied in the published table too: " + "; ".join(
                          f"{g['backbone']} {g['gpus']} GPUs {' = '.join(sorted(g['published_best'], key=mode_order))}"
                          for g in pub) if pub else "") + ".")
