@@ -457,6 +457,13 @@ def test_executor_profile_example_is_the_bundled_profiles_summary():
                      "sync": round(p.node["intra_node_bw_GBps"], 2)}
 
 
+def test_own_runs_cites_no_file_outside_the_repository():
+    """Issue 41 item 10: a user reading docs/own-runs.md has the repository, not this project's
+    shared folder; what RLinf writes is cited from RLinf's own source."""
+    text = (ROOT / "docs" / "own-runs.md").read_text()
+    assert "../shared" not in text and "/work/" not in text
+
+
 def test_matcher_elisions():
     out = ["a 1.25", "b", "c", "a very long line that wraps", "d"]
     assert matches(["a 1.26", "...", "a very long", "line that wraps", "d"], out)
