@@ -150,8 +150,11 @@ def calibration_rows(prof: Any) -> list[dict[str, Any]]:
     runs = prof.provenance.get("runs") or []
     out = []
     for p in (prof.provenance.get("fit") or {}).get("points") or []:
+        if not isinstance(p, dict):
+            continue
         i = p.get("run")
-        if not isinstance(i, int) or not 0 <= i < len(runs) or not p.get("measured") or not p.get("predicted"):
+        if (not isinstance(i, int) or not 0 <= i < len(runs) or not isinstance(runs[i], dict)
+                or not p.get("measured") or not p.get("predicted")):
             continue
         steps = runs[i].get("env_steps_per_iteration")
         kind = p.get("kind", "throughput")
