@@ -81,6 +81,8 @@ def settle_text(mechanism: str, plan_nodes: int | None = None, runs_nodes: list[
         return (f"{SETTLE_MEASURE.get(mechanism, '')} (the runs this profile was fitted to, on "
                 f"{', '.join(map(str, runs_nodes))} node(s), do not tell them apart)")
     return SETTLE.get(mechanism, "")
+
+
 WHAT = {
     "none": "nothing grows with the workers beyond today's terms",
     "channel": "the node-0 data channel's hops",
