@@ -555,12 +555,12 @@ def test_a_runs_profile_is_checked_against_its_own_runs(tmp_path):
     compared with the fit's own prediction, once."""
     from analysis.inputs import Inputs, load_kind
     from analysis.report import Built, calibration_rows, run_validation, tables, validation_notes
-    from perfmodel.schema.profile import BUNDLED_REFERENCE
 
     run = _rlinf_run(tmp_path / "r", 200.0)
     path = _runs_profile(tmp_path, run, 200.0, 210.0)
     sweep = ("s.json", {"backbone": "pi05", "spec": {"profile_ref": str(path)}})
-    ref = [str(BUNDLED_REFERENCE)]
+    (tmp_path / "ref.csv").write_text(REFERENCE_CSV)  # pi0.5 points only: a few simulations
+    ref = [str(tmp_path / "ref.csv")]
     v, _, why = run_validation(Inputs(sweeps=[sweep], references=ref))
     assert v is None and "pi05_cluster was fitted to your runs" in why
     v, used, _ = run_validation(Inputs(sweeps=[sweep], references=ref, reference_profiles={"pi05": str(path)}))
