@@ -460,7 +460,7 @@ def test_executor_profile_example_is_the_bundled_profiles_summary():
 def test_executor_run_examples_are_rendered_from_a_stored_record():
     """Issue 41 item 10: every `executor run ... --compare` example shows what the executor prints
     (executor.cli.compare_output, the code the command runs) for the real run whose record is
-    stored beside the plan the example runs (examples/runs/<name>/record.json): the current sign
+    stored beside the plan the example runs (examples/records/<name>/record.json): the current sign
     convention (prediction / measurement - 1), the host probe and the diagnosis lines."""
     from executor.cli import compare_output
 
@@ -470,7 +470,7 @@ def test_executor_run_examples_are_rendered_from_a_stored_record():
     for ex in shown:
         words = program_args(ex.command)
         plan = Path(words[2])
-        assert plan.parts[:2] == ("examples", "runs") and plan.name == "plan.json", ex.where
+        assert plan.parts[:2] == ("examples", "records") and plan.name == "plan.json", ex.where
         stored = ROOT / plan.parent
         record = json.loads((stored / "record.json").read_text())
         assert record["source"] == "executor" and record["status"] == "ok"
