@@ -294,12 +294,10 @@ def wrote_line(out: str | Path, profile: bool, tensorboard: bool) -> str:
 
 
 def compare_output(record: dict, out: str | Path, tensorboard: bool) -> list[str]:
-    """What ``executor run --compare --no-progress`` prints for a finished run's ``record`` (its
-    line before the run, then the summary and the comparison), as a terminal shows it: the
-    README's example is rendered from a stored record with it (tests/test_docs_examples.py)."""
-    lines = [before_line(record["prediction_before_run"]["throughput_env_steps_per_s"],
-                         record["host_probe"]["ratio"], record["prediction_unscaled"]["throughput_env_steps_per_s"])]
-    return lines + summary(record).splitlines() + [""] + comparison_table(record).splitlines() + [
+    """What ``executor run --compare --no-progress`` prints on stdout for a finished run's
+    ``record`` (the summary, the comparison with its probe and diagnosis lines, where it wrote):
+    the docs' example is rendered from a stored record with it (tests/test_docs_examples.py)."""
+    return summary(record).splitlines() + [""] + comparison_table(record).splitlines() + [
         wrote_line(out, True, tensorboard)]
 
 
