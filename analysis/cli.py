@@ -24,7 +24,9 @@ def cli() -> None:
 @click.option("--sweep", "sweeps", multiple=True, help="sweep JSON from `perfmodel sweep -o` (repeatable)")
 @click.option("--choice", help="plan choice JSON from `perfmodel plan --details`")
 @click.option("--prediction", "predictions", multiple=True, help="`perfmodel predict --json` output (repeatable)")
-@click.option("--run", "runs", multiple=True, help="executor run record JSON (repeatable)")
+@click.option("--run", "runs", multiple=True, help="executor run record JSON or run directory, or an RLinf run "
+                                                    "directory (its log_path: config.yaml and tensorboard "
+                                                    "timers) (repeatable)")
 @click.option("--trace-sim", help="Chrome trace of a simulated run (`perfmodel predict --trace`)")
 @click.option("--trace-run", help="Chrome trace of a measured run (executor run)")
 @click.option("--reference", "references", multiple=True, help="published reference CSV (repeatable)")

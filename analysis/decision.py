@@ -130,7 +130,7 @@ def calibrated_gpus(inp: Inputs) -> tuple[list[int], str]:
         if g:
             gpus |= g
             used.append(name)
-    return sorted(gpus), (f"reference points the profile{'s' if len(used) > 1 else ''} "
+    return sorted(gpus), (f"the points (published, or runs of yours) the profile{'s' if len(used) > 1 else ''} "
                           f"{', '.join(used)} {'were' if len(used) > 1 else 'was'} fitted to" if used else "")
 
 

@@ -24,7 +24,7 @@ KINDS = {
     "sweep": "a sweep (`perfmodel sweep -o`)",
     "choice": "a plan choice (`perfmodel plan --details`)",
     "prediction": "a prediction (`perfmodel predict --json`)",
-    "run": "a run record (record.json of `executor run`)",
+    "run": "a run record (record.json of `executor run`, or an RLinf run directory)",
     "plan": "a plan (plan.json)",
     "trace": "a Chrome trace (`perfmodel predict --trace`, trace.json of `executor run`)",
     "cross_validation": "a cross-validation result (`perfmodel validate --cross-validate --json`)",
@@ -59,14 +59,41 @@ def detect_kind(doc: Any) -> str:
     return "unknown"
 
 
+def rlinf_run_folder(p: Path) -> bool:
+    """Whether ``p`` is an RLinf run folder as perfmodel.rlinf.logs reads one: ``config.yaml`` in
+    it, its ``tensorboard/`` or ``tensorboard/all/``."""
+    from perfmodel.rlinf.logs import CONFIG_NAME, SUBDIRS
+
+    return any((p / sub / CONFIG_NAME).is_file() for sub in SUBDIRS)
+
+
+def load_rlinf_run(path: str) -> dict[str, Any]:
+    """An RLinf run directory as the report reads a run: its plan (RLinf's importer) and its
+    measured throughput (env steps per iteration over the mean ``time/step`` after warm-up), by
+    perfmodel.rlinf.logs.read_run, the reader ``perfmodel calibrate --from-rlinf-run`` uses. RLinf
+    logs no utilization: the run is a point of the predicted-vs-measured figure, not a timeline."""
+    from perfmodel.rlinf.logs import WARMUP_RULE, read_run
+
+    r = read_run(path, option="--run")
+    plan = r.plan
+    return {"source": "rlinf", "status": "ok", "mode": plan.mode, "backbone": r.imported.backbone,
+            "profile": plan.profile, "gpus": plan.cluster.gpus, "allocation_ratio": plan.allocation_ratio,
+            "pipeline_stage_num": plan.pipeline_stage_num, "total_num_envs": plan.workload.total_num_envs,
+            "throughput_env_steps_per_s": r.throughput_env_steps_per_s, "iteration_time_s": r.iteration_s,
+            "run_dir": str(r.folder), "plan": plan.to_dict(), "steps_used": [r.used[0], r.used[-1]],
+            "warmup_rule": WARMUP_RULE,
+            "warnings": [f"{t}; the steps before it are used" for t in r.truncated]}
+
+
 def load_kind(option: str, path: str) -> dict[str, Any]:
     p = Path(path)
     if p.is_dir() and option == "--run" and (p / "record.json").is_file():
         p = p / "record.json"  # an executor run directory: its record (issue 41)
+    elif p.is_dir() and option == "--run" and rlinf_run_folder(p):
+        return load_rlinf_run(path)  # an RLinf run directory: config.yaml and its event files (issue 41)
     elif p.is_dir():
-        hint = (" with no record.json (an executor run directory has one; an RLinf log directory is read by "
-                "perfmodel calibrate --from-rlinf-run, whose profile --reference-profile takes)"
-                if option == "--run" else "")
+        hint = (" with neither an executor record (record.json) nor an RLinf run (config.yaml beside its "
+                "tensorboard event files, in it or its tensorboard/ or tensorboard/all/)" if option == "--run" else "")
         raise ConfigError(option, f"{path} is a directory, not a file{hint}")
     doc = load_json(p, option)
     want, got = OPTION_KIND[option], detect_kind(doc)

@@ -93,13 +93,126 @@ def _match_prediction(rec: dict[str, Any], inp: Inputs) -> dict[str, Any] | None
     return None
 
 
+# --- the profiles the report used, and the runs a profile was fitted to ---------------------------
+
+def profile_refs(inp: Inputs) -> list[str]:
+    """The profiles (names or files) the report's inputs were made with: the sweeps', the
+    predictions', the plan choice's and --reference-profile's."""
+    refs = [(d.get("spec") or {}).get("profile_ref") or d.get("profile") for _, d in inp.sweeps]
+    refs += [p.get("profile") for _, p in inp.predictions]
+    if inp.choice:
+        refs.append(inp.choice[1]["plan"].get("profile"))
+    refs += list(inp.reference_profiles.values())
+    return list(dict.fromkeys(r for r in refs if isinstance(r, str) and r))
+
+
+def fitted_to_runs(prof: Any) -> bool:
+    """A profile calibrated from the user's runs (calibrate --from-rlinf-run: provenance.runs)."""
+    prov = prof.provenance if isinstance(prof.provenance, dict) else {}
+    return isinstance(prov.get("runs"), list) and bool(prov["runs"])
+
+
+def runs_profiles(inp: Inputs) -> list[Any]:
+    """The report's profiles fitted to runs, each once (a file no longer there is skipped)."""
+    from perfmodel.schema.profile import load_profile
+
+    out, names = [], set()
+    for ref in profile_refs(inp):
+        try:
+            prof = load_profile(ref)
+        except ConfigError:
+            continue
+        if fitted_to_runs(prof) and prof.name not in names:
+            names.add(prof.name)
+            out.append(prof)
+    return out
+
+
+def _same_dir(a: str, b: str) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return a == b
+
+
+def fitted_run(prof: Any, folder: str) -> int | None:
+    """The index of ``folder`` among the runs ``prof`` was fitted to, or None."""
+    for i, r in enumerate(prof.provenance.get("runs") or []):
+        if isinstance(r, dict) and isinstance(r.get("path"), str) and _same_dir(r["path"], folder):
+            return i
+    return None
+
+
+def calibration_rows(prof: Any) -> list[dict[str, Any]]:
+    """A runs profile's own calibration data (provenance.fit.points with provenance.runs): each
+    timer a run gave, measured and as the fit reproduces it, in seconds per iteration (error =
+    fitted / measured - 1, as calibrate prints it)."""
+    runs = prof.provenance.get("runs") or []
+    out = []
+    for p in (prof.provenance.get("fit") or {}).get("points") or []:
+        if not isinstance(p, dict):
+            continue
+        i = p.get("run")
+        if (not isinstance(i, int) or not 0 <= i < len(runs) or not isinstance(runs[i], dict)
+                or not p.get("measured") or not p.get("predicted")):
+            continue
+        steps = runs[i].get("env_steps_per_iteration")
+        kind = p.get("kind", "throughput")
+        row = {"profile": prof.name, "run": i, "path": runs[i].get("path", f"run {i}"), "mode": p.get("mode"),
+               "gpus": p.get("gpus"), "timer": "time/step" if kind == "throughput" else f"time/{kind}",
+               "kind": kind, "measured_rate": float(p["measured"]), "fitted_rate": float(p["predicted"])}
+        if steps:
+            row["measured_s"], row["fitted_s"] = steps / row["measured_rate"], steps / row["fitted_rate"]
+            row["error_pct"] = error_pct(row["fitted_s"], row["measured_s"])
+        out.append(row)
+    return out
+
+
+def rlinf_run_prediction(rec: dict[str, Any], inp: Inputs) -> tuple[float | None, str]:
+    """The prediction an RLinf run is compared with: the fit's own where a report profile was
+    fitted to this run (in-sample, said so); else the run's plan predicted on the report's
+    profile of its backbone (a profile fitted to other runs, the sweep's, --reference-profile's,
+    else the bundled one), on that profile's node where it is a user's cluster's."""
+    from dataclasses import fields, replace
+
+    from perfmodel.prediction import predict
+    from perfmodel.schema.plan import Plan
+    from perfmodel.schema.profile import load_profile
+
+    backbone = rec.get("backbone")
+    mine = [p for p in runs_profiles(inp) if p.backbone == backbone]
+    for prof in mine:
+        i = fitted_run(prof, rec["run_dir"])
+        if i is not None:
+            fit = [r for r in calibration_rows(prof) if r["run"] == i and r["kind"] == "throughput"]
+            if fit:
+                return fit[0]["fitted_rate"], f"in-sample: profile {prof.name} was fitted to this run"
+    try:
+        prof = mine[0] if mine else load_profile(inp.reference_profiles.get(backbone) or swept_profile(inp, backbone)
+                                                 or backbone)
+        plan = Plan.from_dict(rec["plan"], "--run: plan")
+        facts = prof.provenance.get("node_facts") if fitted_to_runs(prof) else None
+        if isinstance(facts, dict):
+            names = {f.name for f in fields(plan.cluster)}
+            plan = plan.with_(cluster=replace(plan.cluster, **{k: v for k, v in facts.items() if k in names}))
+        thr = predict(plan, prof, interval=False)["throughput_env_steps_per_s"]
+    except ConfigError as e:
+        return None, f"none: {e.field}: {e.message}"
+    return thr, (f"profile {prof.name} (not fitted to this run)" if fitted_to_runs(prof)
+                 else f"profile {prof.name}")
+
+
 def comparison_points(inp: Inputs) -> list[dict[str, Any]]:
-    """Run records against their predictions; error = prediction / measurement - 1 (computed
-    here from the two throughputs, whatever error field a record carries)."""
+    """Run records (and RLinf runs) against their predictions, then the throughput points of the
+    runs a report profile was fitted to that no --run gives (in-sample, said so); error =
+    prediction / measurement - 1 (computed here from the two throughputs, whatever error field a
+    record carries)."""
     pts = []
     for path, rec in inp.runs:
         pred, ci, source = None, None, "none"
-        if isinstance(rec.get("prediction"), dict) and rec["prediction"].get("throughput_env_steps_per_s"):
+        if rec.get("source") == "rlinf":
+            pred, source = rlinf_run_prediction(rec, inp)
+        elif isinstance(rec.get("prediction"), dict) and rec["prediction"].get("throughput_env_steps_per_s"):
             pred, source = rec["prediction"]["throughput_env_steps_per_s"], "record (executor run --compare)"
         elif rec.get("predicted_throughput_env_steps_per_s"):
             pred, ci, source = rec["predicted_throughput_env_steps_per_s"], rec.get("predicted_throughput_ci95"), "record"
@@ -112,6 +225,16 @@ def comparison_points(inp: Inputs) -> list[dict[str, Any]]:
                     "measured_ci95": rec.get("throughput_ci95"), "predicted": pred, "predicted_ci95": ci,
                     "prediction_source": source,
                     "error_pct": error_pct(pred, measured)})
+    given = [rec["run_dir"] for _, rec in inp.runs if rec.get("source") == "rlinf"]
+    for prof in runs_profiles(inp):
+        for r in calibration_rows(prof):
+            if r["kind"] != "throughput" or any(_same_dir(r["path"], g) for g in given):
+                continue
+            pts.append({"label": f"{r['mode']} {r['gpus']} (run {r['run']} of {prof.name})", "path": r["path"],
+                        "mode": r["mode"], "measured": r["measured_rate"], "measured_ci95": None,
+                        "predicted": r["fitted_rate"], "predicted_ci95": None,
+                        "prediction_source": f"in-sample: profile {prof.name} was fitted to this run",
+                        "error_pct": error_pct(r["fitted_rate"], r["measured_rate"])})
     return pts
 
 
@@ -125,13 +248,24 @@ def run_validation(inp: Inputs) -> tuple[dict[str, Any] | None, dict[str, Any], 
     from perfmodel.schema.profile import load_profile
 
     points = [p for ref in inp.references for p in load_reference(ref)]
-    profiles = {}
+    profiles, mine = {}, []
     for b in sorted({p.backbone for p in points}):
+        explicit = inp.reference_profiles.get(b)
         try:
-            profiles[b] = load_profile(inp.reference_profiles.get(b) or swept_profile(inp, b) or b)
+            prof = load_profile(explicit or swept_profile(inp, b) or b)
         except ConfigError as e:
             return None, {}, f"no profile for backbone {b}: {e.message}"
-    return validate(points, profiles), profiles, ""
+        if not explicit and fitted_to_runs(prof):
+            mine.append(prof.name)  # checked against its own runs (calibration_rows), issue 41
+            continue
+        profiles[b] = prof
+    why = (f"{', '.join(mine)} {'was' if len(mine) == 1 else 'were'} fitted to your runs and {'is' if len(mine) == 1 else 'are'} "
+           "checked against them (the calibration data below), not against published points measured on another "
+           "cluster at another workload (--reference-profile BACKBONE=FILE compares them anyway)") if mine else ""
+    points = [p for p in points if p.backbone in profiles]
+    if not points:
+        return None, {}, why
+    return validate(points, profiles), profiles, why
 
 
 def swept_profile(inp: Inputs, backbone: str) -> str | None:
@@ -222,7 +356,7 @@ def build(inp: Inputs) -> Built:
     b.util = utilization_sources(inp)
     if inp.trace_sim is None and inp.choice is not None:
         inp.trace_sim = simulated_trace(inp.choice[1]["plan"])
-    record = inp.runs[0][1] if inp.runs else None
+    record = next((d for _, d in inp.runs if d.get("source") == "executor"), None)  # an RLinf run has no trace
     for kind, item, rec in (("simulated", inp.trace_sim, None), ("measured", inp.trace_run, record)):
         if item is not None:
             lanes = figures.gantt_lanes(item[1], rec, inp.iteration)
@@ -232,11 +366,11 @@ def build(inp: Inputs) -> Built:
     v = b.validation
     if v:
         a = v["best_mode_agreement"]
-        tied = sum(1 for g in a["per_group"] if g["match"] and (len(g["predicted_best"]) > 1 or len(g["published_best"]) > 1))
+        tied = a.get("predicted_ties", 0)  # a predicted tie is counted apart, never as agreeing
         b.titles["in_sample"] = (("In-sample fit (profiles fitted to these points)" if b.validation_in_sample
                                   else "Profile vs reference (not fitted to these points)")
                                  + f"<br>MAPE {v['mape_pct']:.1f}%, best mode agrees {a['matches']}/{a['groups']}"
-                                 + (f" ({tied} by a tie)" if tied else ""))
+                                 + (f", {tied} predicted tie{'s' if tied > 1 else ''}" if tied else ""))
     if b.cv_points:
         m, base = cv_mape(inp, b)
         cv = inp.cross_validation[1]
@@ -440,6 +574,16 @@ def tables(inp: Inputs, b: Built) -> list[tuple[str, list[str], list[list[str]],
         out.append((f"Sweep {Path(path).name}: {doc.get('backbone')} (profile {doc.get('profile')}), best plan per "
                     "mode and GPU count", ["GPUs", "mode", "ratio", "env steps/s", "scaling eff.", "vs colocated",
                                            "steps/GPU-h", "steps/$", "bottleneck", "extrapolated"], rows, note))
+    for prof in runs_profiles(inp):
+        rows = calibration_rows(prof)
+        if rows:
+            out.append((f"Calibration data of profile {prof.name} (the runs it was fitted to: in-sample)",
+                        ["run", "path", "mode", "GPUs", "timer", "measured s", "fitted s", "error"],
+                        [[str(r["run"]), r["path"], r["mode"] or "-", num(r["gpus"]), r["timer"],
+                          num(r.get("measured_s")), num(r.get("fitted_s")),
+                          fmt_number(r.get("error_pct"), "+.1f", "%")] for r in rows],
+                        "seconds per iteration; error = fitted / measured - 1 (perfmodel calibrate prints the "
+                        "same rows)."))
     if b.comparison:
         out.append(("Run records: predicted vs measured",
                     ["run", "file", "measured env steps/s", "predicted", "error", "prediction from"],
@@ -481,17 +625,30 @@ def validation_notes(inp: Inputs, b: Built) -> list[str]:
             notes.append(f"MAPE {v['mape_pct']:.1f}% over {len(v['points'])} points the profiles were not fitted to.")
         ties = [g for g in a["per_group"] if len(g["predicted_best"]) > 1 or len(g["published_best"]) > 1]
         pub = [g for g in ties if len(g["published_best"]) > 1]
+        pred_ties = a.get("predicted_ties", 0)
         notes.append(f"Best mode agrees in {a['matches']}/{a['groups']} (backbone, GPUs) groups"
-                     + (f"; in {len(ties)} of them the best mode is a tie (listed next), so agreement there only "
-                        "means the tied set contains the published best" if ties else "")
+                     + (f"; in {pred_ties} more the model predicts a tie that includes the published best (not "
+                        "counted as agreeing: it does not name the best)" if pred_ties else "")
                      + ("; tied in the published table too: " + "; ".join(
                          f"{g['backbone']} {g['gpus']} GPUs {' = '.join(sorted(g['published_best'], key=mode_order))}"
                          for g in pub) if pub else "") + ".")
         pt = dec.predicted_ties(v)
         if pt:
             notes.append("Modes the model cannot tell apart (equal predictions): " + "; ".join(pt) + ".")
+    if not v and b.validation_missing:
+        notes.append(f"No comparison with published points: {b.validation_missing}.")
     elif b.validation_missing:
-        notes.append(f"No in-sample comparison: {b.validation_missing}.")
+        notes.append(f"Published points not compared for a profile: {b.validation_missing}.")
+    for prof in runs_profiles(inp):
+        rows = calibration_rows(prof)
+        thr = [abs(r["error_pct"]) for r in rows if r["kind"] == "throughput" and r.get("error_pct") is not None]
+        runs = len(prof.provenance.get("runs") or [])
+        if rows:
+            notes.append(f"Profile {prof.name} was fitted to {runs} run{'s' if runs != 1 else ''} of yours "
+                         f"({len(rows)} timer{'s' if len(rows) != 1 else ''}, table 'Calibration data'): in-sample, so "
+                         + (f"its time/step error (mean |error| {sum(thr) / len(thr):.1f}%) " if thr else "its error ")
+                         + "measures how well the fit reproduces those runs, not how well it predicts others "
+                           "(calibrate's leave-one-run-out does).")
     if b.cv_points:
         m, base = cv_mape(inp, b)
         notes.append(f"Cross-validated: each fold's profile was fitted without the points it predicts; model MAPE "

@@ -266,10 +266,7 @@ def predict_before_run(plan, profile, opts, backbone: str, iterations: int, warm
     fields = ("throughput_env_steps_per_s", "iteration_time_s")
     at_probe = predict(plan, scaled, iterations=iterations, warmup=warmup, interval=False)
     unscaled = predict(plan, profile, iterations=iterations, warmup=warmup, interval=False)
-    r = probe.ratio
-    line = (f"predicted     {fmt_number(at_probe['throughput_env_steps_per_s'])} env steps/s before the run "
-            f"(host probe: env step x{r['env_step']:.2f}, reset x{r['env_reset']:.2f} of the profile; "
-            f"{fmt_number(unscaled['throughput_env_steps_per_s'])} with the profile as it is)")
+    line = before_line(at_probe["throughput_env_steps_per_s"], probe.ratio, unscaled["throughput_env_steps_per_s"])
     warnings = [w for w in [other_host(profile, backbone, opts.scale)] if w]
     share = profile.costs.env_cpu_share.get(plan.mode)
     if share is None:
@@ -281,6 +278,27 @@ def predict_before_run(plan, profile, opts, backbone: str, iterations: int, warm
                          "env_cpu_share_source": f"profile {profile.name}" if share else "none measured: 1.0"},
             "unscaled": {k: unscaled[k] for k in fields},
             "prediction": at_probe}  # the record's prediction: the run is judged by it, not simulated again
+
+
+def before_line(at_probe: float, ratio: dict, unscaled: float) -> str:
+    """--compare's line on stderr before the run: the prediction the run is judged by (the profile
+    scaled by the host probe's ``ratio``) and the profile's as it is."""
+    return (f"predicted     {fmt_number(at_probe)} env steps/s before the run "
+            f"(host probe: env step x{ratio['env_step']:.2f}, reset x{ratio['env_reset']:.2f} of the profile; "
+            f"{fmt_number(unscaled)} with the profile as it is)")
+
+
+def wrote_line(out: str | Path, profile: bool, tensorboard: bool) -> str:
+    return (f"wrote {out}/ (record.json, trace.json, plan.json{', profile.json' if profile else ''}"
+            f"{', tensorboard/' if tensorboard else ''})")
+
+
+def compare_output(record: dict, out: str | Path, tensorboard: bool) -> list[str]:
+    """What ``executor run --compare --no-progress`` prints on stdout for a finished run's
+    ``record`` (the summary, the comparison with its probe and diagnosis lines, where it wrote):
+    the docs' example is rendered from a stored record with it (tests/test_docs_examples.py)."""
+    return summary(record).splitlines() + [""] + comparison_table(record).splitlines() + [
+        wrote_line(out, True, tensorboard)]
 
 
 def add_probe(record: dict, before: dict) -> None:
@@ -465,8 +483,7 @@ def run(plan_arg, plan_opt, out, overwrite, iterations, warmup_iterations, compa
     if "error_pct" in record:
         click.echo("")
         click.echo(comparison_table(record))
-    tb = ", tensorboard/" if (run_dir.out / "tensorboard").is_dir() else ""
-    click.echo(f"wrote {run_dir.out}/ (record.json, trace.json, plan.json{', profile.json' if profile else ''}{tb})")
+    click.echo(wrote_line(run_dir.out, profile is not None, (run_dir.out / "tensorboard").is_dir()))
 
 
 # --rlinf-config on executor run: perfmodel's RLinf import hands the command its plan (issue 10).

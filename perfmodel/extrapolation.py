@@ -52,6 +52,13 @@ WORKLOAD_INTERVAL_NOTE = ("not widened: every calibrated point runs this one wor
                           "--from-rlinf-run)")
 
 
+# The same for a profile fitted to the user's runs (its calibrated workload is theirs, not the
+# published setup's).
+WORKLOAD_INTERVAL_NOTE_RUNS = ("not widened: the runs this profile was fitted to set its calibrated workload, and no "
+                               "cross-validation holds a workload out, so nothing measures the error at another; a "
+                               "run of yours at this workload does (perfmodel calibrate --from-rlinf-run)")
+
+
 def calibrated_workload(profile: Profile) -> dict[str, float]:
     """The workload a profile was calibrated at: its default workload (the published setup's for
     the bundled profiles: perfmodel/calibration/reference.py scales it with the GPUs at
@@ -84,5 +91,7 @@ def workload_extrapolation(plan: Plan, profile: Profile) -> dict[str, Any]:
         if value is not None and own is not None and value != own:
             beyond.append(field)
             now[field], cal = value, {**cal, field: own}
+    fitted_to_runs = isinstance(profile.provenance, dict) and bool(profile.provenance.get("runs"))
     return {"beyond_calibrated_workload": beyond, "calibrated_workload": cal,
-            "workload": {f: now[f] for f in beyond}, "workload_interval": WORKLOAD_INTERVAL_NOTE}
+            "workload": {f: now[f] for f in beyond},
+            "workload_interval": WORKLOAD_INTERVAL_NOTE_RUNS if fitted_to_runs else WORKLOAD_INTERVAL_NOTE}

@@ -91,8 +91,37 @@ def test_validate_json_on_reference():
         assert set(p) >= {"mode", "backbone", "gpus", "allocation_ratio", "published", "predicted", "error_pct"}
         assert p["error_pct"] == pytest.approx(100 * (p["predicted"] / p["published"] - 1))
     assert out["mape_pct"] == pytest.approx(sum(abs(p["error_pct"]) for p in out["points"]) / 30)
-    assert out["best_mode_agreement"]["groups"] == 6
+    a = out["best_mode_agreement"]
+    assert a["groups"] == 6
     assert -1 <= out["spearman"] <= 1
+    # a predicted tie is counted apart, never as a match (issue 41 item 10)
+    from perfmodel.calibration.validate import agreement_of
+
+    for g in a["per_group"]:
+        assert g["outcome"] == agreement_of(g["published_best"], g["predicted_best"])
+        assert g["match"] == (g["outcome"] == "agree")
+    assert a["matches"] == sum(g["outcome"] == "agree" for g in a["per_group"])
+    assert a["predicted_ties"] == sum(g["outcome"] == "tie" for g in a["per_group"])
+
+
+def test_validate_counts_a_predicted_tie_apart_from_agreeing():
+    """Issue 41 item 10: a predicted tie that includes the published best does not name it, so it
+    is counted apart (predicted_ties, 'TIE'), never as agreeing; one mode of a published tie, or
+    the same tied set, agrees."""
+    from perfmodel.calibration.validate import agreement_of
+    from perfmodel.commands.validate import format_validation
+
+    assert agreement_of(["streamer"], ["streamer"]) == "agree"
+    assert agreement_of(["streamer", "rollout_async"], ["streamer"]) == "agree"
+    assert agreement_of(["streamer", "rollout_async"], ["rollout_async", "streamer"]) == "agree"
+    assert agreement_of(["streamer"], ["rollout_async", "streamer"]) == "tie"
+    assert agreement_of(["streamer"], ["rollout_async"]) == "mismatch"
+    fake = {"points": [], "mape_pct": 1.0, "median_abs_error_pct": 1.0, "max_abs_error_pct": 1.0, "spearman": None,
+            "best_mode_agreement": {"matches": 0, "predicted_ties": 1, "groups": 1, "per_group": [
+                {"backbone": "pi05", "gpus": 8, "published_best": ["streamer"],
+                 "predicted_best": ["rollout_async", "streamer"], "match": False, "outcome": "tie"}]}}
+    text = format_validation(fake)
+    assert "agrees in 0/1" in text and "1 more a predicted tie" in text and "[TIE]" in text
 
 
 def _validate_points() -> list[dict]:

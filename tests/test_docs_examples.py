@@ -457,6 +457,40 @@ def test_executor_profile_example_is_the_bundled_profiles_summary():
                      "sync": round(p.node["intra_node_bw_GBps"], 2)}
 
 
+def test_executor_run_examples_are_rendered_from_a_stored_record():
+    """Issue 41 item 10: every `executor run ... --compare` example shows what the executor prints
+    (executor.cli.compare_output, the code the command runs) for the real run whose record is
+    stored beside the plan the example runs (examples/records/<name>/record.json): the current sign
+    convention (prediction / measurement - 1), the host probe and the diagnosis lines."""
+    from executor.cli import compare_output
+
+    shown = [ex for ex in ALL if ex.lang == "console" and ex.command.startswith("executor run ")
+             and "--compare" in ex.command]
+    assert {ex.doc.name for ex in shown} >= {"README.md", "executor.md"}
+    for ex in shown:
+        words = program_args(ex.command)
+        plan = Path(words[2])
+        assert plan.parts[:2] == ("examples", "records") and plan.name == "plan.json", ex.where
+        stored = ROOT / plan.parent
+        record = json.loads((stored / "record.json").read_text())
+        assert record["source"] == "executor" and record["status"] == "ok"
+        assert record["error_pct"] == pytest.approx(100 * (record["predicted_throughput_env_steps_per_s"]
+                                                           / record["throughput_env_steps_per_s"] - 1))
+        out = words[words.index("--out") + 1]
+        actual = compare_output(record, out, (stored / "tensorboard").is_dir())
+        assert any(ln.startswith("host probe:") for ln in actual)
+        assert any(ln.startswith("diagnosis:") for ln in actual)
+        if not matches(list(ex.expected), actual):
+            pytest.fail(mismatch(ex, actual), pytrace=False)
+
+
+def test_own_runs_cites_no_file_outside_the_repository():
+    """Issue 41 item 10: a user reading docs/own-runs.md has the repository, not this project's
+    shared folder; what RLinf writes is cited from RLinf's own source."""
+    text = (ROOT / "docs" / "own-runs.md").read_text()
+    assert "../shared" not in text and "/work/" not in text
+
+
 def test_matcher_elisions():
     out = ["a 1.25", "b", "c", "a very long line that wraps", "d"]
     assert matches(["a 1.26", "...", "a very long", "line that wraps", "d"], out)

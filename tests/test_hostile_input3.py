@@ -139,6 +139,20 @@ def test_an_incomplete_last_record_is_said(tmp_path: Path) -> None:
     f.write_bytes(f.read_bytes()[:-7])  # step 20's only record, cut
     r = _read(d)
     assert len(r.steps) == 20 and r.truncated and "incomplete" in r.truncated[0]
+    # calibrate warns for it before fitting (issue 41 item 8: it was used silently); stopped there
+    from perfmodel.calibration.from_runs import calibrate_command
+
+    class Warned(Exception):
+        pass
+
+    def echo(message: str = "", err: bool = False) -> None:
+        if message.startswith("warning:"):
+            raise Warned(message)
+
+    with pytest.raises(Warned, match="incomplete") as w:
+        calibrate_command([str(d)], "--from-rlinf-run", out_dir=str(tmp_path / "p"), cpu_cores_per_node=None,
+                          max_evals=1, as_json=False, quiet=False, name=None, command="test", echo=echo)
+    assert f.name in str(w.value) and "the steps before it are used" in str(w.value)
 
 
 def test_two_runs_in_one_folder_are_refused(tmp_path: Path) -> None:

@@ -4,11 +4,11 @@ said when not given; and more of a resource never predicts less."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, assume, example, given, settings, strategies as st
 
 from perfmodel.calibration.reference import published_plan
 from perfmodel.costs import StageCosts
@@ -44,56 +44,101 @@ def _value(resource: str, u: float) -> float:
     return round(v) if whole else v
 
 
-# derandomized, no example database (as tests/fuzzing.py): the same 40 cases every run (they change
-# only with this test or Hypothesis's version), so no run fails at random on the known case below
-# and then replays it from a stored database on that machine
-@settings(max_examples=40, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.filter_too_much])
-@given(backbone=st.sampled_from(["pi05", "gr00t_n15"]),
-       mode=st.sampled_from(["colocated", "disaggregated", "train_async", "rollout_async", "streamer"]),
-       ratio=st.sampled_from(["1:1", "3:1", "1:3"]), envs_per_gpu=st.sampled_from([4, 6, 8, 12, 16, 24, 48]),
-       resource=st.sampled_from(sorted(RESOURCES)), u=st.floats(0, 1), v=st.floats(0, 1))
-# issue 32's case (96 -> 128 cores lost 9 % before the groups were staggered), and two more the
-# in-phase groups lost at (6 envs per GPU: 96 -> 112 cores; 12: 176 -> 192)
-@example(backbone="pi05", mode="rollout_async", ratio="1:1", envs_per_gpu=8, resource="cpu_cores_per_node",
-         u=80 / 240, v=112 / 240)
-@example(backbone="pi05", mode="streamer", ratio="1:1", envs_per_gpu=6, resource="cpu_cores_per_node",
-         u=80 / 240, v=96 / 240)
-@example(backbone="pi05", mode="rollout_async", ratio="1:3", envs_per_gpu=6, resource="cpu_cores_per_node",
-         u=160 / 240, v=176 / 240)
-def test_more_of_a_resource_never_predicts_less(backbone, mode, ratio, envs_per_gpu, resource, u, v) -> None:
+def side_by_side(plan, profile) -> int:
+    """How many of an env worker's groups step at once: its cores go to them in whole blocks
+    (perfmodel/sim/workers.py EnvWorker: a group takes min(its envs, the worker's cores) cores)."""
+    c = StageCosts(plan, profile)
+    group = c.env_cores_used(plan.placement.envs_per_group)
+    return min(plan.placement.env_groups, int(c.cores_per_worker // group + 1e-9))
+
+
+# The one place where more of a resource may predict less (docs/metrics.md, "Where more of a
+# resource predicts less"): more CPU cores that change how many of a worker's env groups step side
+# by side. There the rollout's phases shift; the loss is bounded by MAX_PACKING_LOSS. Anywhere
+# else, and for every other resource, more never predicts less.
+MAX_PACKING_LOSS = 0.10
+SEEDS = range(5)
+CASES_PER_SEED = 8
+BACKBONES = ["pi05", "gr00t_n15"]
+MODE_NAMES = ["colocated", "disaggregated", "train_async", "rollout_async", "streamer"]
+RATIOS = ["1:1", "3:1", "1:3"]
+ENVS_PER_GPU = [4, 6, 8, 12, 16, 24, 48]
+
+
+def _plan(backbone: str, mode: str, ratio: str, envs_per_gpu: int):
     profile = load_profile(backbone)
     gpus = 32
     plan = published_plan(profile, mode, gpus, None if mode == "colocated" else "1:1")
     if mode != "colocated":
         plan = plan.with_(allocation_ratio=ratio)
-    plan = plan.with_(workload=replace(plan.workload, total_num_envs=envs_per_gpu * gpus))
-    a, b = sorted((_value(resource, u), _value(resource, v)))
-    assume(a < b)
-    low = _throughput(plan.with_(cluster=replace(plan.cluster, **{resource: a})), profile)
-    assume(low is not None)
-    high = _throughput(plan.with_(cluster=replace(plan.cluster, **{resource: b})), profile)
+    return plan.with_(workload=replace(plan.workload, total_num_envs=envs_per_gpu * gpus)), profile
+
+
+def more_predicts_less(backbone, mode, ratio, envs_per_gpu, resource, a, b) -> tuple[float, float, bool] | None:
+    """(throughput with less, with more, whether the packing of env groups changes between
+    them), or None where the plan does not fit with less."""
+    plan, profile = _plan(backbone, mode, ratio, envs_per_gpu)
+    lo_plan = plan.with_(cluster=replace(plan.cluster, **{resource: a}))
+    hi_plan = plan.with_(cluster=replace(plan.cluster, **{resource: b}))
+    low = _throughput(lo_plan, profile)
+    if low is None:
+        return None
+    high = _throughput(hi_plan, profile)
     assert high is not None, f"{resource} {a} -> {b} made the plan not fit"
-    assert high >= low * (1 - 1e-9), f"{resource} {a} -> {b}: {low:.2f} -> {high:.2f} env steps/s"
+    return low, high, side_by_side(lo_plan, profile) != side_by_side(hi_plan, profile)
 
 
-@pytest.mark.xfail(strict=False, reason="known: a worker's env groups take its cores in whole blocks (docs/model.md, "
-                                       "What it assumes); the OS shares them, which no block packing reproduces. "
-                                       "Not strict: on the profiles fitted to all 30 points this case no longer "
-                                       "loses throughput (its phases shift elsewhere), though the packing is unchanged")
-def test_known_case_where_more_cores_predict_less() -> None:
-    """Found by the property test above when it explored at random (it now runs a fixed,
-    derandomized set of 40 cases plus its @examples, which pass; this case is kept here):
-    gr00t_n15, rollout_async 1:1 on 32 GPUs at 16 envs per GPU, 4 groups of 8 envs on each
-    worker. From 184 to 192 cores a node (23 -> 24 cores a worker), a third group's 8 cores fit
-    beside two others, and the rollout's phases shift: 1330.93 -> 1269.87 env steps/s (-4.6 %),
-    with the envs' cores half idle. Strict: it fails the day the cores are shared as the OS does."""
-    profile = load_profile("gr00t_n15")
-    plan = published_plan(profile, "rollout_async", 32, "1:1")
-    plan = plan.with_(workload=replace(plan.workload, total_num_envs=16 * 32))
-    low, high = (_throughput(plan.with_(cluster=replace(plan.cluster, cpu_cores_per_node=c)), profile)
-                 for c in (184, 192))
+@pytest.mark.parametrize("seed", SEEDS)
+def test_more_of_a_resource_never_predicts_less(seed) -> None:
+    """The property over random cases, several seeds (issue 41 item 10): more of a resource never
+    predicts less, except where more cores change how many env groups step side by side (then
+    within MAX_PACKING_LOSS). Each seed draws its own CASES_PER_SEED cases; a failure names them."""
+    rng = random.Random(seed)
+    checked = 0
+    for _ in range(CASES_PER_SEED):
+        case = (rng.choice(BACKBONES), rng.choice(MODE_NAMES), rng.choice(RATIOS), rng.choice(ENVS_PER_GPU))
+        resource = rng.choice(sorted(RESOURCES))
+        a, b = sorted((_value(resource, rng.random()), _value(resource, rng.random())))
+        if a >= b:
+            continue
+        got = more_predicts_less(*case, resource, a, b)
+        if got is None:
+            continue
+        low, high, packing = got
+        checked += 1
+        what = f"seed {seed}: {case} {resource} {a} -> {b}: {low:.2f} -> {high:.2f} env steps/s"
+        if high >= low * (1 - 1e-9):
+            continue
+        assert resource == "cpu_cores_per_node" and packing, f"more predicts less outside the packing step: {what}"
+        assert high >= low * (1 - MAX_PACKING_LOSS), f"the packing step loses more than {MAX_PACKING_LOSS:.0%}: {what}"
+    assert checked >= CASES_PER_SEED // 2
+
+
+def test_the_doc_states_the_bound_the_property_test_holds() -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "metrics.md").read_text()
+    section = text.split("## Where more of a resource predicts less", 1)[1].split("\n## ", 1)[0]
+    assert f"at most {100 * MAX_PACKING_LOSS:.0f} %" in section and "tests/test_node.py" in section
+
+
+# issue 32's case (96 -> 128 cores lost 9 % before the groups were staggered), and two more the
+# in-phase groups lost at (6 envs per GPU: 96 -> 112 cores; 12: 176 -> 192): no loss at all now
+@pytest.mark.parametrize("backbone,mode,ratio,envs_per_gpu,a,b", [
+    ("pi05", "rollout_async", "1:1", 8, 96, 128), ("pi05", "streamer", "1:1", 6, 96, 112),
+    ("pi05", "rollout_async", "1:3", 6, 176, 192)])
+def test_the_in_phase_cases_no_longer_lose(backbone, mode, ratio, envs_per_gpu, a, b) -> None:
+    low, high, _ = more_predicts_less(backbone, mode, ratio, envs_per_gpu, "cpu_cores_per_node", a, b)
     assert high >= low * (1 - 1e-9), f"{low:.2f} -> {high:.2f}"
+
+
+def test_the_known_case_is_a_packing_step_within_its_bound() -> None:
+    """gr00t_n15, rollout_async 1:1 on 32 GPUs at 16 envs per GPU, 4 groups of 8 envs on each
+    worker: from 184 to 192 cores a node (23 -> 24 cores a worker) a third group's 8 cores fit
+    beside two others. The property test found it losing 4.6 % on the profiles fitted to 16
+    points; it is the documented packing step (docs/metrics.md), so it loses at most
+    MAX_PACKING_LOSS."""
+    low, high, packing = more_predicts_less("gr00t_n15", "rollout_async", "1:1", 16, "cpu_cores_per_node", 184, 192)
+    assert packing
+    assert high >= low * (1 - MAX_PACKING_LOSS), f"{low:.2f} -> {high:.2f}"
 
 
 @pytest.mark.skipif(not PI05_CONFIG.is_file(), reason="the reference RLinf configs are not beside the checkout")

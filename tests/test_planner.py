@@ -230,6 +230,12 @@ def test_best_over_runner_up_and_colocated_as_intervals_of_the_ratio():
     assert choice["colocated_ratio"] == r  # here the runner-up is colocated
     assert ("the model orders the two" if r["resolved"] else "the model cannot order") in choice["explanation"]
     assert f"{100 * (r['low'] - 1):+.1f}%..{100 * (r['high'] - 1):+.1f}%" in choice["explanation"]
+    # the plain-text plan says 'interval includes 0' as the emitted header does (issue 41 item 9)
+    from perfmodel.commands.plan import plan_lines
+    from perfmodel.planning.choice import choice_summary
+
+    over = [ln for ln in plan_lines(choice_summary(choice)) if ln.startswith("Over the runner-up")]
+    assert len(over) == 1 and ("the interval includes 0" in over[0]) == (r["resolved"] is False), over
     # From a sweep file alone (no profile) there is no ratio, and nothing claims one.
     assert choose(doc, 16, "throughput")["runner_up_ratio"] is None
 

@@ -485,7 +485,104 @@ def test_a_run_directory_is_read_through_its_record(tmp_path):
     (run / "record.json").unlink()
     with pytest.raises(ConfigError) as e:
         load_kind("--run", str(run))
-    assert e.value.field == "--run" and "calibrate --from-rlinf-run" in e.value.message
+    assert e.value.field == "--run" and "neither an executor record" in e.value.message
+    assert "an RLinf run" in e.value.message
+
+
+def _rlinf_run(folder: Path, thr: float) -> Path:
+    """A run folder in RLinf's layout (config.yaml and tensorboard timers, written with torch's
+    SummaryWriter as RLinf does): pi0.5 colocated on 8 GPUs at ``thr`` env steps/s, a slow first
+    step (warm-up). Returns the folder read_run reads (its tensorboard/)."""
+    pytest.importorskip("tensorboard")
+    pytest.importorskip("torch")
+    from executor.runtime.rlinf_log import write_run
+    from perfmodel.rlinf.emit import emit_yaml
+    from perfmodel.rlinf.logs import STEP_KEY
+    from perfmodel.schema.profile import load_profile
+
+    plan = published_plan(load_profile("pi05"), "colocated", 8, None)
+    it = plan.workload.env_steps_per_iteration / thr
+    return write_run(folder / "tensorboard", emit_yaml(plan, "pi05"), [{STEP_KEY: 3 * it}] + [{STEP_KEY: it}] * 3)
+
+
+def _runs_profile(tmp_path: Path, run_dir: Path, measured: float, fitted: float) -> Path:
+    """TEST FIXTURE: the bundled pi0.5 profile with a provenance as calibrate --from-rlinf-run
+    writes one (the run it was fitted to, its fit points): hand-written numbers, no fit."""
+    from perfmodel.schema.profile import load_profile
+
+    d = json.loads(json.dumps(load_profile("pi05").to_dict()))
+    d["name"] = "pi05_cluster"
+    steps = 384 * 480
+    d["provenance"]["runs"] = [{"path": str(run_dir), "mode": "colocated", "gpus": 8,
+                                "env_steps_per_iteration": steps}]
+    d["provenance"]["fit"] = {"points": [
+        {"run": 0, "kind": "throughput", "mode": "colocated", "gpus": 8, "measured": measured, "predicted": fitted,
+         "error_pct": 100 * (fitted / measured - 1)},
+        {"run": 0, "kind": "actor_training", "mode": "colocated", "gpus": 8, "measured": 2 * measured,
+         "predicted": 2 * fitted, "error_pct": 100 * (fitted / measured - 1)}]}
+    return write_json(tmp_path / "pi05_cluster.json", d)
+
+
+def test_an_rlinf_run_directory_is_a_run_compared_with_its_prediction(tmp_path):
+    """Issue 41 item 6: --run takes an RLinf run directory (perfmodel.rlinf.logs reads it, as
+    calibrate does): its measured throughput against its plan predicted on the report's profile
+    (here the bundled one); a directory that is neither kind is one line naming --run."""
+    from analysis.inputs import Inputs, load_kind
+
+    run = _rlinf_run(tmp_path / "r", 200.0)
+    doc = load_kind("--run", str(tmp_path / "r"))
+    assert doc["source"] == "rlinf" and (doc["mode"], doc["gpus"]) == ("colocated", 8)
+    assert doc["throughput_env_steps_per_s"] == pytest.approx(200.0) and doc["run_dir"] == str(run)
+    pts = comparison_points(Inputs(runs=[(str(tmp_path / "r"), doc)]))
+    from perfmodel.schema.plan import Plan
+
+    want = predict(Plan.from_dict(doc["plan"]), load_profile_("pi05"), interval=False)["throughput_env_steps_per_s"]
+    assert len(pts) == 1 and pts[0]["prediction_source"] == "profile pi05"
+    assert pts[0]["predicted"] == pytest.approx(want, rel=1e-6)
+    assert pts[0]["error_pct"] == pytest.approx(100 * (want / 200.0 - 1), rel=1e-6)
+
+
+def load_profile_(name):
+    from perfmodel.schema.profile import load_profile
+
+    return load_profile(name)
+
+
+def test_a_runs_profile_is_checked_against_its_own_runs(tmp_path):
+    """Issue 41 item 6: a sweep made with a profile fitted to the user's runs is checked against
+    those runs (its provenance's fit points: in-sample, said so), not against the published
+    points of another workload unless --reference-profile asks; an RLinf run it was fitted to is
+    compared with the fit's own prediction, once."""
+    from analysis.inputs import Inputs, load_kind
+    from analysis.report import Built, calibration_rows, run_validation, tables, validation_notes
+
+    run = _rlinf_run(tmp_path / "r", 200.0)
+    path = _runs_profile(tmp_path, run, 200.0, 210.0)
+    sweep = ("s.json", {"backbone": "pi05", "spec": {"profile_ref": str(path)}})
+    (tmp_path / "ref.csv").write_text(REFERENCE_CSV)  # pi0.5 points only: a few simulations
+    ref = [str(tmp_path / "ref.csv")]
+    v, _, why = run_validation(Inputs(sweeps=[sweep], references=ref))
+    assert v is None and "pi05_cluster was fitted to your runs" in why
+    v, used, _ = run_validation(Inputs(sweeps=[sweep], references=ref, reference_profiles={"pi05": str(path)}))
+    assert v is not None and used["pi05"].name == "pi05_cluster"  # asked for: compared, not in-sample
+    assert not dec.in_sample(v, used)
+    # its own calibration data: the run it was fitted to, in seconds and as a comparison point
+    inp = Inputs(predictions=[("p.json", {"profile": str(path)})])
+    rows = calibration_rows(load_profile_(str(path)))
+    assert [r["timer"] for r in rows] == ["time/step", "time/actor_training"]
+    assert rows[0]["error_pct"] == pytest.approx(100 * (200.0 / 210.0 - 1))  # seconds: fitted / measured - 1
+    b = Built()
+    b.comparison = comparison_points(inp)
+    assert len(b.comparison) == 1 and b.comparison[0]["prediction_source"].startswith("in-sample")
+    assert b.comparison[0]["error_pct"] == pytest.approx(5.0)
+    assert any(t.startswith("Calibration data of profile pi05_cluster") for t, *_ in tables(inp, b))
+    notes = " ".join(validation_notes(inp, b))
+    assert "fitted to 1 run of yours" in notes and "fitted to these" not in notes
+    # the same run given with --run: the fit's prediction, in-sample, and the point once
+    doc = load_kind("--run", str(tmp_path / "r"))
+    pts = comparison_points(Inputs(predictions=[("p.json", {"profile": str(path)})], runs=[("r", doc)]))
+    assert len(pts) == 1 and pts[0]["predicted"] == pytest.approx(210.0)
+    assert pts[0]["prediction_source"] == "in-sample: profile pi05_cluster was fitted to this run"
 
 
 def test_a_profile_fitted_to_runs_is_not_in_sample_on_the_published_points():

@@ -560,3 +560,25 @@ def test_simulated_throughput_is_simulate_s_bit_for_bit(scenario_dict, mode):
             assert simulate(plan, p, seed=seed).utilization == full.utilization  # spans as recorded afresh
             ran += 1
     assert ran >= 4  # the knobs' plans run (none refused wholesale)
+
+
+def test_a_measured_profiles_bound_holds_for_its_mean_costs_and_its_draws_scatter_about_it():
+    """Issue 41 item 10: `predict --profile pi05_tiny_cpu --mode disaggregated --gpus 2` gave 4.19
+    env steps/s against a bound of 4.16. The bound is on mean costs: with the profile's mean costs
+    (its variability set to 0) the simulation stays under it. With its measured variability each
+    duration is a mean-preserving draw, and one replication's short window can end above the
+    bound by that noise (docs/metrics.md, "Throughput and iteration time"); the replications'
+    95 % interval of the mean reaches down to the bound."""
+    from dataclasses import replace
+
+    from perfmodel.schema.profile import Variability, load_profile
+
+    prof = load_profile("pi05_tiny_cpu")
+    assert prof.variability.any
+    plan = published_plan(prof, "disaggregated", 2, None)
+    mean_costs = replace(prof, variability=Variability())
+    b_mean = bound(StageCosts(plan, mean_costs)).throughput_env_steps_per_s
+    assert simulate(plan, mean_costs).throughput_env_steps_per_s <= b_mean * (1 + 1e-9)
+    b = bound(StageCosts(plan, prof)).throughput_env_steps_per_s  # its lock-step barrier in the mean
+    lo, _ = predict(plan, prof, replications=8, interval=False)["throughput_ci95"]
+    assert lo <= b

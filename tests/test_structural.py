@@ -224,6 +224,32 @@ def test_predict_rows_and_sweep_lines_name_the_alternative():
     assert "To settle it" in lines[0] and "To settle it" not in lines[1]
 
 
+def test_node_advice_only_for_plans_across_nodes_and_never_the_runs_already_fitted():
+    """Issue 41 item 9: a plan on one node gets no advice to time a second node; a plan across
+    nodes does; a profile fitted to runs that span nodes is not told to collect multi-node runs
+    (it is told they did not tell the members apart). Unit level (no simulation)."""
+    from perfmodel.calibration.structural import SETTLE, SETTLE_MEASURE, runs_nodes_of, settle_text
+
+    for mech in SETTLE:
+        assert settle_text(mech, plan_nodes=1) == ""
+        assert settle_text(mech, plan_nodes=4) == SETTLE[mech]
+        assert settle_text(mech, plan_nodes=4, runs_nodes=[1]) == SETTLE[mech]  # one-node runs: say so
+        two = settle_text(mech, plan_nodes=4, runs_nodes=[1, 2])
+        assert two.startswith(SETTLE_MEASURE[mech]) and "multi-node runs" not in two and "on 1, 2 node(s)" in two
+    iv = {"low": 90.0, "high": 110.0, "coverage": 0.9, "method": "m", "components_pct": {}}
+    members = [(Member("intake", {"intake_s": 1.0}, 1.0, 1.0), 80.0)]
+    one = with_members(iv, 100.0, members, beyond=True, plan_nodes=1)
+    assert "second node" not in note(one) and "To settle it" not in note(one)
+    four = with_members(iv, 100.0, members, beyond=True, plan_nodes=4)
+    assert "second node" in note(four)
+    # the node counts of a runs profile: stored by calibrate, else from its runs
+    prof = load_profile("pi05")
+    assert runs_nodes_of(prof) == []
+    runs = replace(prof, provenance={**prof.provenance, "structural": {}, "node_facts": {"gpus_per_node": 8},
+                                     "runs": [{"gpus": 8}, {"gpus": 16}]})
+    assert runs_nodes_of(runs) == [1, 2]
+
+
 def test_ratio_interval_joins_the_members_ratios():
     """plan's comparison: beyond the calibrated scale the ratio of two plans is joined with its
     value under each member, and resolved only if all agree; on one node it is today's."""

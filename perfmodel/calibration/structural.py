@@ -35,17 +35,54 @@ from perfmodel.schema.profile import Profile
 # two mechanisms that agree on every calibrated point.
 TOLERANCE_PP = 0.5
 
-# What would pin each mechanism: a measurement the published points lack.
-SETTLE = {
+# What would pin each mechanism: a measurement the published points lack (across two nodes),
+# or runs of the user's own that span nodes.
+SETTLE_MEASURE = {
     "channel": "time a channel put/get of one observation batch between two nodes (executor profile --comm across "
-               "two nodes), or fit your own multi-node runs (perfmodel calibrate --from-rlinf-run)",
+               "two nodes)",
     "sync_fanout": "time one weight sync to 2, 4 and 8 generators across two nodes with NCCL_P2P_DISABLE=1 "
-                   "(executor profile --comm across two nodes), or your own multi-node runs",
+                   "(executor profile --comm across two nodes)",
     "intake": "time an actor rank on a second node getting one global batch of trajectories from the node-0 "
-              "channel (executor profile --comm across two nodes), or your own runs with the actor on two nodes",
+              "channel (executor profile --comm across two nodes)",
     "ring": "time an all-gather over 8 and 16 ranks across two nodes with NCCL_P2P_DISABLE=1 "
-            "(executor profile --comm --comm-ranks 8,16 across two nodes), or your own multi-node runs",
+            "(executor profile --comm --comm-ranks 8,16 across two nodes)",
 }
+SETTLE_RUNS = {
+    "channel": "fit your own multi-node runs (perfmodel calibrate --from-rlinf-run)",
+    "sync_fanout": "your own multi-node runs",
+    "intake": "your own runs with the actor on two nodes",
+    "ring": "your own multi-node runs",
+}
+SETTLE = {k: f"{SETTLE_MEASURE[k]}, or {SETTLE_RUNS[k]}" for k in SETTLE_MEASURE}
+
+
+def runs_nodes_of(profile: Profile) -> list[int]:
+    """The node counts of the runs a profile was fitted to (calibrate --from-rlinf-run), or []
+    for a profile fitted to the published points (or measured)."""
+    prov = profile.provenance if isinstance(profile.provenance, dict) else {}
+    stored = (prov.get("structural") or {}).get("runs_nodes") if isinstance(prov.get("structural"), dict) else None
+    if isinstance(stored, list) and stored:
+        return sorted({int(n) for n in stored})
+    runs = prov.get("runs") if isinstance(prov.get("runs"), list) else []
+    per_node = int((prov.get("node_facts") or {}).get("gpus_per_node") or profile.node.get("gpus_per_node") or 8)
+    return sorted({math.ceil(int(r["gpus"]) / per_node) for r in runs if isinstance(r, dict) and r.get("gpus")})
+
+
+def settle_text(mechanism: str, plan_nodes: int | None = None, runs_nodes: list[int] | None = None) -> str:
+    """What would pin ``mechanism`` for a plan on ``plan_nodes`` nodes: nothing about nodes for a
+    plan on one node (issue 41: no advice to time a second node for an 8-GPU plan), and never
+    runs of the kind the profile was already fitted to (``runs_nodes``: its runs' node counts;
+    runs across nodes that still cannot tell the members apart are said so instead)."""
+    if plan_nodes is None:
+        return SETTLE.get(mechanism, "")
+    if plan_nodes <= 1:
+        return ""
+    if runs_nodes and max(runs_nodes) > 1:
+        return (f"{SETTLE_MEASURE.get(mechanism, '')} (the runs this profile was fitted to, on "
+                f"{', '.join(map(str, runs_nodes))} node(s), do not tell them apart)")
+    return SETTLE.get(mechanism, "")
+
+
 WHAT = {
     "none": "nothing grows with the workers beyond today's terms",
     "channel": "the node-0 data channel's hops",
@@ -143,7 +180,8 @@ def member_throughputs(plan: Plan, profile: Profile, run: Callable[[Plan, Profil
 
 
 def with_members(iv: dict[str, Any], throughput: float, members: list[tuple[Member, float]],
-                 beyond: bool = True, model_sd_log: float = 0.0) -> dict[str, Any]:
+                 beyond: bool = True, model_sd_log: float = 0.0, plan_nodes: int | None = None,
+                 runs_nodes: list[int] | None = None) -> dict[str, Any]:
     """``iv`` (the profile's own interval around ``throughput``) joined with the same interval
     around each member's throughput: the envelope. Adds ``structural`` (each member's
     throughput and difference, the one that drives the width, what would settle it) and
@@ -152,7 +190,8 @@ def with_members(iv: dict[str, Any], throughput: float, members: list[tuple[Memb
     where some member differs by more than the residual model error (``model_sd_log``, one sd):
     there every member fits the same points, and their differences at the published setups
     (1.6 % at most for the bundled ensemble) are the fits' own scatter, which the interval's
-    model-error term already holds; the interval stays as narrow as without members."""
+    model-error term already holds; the interval stays as narrow as without members.
+    ``plan_nodes`` and ``runs_nodes`` choose what each member's ``settle`` says (settle_text)."""
     if not members or throughput <= 0:
         return iv
     if not beyond and all(abs(math.log(thr / throughput)) <= model_sd_log for _, thr in members if thr > 0):
@@ -165,7 +204,7 @@ def with_members(iv: dict[str, Any], throughput: float, members: list[tuple[Memb
         lo_m, hi_m = _joined(iv, throughput, thr)
         low, high = min(low, lo_m), max(high, hi_m)
     rows = [{"mechanism": m.mechanism, "end": m.end, "throughput": thr, "differs_pct": 100.0 * (thr / throughput - 1.0),
-             "group_out_mape_pct": m.group_out_mape_pct, "settle": SETTLE.get(m.mechanism, "")}
+             "group_out_mape_pct": m.group_out_mape_pct, "settle": settle_text(m.mechanism, plan_nodes, runs_nodes)}
             for m, thr in members]
     widest = max(rows, key=lambda r: abs(math.log(r["throughput"] / throughput)) if r["throughput"] > 0 else 0.0)
     out = _with_ends(iv, throughput, low, high)
@@ -214,7 +253,8 @@ def note(iv: dict[str, Any] | None, threshold_pct: float = 1.0, settle: bool = T
         return None
     return (f"the calibration cannot tell today's fit from one in which {WHAT.get(s['drives_width'], s['drives_width'])} "
             f"grow with the workers (its other parameters refitted with it); they differ by {abs(s['differs_pct']):.0f} % "
-            f"at this plan (the interval holds both)" + (f". To settle it: {s['settle']}" if settle else ""))
+            f"at this plan (the interval holds both)" + (f". To settle it: {s['settle']}" if settle and s.get("settle")
+                                                          else ""))
 
 
 # --------------------------------------------------------------------------------------------

@@ -567,12 +567,13 @@ def prediction_interval(plan: Plan, profile: Profile, throughput: float, run: Ca
     if other_end is not None:
         iv = with_gpu_type_bracket(iv, throughput, other_end)
     # the structural alternatives the calibration admits (perfmodel.calibration.structural)
-    from perfmodel.calibration.structural import member_throughputs, with_members
+    from perfmodel.calibration.structural import member_throughputs, runs_nodes_of, with_members
 
     unc = profile.uncertainty
     beyond = bool(ext.get("beyond_calibrated_gpus") or ext.get("beyond_calibrated_nodes"))
     iv = with_members(iv, throughput, member_throughputs(plan, profile, run), beyond,
-                      unc.residual_sd_log if unc is not None else 0.0)
+                      unc.residual_sd_log if unc is not None else 0.0, plan_nodes=plan.cluster.nodes,
+                      runs_nodes=runs_nodes_of(profile))
     # a backbone no published point calibrates: its per-backbone parameters' joint corners (issue 31;
     # none for a calibrated backbone's profile, which then need not import the module)
     if profile.backbone_uncalibrated:

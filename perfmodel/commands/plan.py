@@ -406,7 +406,8 @@ def plan_lines(summary: dict[str, Any]) -> list[str]:
                         if set(tied) == {"rollout_async", "streamer"} else "") + ".")
     elif ratio is not None:
         verdict = ("measurement spread only" if ratio["resolved"] is None else
-                   "the model orders the two" if ratio["resolved"] else "the model cannot order the two")
+                   "the model orders the two" if ratio["resolved"] else
+                   "the interval includes 0, so the model cannot order the two")  # as the emitted header says
         lines.append(f"Over the runner-up ({runner['mode']}): {100 * (ratio['ratio'] - 1):+.1f}% {ratio['measure']} "
                      f"({_percent_interval(ratio)}): {verdict}{_with_changes(changes.get('over_runner_up'))}.")
     elif margin and not margin["resolvable"]:

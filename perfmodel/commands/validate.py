@@ -74,9 +74,12 @@ def format_validation(res: dict[str, Any]) -> str:
                  f"held-out): MAPE {res['mape_pct']:.2f}%  median |error| {res['median_abs_error_pct']:.2f}%  "
                  f"max |error| {res['max_abs_error_pct']:.2f}%")
     spearman = "n/a (fewer than 2 distinct points)" if res["spearman"] is None else f"{res['spearman']:.3f}"
-    lines.append(f"best mode agrees in {a['matches']}/{a['groups']} (backbone, gpus) groups; Spearman {spearman}")
+    ties = a.get("predicted_ties", 0)
+    lines.append(f"best mode agrees in {a['matches']}/{a['groups']} (backbone, gpus) groups"
+                 + (f", {ties} more a predicted tie that includes it (not counted as agreeing)" if ties else "")
+                 + f"; Spearman {spearman}")
     for g in a["per_group"]:
-        mark = "ok" if g["match"] else "MISMATCH"
+        mark = {"agree": "ok", "tie": "TIE"}.get(g.get("outcome", "agree" if g["match"] else "mismatch"), "MISMATCH")
         lines.append(f"  {g['backbone']} {g['gpus']} GPUs: published best {' = '.join(g['published_best'])}, "
                      f"predicted best {' = '.join(g['predicted_best'])} [{mark}]")
     return "\n".join(lines)
