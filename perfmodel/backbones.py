@@ -405,8 +405,8 @@ class DsrlNets:
     OpenPi0Config's defaults, which RLinf's LIBERO DSRL configs set again): an actor and a critic
     image encoder (LightweightImageEncoder64: the agent-view image resized to 64 x 64, four 3x3
     convolutions of 32 filters, the first with stride 2, then a linear layer from 32 x 32 x 32
-    to the latent), two state encoders, a Gaussian noise policy (an MLP to the action noise per
-    horizon step) and ``q_heads`` Q networks. The VLA's weights are frozen (``freeze_vlm``)."""
+    to the latent), two state encoders, a Gaussian noise policy (an MLP to the mean and log-std of
+    the action noise) and ``q_heads`` Q networks. The VLA's weights are frozen (``freeze_vlm``)."""
 
     state_dim: int = 8  # openpi.dsrl_state_dim
     noise_dim: int = 32  # openpi.dsrl_action_noise_dim
@@ -414,7 +414,6 @@ class DsrlNets:
     image_latent: int = 64  # openpi.dsrl_image_latent_dim
     state_latent: int = 64  # openpi.dsrl_state_latent_dim
     hidden: tuple[int, ...] = (128, 128, 128)  # openpi.dsrl_hidden_dims
-    horizon: int = 10  # the model's action_horizon (openpi.action_chunk)
     image_px: int = 64  # LightweightImageEncoder64
     filters: int = 32
 
@@ -438,7 +437,7 @@ class DsrlNets:
         return self.q_heads * self._mlp_params(dims)
 
     def policy_params(self) -> int:
-        dims = [self.state_latent + self.image_latent, *self.hidden, 2 * self.noise_dim * self.horizon]
+        dims = [self.state_latent + self.image_latent, *self.hidden, 2 * self.noise_dim]  # mean and log-std
         return self._mlp_params(dims)
 
     @property

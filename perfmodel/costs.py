@@ -48,7 +48,7 @@ def policy_shape_scales(plan: Plan, profile: Profile) -> tuple[float, float] | N
     # DAgger on one velocity evaluation (sft_train_flops), DSRL only its small nets (DsrlNets):
     # none of them the denoising chain.
     train = {"nft": new.nft_train_flops, "dagger": new.sft_train_flops,
-             "dsrl": DsrlNets(horizon=new.action_chunk).train_flops}.get(algo, new.train_flops)()
+             "dsrl": DsrlNets().train_flops}.get(algo, new.train_flops)()
     return new.inference_flops() / own.inference_flops(), train / own.train_flops()
 
 
@@ -360,7 +360,7 @@ class StageCosts:
             return None
         part = self.plan.trained_part if spec.has_action_expert else default_trained_part(spec)
         spec = with_denoising(with_trained_part(spec, part), self.plan.denoising_steps, self.plan.action_horizon)
-        return spec, DsrlNets(horizon=spec.action_chunk)
+        return spec, DsrlNets()
 
     def soft_update_s(self) -> float:
         """DSRL's target-model EMA at every gradient step, over every parameter of the model, the
@@ -448,10 +448,11 @@ class StageCosts:
         if self.full_shard:
             adam /= self.plan.actor_gpus
         if self.dsrl is not None:
-            # a DSRL gradient step clips and steps two optimizers (the critic's and the actor's;
-            # the temperature's is one scalar) and soft-updates the target model
-            # (fsdp_sac_policy_worker.py update_one_epoch)
-            return self.allreduce_s() + adam + 2 * c.optimizer_fixed_s + self.soft_update_s()
+            # a DSRL gradient step (fsdp_sac_policy_worker.py update_one_epoch) also soft-updates
+            # the target model; its two clip-and-step pairs (critic, actor) on the same FSDP-wrapped
+            # model are costed as the profile's one fixed optimizer-step time, which was fitted for
+            # RLinf's actor on this model: not measured for DSRL's steps
+            return self.allreduce_s() + adam + c.optimizer_fixed_s + self.soft_update_s()
         return self.allreduce_s() + adam + c.optimizer_fixed_s
 
     @property

@@ -766,7 +766,7 @@ def test_dsrl_is_the_frozen_vlas_rollout_and_a_small_replay_learner(tmp_path: Pa
     profile = load_profile(p.profile)
     ppo, dsrl = StageCosts(p.with_(workload=replace(w, algorithm="ppo")), profile), StageCosts(p, profile)
     spec = BACKBONES["pi05"]
-    nets = DsrlNets(horizon=spec.action_chunk)
+    nets = DsrlNets()
     assert dsrl.profile.costs.infer_s == ppo.profile.costs.infer_s  # the frozen VLA's own calls
     assert dsrl.profile.costs.train_micro_batch_s.slope == pytest.approx(
         ppo.profile.costs.train_micro_batch_s.slope * nets.train_flops() / spec.train_flops())

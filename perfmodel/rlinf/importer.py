@@ -50,9 +50,8 @@ ALGORITHMS = {("gae", "actor_critic"): "ppo", ("gae", "decoupled_actor_critic"):
               ("grpo", "embodied_nft"): "nft",
               # on-policy distillation: GRPO's pipeline with a teacher's forward on the student's samples
               ("opd", "opd"): "opd",
-              # RLinf's DSRL (with actor.model.openpi.use_dsrl; _dsrl_notes) and DAgger (_dagger_notes)
-              ("embodied_sac", "embodied_sac"): "dsrl", ("gae", "embodied_dagger"): "dagger",
-              ("embodied_dagger", "embodied_dagger"): "dagger"}
+              # RLinf's DSRL (with actor.model.openpi.use_dsrl; _dsrl_notes) and DAgger (_teacher_notes)
+              ("embodied_sac", "embodied_sac"): "dsrl", ("gae", "embodied_dagger"): "dagger"}
 # What each refused algorithm runs per iteration (rlinf 0.3.0), and why vlaperf does not cost it.
 UNMODELLED_ALGORITHMS = {
     "embodied_sac": "SAC without actor.model.openpi.use_dsrl trains Q heads on the VLA's own features "
@@ -60,7 +59,7 @@ UNMODELLED_ALGORITHMS = {
                     "the VLA frozen, small nets trained)",
 }
 ALGORITHM_NAMES = ("PPO: gae + actor_critic / decoupled_actor_critic, GRPO: grpo + actor, NFT: grpo + embodied_nft, "
-                   "OPD: opd + opd, DSRL: embodied_sac with openpi.use_dsrl, DAgger: embodied_dagger")
+                   "OPD: opd + opd, DSRL: embodied_sac + embodied_sac with openpi.use_dsrl, DAgger: gae + embodied_dagger")
 # RLinf model types -> bundled profiles. RLinf's model/gr00t.yaml is GR00T N1.5 (n1d6, n1d7 have
 # their own model types); gr00t_n1d7 has no published shapes here.
 # dexbotic_pi: Dexbotic's pi0 (RLinf model/dexbotic_pi.yaml: two images, flow matching, an action
@@ -646,7 +645,7 @@ def _dsrl_notes(c: Composed, backbone: str, warnings: list[str]) -> None:
                     "(its 64x64 image encoder and MLP are not costed in the call); per iteration the trajectories "
                     "enter a replay buffer and the actor takes update_epoch gradient steps on global batches drawn "
                     "from it, each the critic's, the actor's and the temperature's losses on the small nets "
-                    f"({nets.train_flops() / 1e6:.0f} MFLOP a sample), two optimizer steps and the target model's "
+                    f"({nets.train_flops() / 1e6:.0f} MFLOP a sample), an optimizer step (the critic's and the actor's) and the target model's "
                     "soft update over every parameter, the frozen VLA's included (36 bytes a parameter of HBM "
                     "traffic); only the small nets' weights sync to the rollout. The fixed times per micro-batch "
                     "and per optimizer step are the profile's, fitted for the VLA's training pass, not measured for "

@@ -619,16 +619,16 @@ class Trainer:
         # global batches from it, once each (rules.training_runs); the others train the
         # iteration's samples, update_epoch passes over each global batch.
         w = costs.plan.workload
-        self.replay = w.algorithm in REPLAY_ALGORITHMS
+        self.replay_buffer = w.algorithm in REPLAY_ALGORITHMS
         self.runs, self.passes = training_runs(w.samples_per_iteration, w.global_batch_size, w.update_epoch,
-                                               self.replay)
+                                               self.replay_buffer)
 
     def run(self, iterations: int) -> Gen:
         env, w = self.env, self.costs.plan.workload
         for k in range(iterations):
             if self.rollout_done is not None:
                 yield self.rollout_done(k)
-            if self.replay:  # the iteration's trajectories into the replay buffer
+            if self.replay_buffer:  # the iteration's trajectories into the replay buffer
                 yield self.buffer.get(w.samples_per_iteration)
                 self.rec.counter("samples_waiting/actor", env.now, self.buffer.level.level)
                 self.log.samples += w.samples_per_iteration
@@ -680,7 +680,7 @@ class Trainer:
         env = self.env
         micro_steps, per_rank = self.costs.micro_batching(size)
         per_step = per_rank * self.ranks  # samples of one micro-batch on every rank
-        if not self.stream and not self.replay:
+        if not self.stream and not self.replay_buffer:
             yield self.buffer.get(size)
             self.rec.counter("samples_waiting/actor", env.now, self.buffer.level.level)
         # shared GPUs: each micro-batch and optimizer step takes them itself (_gpu_work)
@@ -710,7 +710,7 @@ class Trainer:
                 self.log.optimizer_steps += 1
                 if self.per_step:  # a version per optimizer step
                     self.weights.publish(self.weights.version + 1)
-            if not self.replay:
+            if not self.replay_buffer:
                 self.log.samples += size
         finally:
             self._release(slots)
@@ -722,7 +722,7 @@ class Trainer:
         if self.stream and self.buffer.level.level < size:
             yield from self._global_batch(size)
             return 1
-        if self.replay:  # drawn from the replay buffer: every batch of the iteration is there
+        if self.replay_buffer:  # drawn from the replay buffer: every batch of the iteration is there
             count = left
         else:
             yield self.buffer.get(size)
@@ -752,7 +752,7 @@ class Trainer:
         t = self.env.now
         self.log.micro_batches += draws
         self.log.optimizer_steps += passes
-        if not self.replay:
+        if not self.replay_buffer:
             self.log.samples += count * size
         if passes * (steps + 1) <= EXACT_STEPS and deterministic and not rec.keep_busy and not self.per_step:
             # A throughput only (no span, no version per step): the additions below, in their
