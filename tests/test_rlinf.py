@@ -771,6 +771,8 @@ def test_dsrl_is_the_frozen_vlas_rollout_and_a_small_replay_learner(tmp_path: Pa
     assert dsrl.profile.costs.train_micro_batch_s.slope == pytest.approx(
         ppo.profile.costs.train_micro_batch_s.slope * nets.train_flops() / spec.train_flops())
     assert 4e6 < nets.params < 6e6 and 5e8 < nets.train_flops() < 8e8  # two 2.1M encoders; ten 63 MFLOP passes
+    doc = (ROOT / "docs" / "backbones.md").read_text()  # the numbers docs/backbones.md gives
+    assert f"{nets.params / 1e6:.2f}M parameters, {nets.train_flops() / 1e6:.0f} MFLOP" in " ".join(doc.split())
     hbm = accelerator(p.cluster.gpu).hbm_GBps * 1e9
     assert dsrl.soft_update_s() == pytest.approx(SOFT_UPDATE_BYTES_PER_PARAM * (spec.params + nets.params) / hbm)
     assert dsrl.optimizer_step_s() > dsrl.soft_update_s() > 0.01  # the frozen VLA's EMA: tens of ms a step

@@ -656,9 +656,11 @@ def _dsrl_notes(c: Composed, backbone: str, warnings: list[str]) -> None:
                         "config with runners/async_embodied_runner.py (env and rollout step without pause while the "
                         "actor trains from the replay buffer, weights every weight_sync_interval training steps); "
                         "the config's keys do not name the runner, so it is costed as the synchronous pipeline on "
-                        "its placement (rollout, then training, each iteration); RLinf's asynchronous runner shares "
-                        "the GPUs in time between a rollout that never waits and a trainer that never stops, which is "
-                        "not costed")
+                        "its placement (rollout, then training, each iteration). RLinf's asynchronous runner shares "
+                        "the GPUs in time between a rollout that never waits for training and a trainer that never "
+                        "stops, which is not costed: each inference call then waits for at most the training "
+                        "operation in progress, so where an iteration's training is longer than its inference calls "
+                        "times one training operation, this reading's env rate is a lower bound")
 
 
 def _teacher_notes(c: Composed, algo: str, warnings: list[str]) -> None:
