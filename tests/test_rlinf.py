@@ -794,6 +794,7 @@ def test_dsrl_is_the_frozen_vlas_rollout_and_a_small_replay_learner(tmp_path: Pa
 
 
 def test_replay_algorithms_refuse_streaming_training() -> None:
+    from perfmodel.schema.plan import Plan
     from perfmodel.schema.rules import training_runs
 
     assert training_runs(1000, 256, 3) == ([(256, 3), (232, 1)], 3)
@@ -802,8 +803,6 @@ def test_replay_algorithms_refuse_streaming_training() -> None:
     plan = published_plan(prof, "streamer", 8, "1:1").to_dict()
     plan["workload"]["algorithm"] = "dagger"
     with pytest.raises(ConfigError) as e:
-        from perfmodel.schema.plan import Plan
-
         Plan.from_dict(plan)
     assert e.value.field == "plan.mode" and "replay buffer" in e.value.message
 
