@@ -756,7 +756,7 @@ def test_dsrl_is_the_frozen_vlas_rollout_and_a_small_replay_learner(tmp_path: Pa
     from perfmodel.schema.hardware import accelerator
     from perfmodel.simulate import simulate
 
-    cfg = _with_model_keys(write_config(tmp_path, adv="embodied_sac", loss="embodied_sac"),
+    cfg = _with_model_keys(write_config(tmp_path, adv="embodied_sac", loss="embodied_sac", shard="no_shard"),
                            "    openpi:\n      use_dsrl: True")
     im = load_rlinf(cfg)
     p, w = im.plan, im.plan.workload
