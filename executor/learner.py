@@ -23,12 +23,13 @@ import torch
 import torch.distributed as dist
 
 from perfmodel.schema.errors import ConfigError
+from perfmodel.schema.plan import EXECUTED_ALGORITHMS
 from perfmodel.schema.rules import global_batches, micro_batching
 
 
 @dataclass(frozen=True)
 class LearnerConfig:
-    algorithm: str = "ppo"  # ppo | grpo | nft
+    algorithm: str = "ppo"  # ppo | grpo | nft | opd | dagger (perfmodel.schema.plan.EXECUTED_ALGORITHMS)
     update_epoch: int = 1
     micro_batch_size: int = 4
     global_batch_size: int = 8
@@ -45,8 +46,8 @@ class LearnerConfig:
     trained_part: str = "action_expert"  # plan.trained_part: which weights the ranks train
 
     def check(self, world_size: int = 1) -> None:
-        if self.algorithm not in ("ppo", "grpo", "nft"):
-            raise ConfigError("algorithm", f"must be ppo, grpo or nft, got {self.algorithm!r}")
+        if self.algorithm not in EXECUTED_ALGORITHMS:
+            raise ConfigError("algorithm", f"must be one of {', '.join(EXECUTED_ALGORITHMS)}, got {self.algorithm!r}")
         for name in ("update_epoch", "micro_batch_size", "global_batch_size", "group_size"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -172,11 +173,28 @@ def nft_losses(policy, mb: dict[str, Any]) -> dict[str, torch.Tensor]:
     return {"total": loss, "policy": loss, "value": zero, "entropy": zero, "approx_kl": zero, "clipfrac": zero}
 
 
+def dagger_losses(policy, mb: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """DAgger's supervised loss of one micro-batch (RLinf 0.3.0 fsdp_dagger_policy_worker.py
+    forward_actor -> openpi sft_forward): flow matching on the expert's chunk (the sample's
+    ``actions``, relabelled by the expert in the rollout): one velocity evaluation at a random
+    timestep regressed on the flow's target, no denoising chain."""
+    actions = torch.as_tensor(mb["actions"]).float()
+    noise = torch.as_tensor(mb["noise"]).float()
+    gen = torch.Generator().manual_seed(int(actions.abs().sum() * 1e3) % (2**31))
+    tau = torch.rand(actions.shape[0], generator=gen)
+    v, _, target = policy.nft_velocities(mb["obs"], actions, tau, noise, old=False)
+    loss = (v.float() - target.float().to(v.device)).pow(2).mean()
+    zero = torch.zeros((), device=v.device)
+    return {"total": loss, "policy": loss, "value": zero, "entropy": zero, "approx_kl": zero, "clipfrac": zero}
+
+
 def compute_losses(policy, mb: dict[str, Any], cfg: LearnerConfig, use_value: bool) -> dict[str, torch.Tensor]:
-    """Clipped surrogate + value + entropy losses of one micro-batch of M samples (NFT: its own,
-    ``nft_losses``)."""
+    """Clipped surrogate + value + entropy losses of one micro-batch of M samples (NFT and DAgger:
+    their own, ``nft_losses``, ``dagger_losses``; OPD: the surrogate on the teacher's advantages)."""
     if cfg.algorithm == "nft":
         return nft_losses(policy, mb)
+    if cfg.algorithm == "dagger":
+        return dagger_losses(policy, mb)
     newlogp, entropy, newvalue = policy.evaluate(mb["obs"], mb["noise"], mb["actions"])  # (M,) each
     oldlogp = torch.as_tensor(mb["logprob"]).to(newlogp.device)  # (M,)
     adv = torch.as_tensor(mb["advantages"]).float().to(newlogp.device)  # (M,) normalised per global batch

@@ -384,7 +384,8 @@ class VLAPolicy(nn.Module):
         actions = mean.float() if deterministic else mean.float() + dist.stddev * eps
         return PolicyOutput(actions, mean.float(), noise.float(), dist.log_prob(actions).sum((1, 2)), value.float())
 
-    def nft_velocities(self, obs: dict[str, Any], x0: torch.Tensor, tau: torch.Tensor, noise: torch.Tensor):
+    def nft_velocities(self, obs: dict[str, Any], x0: torch.Tensor, tau: torch.Tensor, noise: torch.Tensor,
+                       old: bool = True):
         """NFT's training forward (RLinf 0.3.0 fsdp_nft_policy_worker.py with nft_xcur_source
         resample): x_t interpolated from the stored chunk ``x0`` (B, chunk, adim) and ``noise`` at
         ``tau`` (B,); (v, v_old, target): the velocity at x_t with grad, the same forward again
@@ -404,6 +405,8 @@ class VLAPolicy(nn.Module):
             return self.velocity(x_t, tau.to(self.device), t["state"], ctx)
 
         v = forward()
+        if not old:  # supervised flow matching (DAgger's SFT): one velocity evaluation only
+            return v, None, noise - x0
         with torch.no_grad():
             v_old = forward()
         return v, v_old, noise - x0

@@ -163,8 +163,18 @@ class Backbone:
         nft_xcur_source resample, as RLinf's LIBERO NFT config sets it). No denoising chain."""
         step = self.action_head_flops() / max(self.denoise_steps, 1)
         once = self.prefix_flops() + step
+        return self.sft_train_flops() + once
+
+    def sft_train_flops(self) -> float:
+        """A training sample of supervised flow matching, as RLinf's DAgger trains (rlinf 0.3.0
+        workers/actor/fsdp_dagger_policy_worker.py forward_actor -> openpi_action_model.py
+        sft_forward -> PI0Pytorch.forward): one velocity evaluation at a sampled timestep (the
+        prefix forward and one action-head step) with backward of the trained part; no
+        denoising chain, no second forward."""
+        step = self.action_head_flops() / max(self.denoise_steps, 1)
+        once = self.prefix_flops() + step
         trained_fwd = step + (self.prefix_flops() if self.train_vlm else 0.0)
-        return once + 2.0 * trained_fwd + once
+        return once + 2.0 * trained_fwd
 
     # --- bytes ---
     def weight_bytes(self) -> float:
@@ -385,3 +395,75 @@ def get_backbone(name: str, scale: str = "full") -> Backbone:
     if scale not in SCALES:
         raise ConfigError("scale", f"must be one of {', '.join(SCALES)}; got {scale!r}")
     return BACKBONES[name].scaled(scale)
+
+
+@dataclass(frozen=True)
+class DsrlNets:
+    """The small networks RLinf's DSRL trains beside a frozen openpi VLA (rlinf 0.3.0
+    models/embodiment/openpi/openpi_action_model.py __init__ with ``use_dsrl``; shapes from
+    models/embodiment/modules/compact_encoders.py and gaussian_policy.py; sizes are
+    OpenPi0Config's defaults, which RLinf's LIBERO DSRL configs set again): an actor and a critic
+    image encoder (LightweightImageEncoder64: the agent-view image resized to 64 x 64, four 3x3
+    convolutions of 32 filters, the first with stride 2, then a linear layer from 32 x 32 x 32
+    to the latent), two state encoders, a Gaussian noise policy (an MLP to the mean and log-std of
+    the action noise) and ``q_heads`` Q networks. The VLA's weights are frozen (``freeze_vlm``)."""
+
+    state_dim: int = 8  # openpi.dsrl_state_dim
+    noise_dim: int = 32  # openpi.dsrl_action_noise_dim
+    q_heads: int = 10  # openpi.dsrl_num_q_heads
+    image_latent: int = 64  # openpi.dsrl_image_latent_dim
+    state_latent: int = 64  # openpi.dsrl_state_latent_dim
+    hidden: tuple[int, ...] = (128, 128, 128)  # openpi.dsrl_hidden_dims
+    image_px: int = 64  # LightweightImageEncoder64
+    filters: int = 32
+
+    def encoder_macs(self) -> int:
+        """Multiply-adds of one image through LightweightImageEncoder64."""
+        out = self.image_px // 2  # the first convolution's stride 2
+        positions = out * out * self.filters
+        convs = positions * 3 * 9 + 3 * positions * self.filters * 9
+        return convs + positions * self.image_latent
+
+    def encoder_params(self) -> int:
+        f = self.filters
+        flat = (self.image_px // 2) ** 2 * f
+        return (3 * 9 * f + f) + 3 * (f * 9 * f + f) + flat * self.image_latent + self.image_latent * 3
+
+    def _mlp_params(self, dims: list[int]) -> int:
+        return sum(a * b + b for a, b in zip(dims, dims[1:]))
+
+    def q_params(self) -> int:
+        dims = [self.state_latent + self.image_latent + self.noise_dim, *self.hidden, 1]
+        return self.q_heads * self._mlp_params(dims)
+
+    def policy_params(self) -> int:
+        dims = [self.state_latent + self.image_latent, *self.hidden, 2 * self.noise_dim]  # mean and log-std
+        return self._mlp_params(dims)
+
+    @property
+    def params(self) -> int:
+        state = self.state_dim * self.state_latent + self.state_latent * 3
+        return 2 * (self.encoder_params() + state) + self.q_params() + self.policy_params()
+
+    def train_flops(self) -> float:
+        """FLOPs of one replay sample in one gradient step (rlinf 0.3.0
+        workers/actor/fsdp_sac_policy_worker.py update_one_epoch): the critic's loss
+        (forward_critic: the noise policy on the next observation and the target critic on it,
+        without grad; the critic on the current one with grad), the actor's (forward_actor: the
+        noise policy with grad, the critic's Q heads on its noise with the encoder detached) and
+        the temperature's (forward_alpha: the noise policy without grad). Ten image-encoder
+        passes (a backward counted as two forwards), the MLPs' likewise; the VLA runs in none."""
+        enc = 2.0 * self.encoder_macs()
+        q, pol = 2.0 * self.q_params(), 2.0 * self.policy_params()
+        critic = (enc + pol) + (enc + q) + 3.0 * (enc + q)
+        actor = 3.0 * (enc + pol) + (enc + 3.0 * q)
+        alpha = enc + pol
+        return critic + actor + alpha
+
+
+# EMA of the target model in DSRL's soft update (fsdp_sac_policy_worker.py
+# soft_update_target_model, with the float32 shadow of _init_target_shadow): per parameter of
+# the whole model, the frozen VLA's included, every gradient step: shadow.mul_ (read and write
+# 4 bytes each), online.float() (read 2, write 4), add_ (read 4 + 4, write 4),
+# shadow.to(bf16) (read 4, write 2) and target.copy_ (read 2, write 2).
+SOFT_UPDATE_BYTES_PER_PARAM = 36

@@ -18,7 +18,8 @@ import math
 from dataclasses import dataclass
 
 from perfmodel.costs import StageCosts
-from perfmodel.schema.rules import global_batch_runs
+from perfmodel.schema.plan import REPLAY_ALGORITHMS
+from perfmodel.schema.rules import training_runs
 
 
 @dataclass(frozen=True)
@@ -60,9 +61,11 @@ def cheapest_per_sample_s(costs: StageCosts, b_hi: int) -> float:
 def actor_iteration_s(costs: StageCosts) -> float:
     w = costs.plan.workload
     total = 0.0
-    for size, count in global_batch_runs(w.samples_per_iteration, w.global_batch_size):
+    runs, passes = training_runs(w.samples_per_iteration, w.global_batch_size, w.update_epoch,
+                                 w.algorithm in REPLAY_ALGORITHMS)
+    for size, count in runs:
         steps, per_rank = costs.micro_batching(size)
-        total += count * w.update_epoch * (steps * costs.micro_batch_s(per_rank) + costs.optimizer_step_s())
+        total += count * passes * (steps * costs.micro_batch_s(per_rank) + costs.optimizer_step_s())
         intake = costs.intake_s(size)  # once per global batch (StageCosts.intake_s; 0 unless fitted)
         if intake:
             total += count * intake

@@ -33,10 +33,10 @@ def policy_shape_scales(plan: Plan, profile: Profile) -> tuple[float, float] | N
     (``plan.denoising_steps``, ``plan.action_horizon``) to the profile's backbone's own, or None
     when the plan keeps them or the profile's backbone has no shapes here (a name perfmodel.backbones
     does not know: nothing to rescale by)."""
-    nft = plan.workload.algorithm == "nft"
-    if plan.denoising_steps is None and plan.action_horizon is None and not nft:
+    algo = plan.workload.algorithm
+    if plan.denoising_steps is None and plan.action_horizon is None and algo in ("ppo", "grpo", "opd"):
         return None
-    from perfmodel.backbones import BACKBONES, default_trained_part, with_denoising, with_trained_part
+    from perfmodel.backbones import BACKBONES, DsrlNets, default_trained_part, with_denoising, with_trained_part
 
     spec = BACKBONES.get(profile.backbone)
     if spec is None:
@@ -44,17 +44,32 @@ def policy_shape_scales(plan: Plan, profile: Profile) -> tuple[float, float] | N
     part = plan.trained_part if spec.has_action_expert else default_trained_part(spec)
     own = with_trained_part(spec, part)
     new = with_denoising(own, plan.denoising_steps, plan.action_horizon)
-    # NFT trains on one velocity evaluation per sample, not the denoising chain (Backbone.nft_train_flops)
-    train = new.nft_train_flops() if nft else new.train_flops()
+    # NFT trains on one velocity evaluation per sample and its no-grad twin (Backbone.nft_train_flops),
+    # DAgger on one velocity evaluation (sft_train_flops), DSRL only its small nets (DsrlNets):
+    # none of them the denoising chain.
+    train = {"nft": new.nft_train_flops, "dagger": new.sft_train_flops,
+             "dsrl": DsrlNets().train_flops}.get(algo, new.train_flops)()
     return new.inference_flops() / own.inference_flops(), train / own.train_flops()
+
+
+# Model passes per inference call beside the policy's own. OPD: the teacher's forward on every
+# student sample, in the rollout worker, which builds the teacher (``rollout.expert_model``) from
+# the student's model config with another path (rlinf 0.3.0 workers/rollout/hf/huggingface_worker.py
+# init_worker): the student's shapes. DAgger as RLinf's LIBERO config runs it (classic DAgger,
+# ``dagger.only_save_expert: False``; huggingface_worker.py predict): with probability beta the
+# expert acts (one pass), else the student acts and the expert relabels (two), so 2 - beta
+# passes; beta decays each iteration to ``beta_min`` (RLinf's default 0.05), the steady state costed.
+DAGGER_BETA_MIN = 0.05
+INFERENCE_PASSES = {"opd": 2.0, "dagger": 2.0 - DAGGER_BETA_MIN}
 
 
 def with_policy_shape(plan: Plan, profile: Profile) -> Profile:
     """``profile`` with its inference and training slopes (the per-sample work) rescaled to the
     plan's denoising steps and action horizon by FLOPs; the fixed per-call and per-micro-batch
     times (host path, launches) are kept."""
-    scales = policy_shape_scales(plan, profile)
-    if scales is None or scales == (1.0, 1.0):
+    scales = policy_shape_scales(plan, profile) or (1.0, 1.0)
+    passes = INFERENCE_PASSES.get(plan.workload.algorithm, 1.0)
+    if scales == (1.0, 1.0) and passes == 1.0:
         return profile
     from dataclasses import replace
 
@@ -64,7 +79,16 @@ def with_policy_shape(plan: Plan, profile: Profile) -> Profile:
         return replace(c, points=tuple((x, y * f) for x, y in c.points), samples=())
 
     costs = profile.costs
-    return replace(profile, costs=replace(costs, infer_s=scaled(costs.infer_s, scales[0]),
+    infer = scaled(costs.infer_s, scales[0])
+    if passes != 1.0:
+        # a second model's pass per call: the call's GPU part (its fixed launches and its
+        # per-sample work) runs ``passes`` times; the host path (infer_latency_s) once
+        lat = costs.infer_latency_s
+        if infer.model == "linear":
+            infer = replace(infer, intercept=lat + (infer.intercept - lat) * passes, slope=infer.slope * passes)
+        else:
+            infer = replace(infer, points=tuple((x, lat + (y - lat) * passes) for x, y in infer.points))
+    return replace(profile, costs=replace(costs, infer_s=infer,
                                           train_micro_batch_s=scaled(costs.train_micro_batch_s, scales[1])))
 
 
@@ -186,6 +210,10 @@ class StageCosts:
         """(GB per micro-batch sample, the part it was measured for when not the plan's). A part
         not measured gets the smallest measured part's: training more weights never holds fewer
         activations, so it is a floor (and says so in ``warnings``)."""
+        if self.plan.workload.algorithm == "dsrl":
+            # DSRL's training passes run its small nets on 64 x 64 images (under a megabyte of
+            # activations a sample), not the VLA: nothing the GPU check needs to count
+            return 0.0, None
         parts = self.profile.costs.trained_parts
         own = parts.get(self.plan.trained_part, {}).get("train_activation_gb_per_sample")
         if own is not None:
@@ -291,15 +319,63 @@ class StageCosts:
     def _part(self) -> dict[str, float]:
         """Scales of the plan's trained part relative to the profile's costs (a profile built from
         shapes lists each part; a measured profile describes only what it measured: scale 1)."""
+        return self._trained
+
+    @cached_property
+    def _trained(self) -> dict[str, float]:
         parts = self.profile.costs.trained_parts
         if not parts:
-            return {"train_flops_scale": 1.0, "trained_bytes_scale": 1.0}
-        if self.plan.trained_part not in parts:
+            own = {"train_flops_scale": 1.0, "trained_bytes_scale": 1.0}
+        elif self.plan.trained_part not in parts:
             from perfmodel.schema.errors import ConfigError
 
             raise ConfigError("plan.trained_part", f"profile {self.profile.name} has costs for "
                               f"{', '.join(sorted(parts))}; got {self.plan.trained_part!r}")
-        return parts[self.plan.trained_part]
+        else:
+            own = parts[self.plan.trained_part]
+        dsrl = self.dsrl
+        if dsrl is None:
+            return own
+        # DSRL trains its small nets only: their gradients, Adam state and weight sync; the actor
+        # holds the frozen VLA twice (the model and its target) and a float32 shadow of the
+        # target (fsdp_sac_policy_worker.py init_worker, _init_target_shadow).
+        spec, nets = dsrl
+        from perfmodel.backbones import BF16_BYTES, train_state_bytes
+
+        total = spec.params + nets.params
+        state = train_state_bytes(total, nets.params) + total * (BF16_BYTES + 4)
+        return {**own, "trained_bytes_scale": own["trained_bytes_scale"] * nets.params / spec.trained_params,
+                "train_state_gb": state / 1e9}
+
+    @cached_property
+    def dsrl(self):
+        """(the VLA's shapes as the plan trains them, DSRL's nets) for a DSRL plan whose profile's
+        backbone has shapes here, else None."""
+        if self.plan.workload.algorithm != "dsrl":
+            return None
+        from perfmodel.backbones import BACKBONES, DsrlNets, default_trained_part, with_denoising, with_trained_part
+
+        spec = BACKBONES.get(self.profile.backbone)
+        if spec is None:
+            return None
+        part = self.plan.trained_part if spec.has_action_expert else default_trained_part(spec)
+        spec = with_denoising(with_trained_part(spec, part), self.plan.denoising_steps, self.plan.action_horizon)
+        return spec, DsrlNets()
+
+    def soft_update_s(self) -> float:
+        """DSRL's target-model EMA at every gradient step, over every parameter of the model, the
+        frozen VLA's included (backbones.SOFT_UPDATE_BYTES_PER_PARAM): memory-bound, at the
+        plan's GPU's HBM bandwidth, on each actor rank (no_shard: each holds the whole model)."""
+        if self.dsrl is None:
+            return 0.0
+        from perfmodel.backbones import SOFT_UPDATE_BYTES_PER_PARAM
+        from perfmodel.schema.hardware import accelerator
+
+        spec, nets = self.dsrl
+        nbytes = SOFT_UPDATE_BYTES_PER_PARAM * (spec.params + nets.params)
+        if self.full_shard:
+            nbytes /= self.plan.actor_gpus
+        return nbytes / (accelerator(self.plan.cluster.gpu).hbm_GBps * 1e9)
 
     @property
     def full_shard(self) -> bool:
@@ -371,6 +447,12 @@ class StageCosts:
         adam = c.optimizer_step_s * self._part["trained_bytes_scale"]
         if self.full_shard:
             adam /= self.plan.actor_gpus
+        if self.dsrl is not None:
+            # a DSRL gradient step (fsdp_sac_policy_worker.py update_one_epoch) also soft-updates
+            # the target model; its two clip-and-step pairs (critic, actor) on the same FSDP-wrapped
+            # model are costed as the profile's one fixed optimizer-step time, which was fitted for
+            # RLinf's actor on this model: not measured for DSRL's steps
+            return self.allreduce_s() + adam + c.optimizer_fixed_s + self.soft_update_s()
         return self.allreduce_s() + adam + c.optimizer_fixed_s
 
     @property
@@ -414,6 +496,9 @@ class StageCosts:
         if pl.sync_crosses_nodes:
             bw = min(c.inter_node_bw_GBps, bw)
         nbytes = self.profile.costs.weight_sync_bytes
+        if self.dsrl is not None:
+            # RLinf syncs the parameters that train (collect_param_names_need_sync): DSRL's nets
+            nbytes = self.dsrl[1].params * 2
         fan_out = max(1.0, p.rollout_gpus / p.actor_gpus)
         # Costs.sync_per_generator_s (0 unless a calibration alternative fitted it): actor rank 0
         # sends to every rollout rank (fsdp_actor_worker.py:1098-1110) over host paths
@@ -458,12 +543,15 @@ class StageCosts:
         state = self._part.get("train_state_gb", 0.0)
         if c.weights_gb <= 0 or state <= 0:
             return 0.0
+        # DAgger's expert and OPD's teacher sit beside the policy in the rollout worker
+        # (huggingface_worker.py init_worker: rollout.expert_model, the policy's shapes)
+        weights = c.weights_gb * (2 if p.workload.algorithm in INFERENCE_PASSES else 1)
         actor = state / (p.actor_gpus if self.full_shard else 1)
         infer_act, train_act = self.activation_gb() if activations else (0.0, 0.0)
         if p.mechanisms.disaggregated or p.enable_offload:
-            return max(c.weights_gb + infer_act, actor + train_act)
+            return max(weights + infer_act, actor + train_act)
         both = infer_act + train_act if p.mechanisms.trains_beside_rollout else max(infer_act, train_act)
-        return actor + c.weights_gb + both
+        return actor + weights + both
 
     def activation_gb(self) -> tuple[float, float]:
         """(GB of the largest inference call's activations, GB of one training micro-batch's per rank)."""

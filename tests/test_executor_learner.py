@@ -165,3 +165,57 @@ def test_nft_update_runs_the_passes_perfmodel_costs():
     steps = policy.backbone.denoise_steps
     assert counts["grpo"] == {"prefix": 4, "head": 4 * steps}
     assert counts["nft"] == {"prefix": 8, "head": 8}
+
+
+def test_dagger_update_runs_one_velocity_pass_per_sample():
+    """RLinf's DAgger on the stand-in: a supervised flow-matching step per global batch, each
+    micro-batch one prefix pass and one action-head step with grad (Backbone.sft_train_flops: NFT's
+    pass without its no-grad twin); the loss falls on a fixed batch of expert chunks."""
+    policy = make_policy("pi05", "tiny")
+    batch = random_batch(policy, 16, image_size=32)
+    calls = {"prefix": 0, "head": 0}
+    policy.llm_norm.register_forward_hook(lambda *a: calls.__setitem__("prefix", calls["prefix"] + 1))
+    policy.head_norm.register_forward_hook(lambda *a: calls.__setitem__("head", calls["head"] + 1))
+    cfg = LearnerConfig(algorithm="dagger", update_epoch=1, micro_batch_size=4, global_batch_size=8, lr=1e-3)
+    opt = make_optimizer(policy, cfg)
+    metrics = grpo_update(policy, opt, batch, cfg)
+    assert metrics["charts/optimizer_steps"] == 2 and metrics["charts/micro_batches"] == 4
+    assert calls == {"prefix": 4, "head": 4}
+    first = metrics["losses/policy"]
+    for _ in range(5):
+        metrics = grpo_update(policy, opt, batch, cfg)
+    assert metrics["losses/policy"] < first
+
+
+@pytest.mark.parametrize("algorithm", ["dagger", "opd"])
+def test_the_rollout_runs_the_teacher_and_the_samples_carry_its_work(algorithm, monkeypatch):
+    """DAgger's expert and OPD's teacher beside the student in the inference actor (RLinf's
+    rollout.expert_model): DAgger's samples train on the expert's chunk (``target``), OPD's
+    advantages are the teacher's log-probability of the student's chunk less the student's."""
+    import numpy as np
+
+    from executor.runtime.actors import InferenceActor
+    from executor.runtime.driver import trajectory_samples
+
+    import executor.runtime.actors as actors
+
+    monkeypatch.setattr(actors, "_torch_threads", lambda n: None)  # this process keeps its threads and priority
+    actor = InferenceActor("pi05", "tiny", "cpu", 0, 1, algorithm=algorithm)
+    rng = np.random.default_rng(0)
+    n = 2
+    obs = {"images": rng.integers(0, 256, (n, actor.policy.backbone.images, 32, 32, 3), dtype=np.uint8),
+           "state": rng.standard_normal((n, 9)).astype(np.float32), "language": ["pick up the bowl"] * n}
+    out = actor.generate(obs)
+    key = "target" if algorithm == "dagger" else "teacher_logprob"
+    assert key in out and out[key].shape[0] == n
+    steps = [{"obs": obs, "rewards": np.zeros(n, np.float32), "version": 0,
+              **{k: out[k] for k in ("noise", "actions", "logprob", "value", key)}}]
+    cfg = LearnerConfig(algorithm=algorithm, group_size=2 if algorithm == "opd" else 1)
+    samples = trajectory_samples(cfg, steps)
+    assert len(samples) == n
+    if algorithm == "dagger":
+        assert all(np.array_equal(s["actions"], out["target"][i]) for i, s in enumerate(samples))
+        assert all(s["advantage"] == 0.0 for s in samples)
+    else:
+        want = out["teacher_logprob"] - out["logprob"]
+        assert [s["advantage"] for s in samples] == pytest.approx(list(want), rel=1e-5)

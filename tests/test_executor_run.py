@@ -198,6 +198,18 @@ def test_train_async_on_shared_gpus_survives_a_killed_env_process(ray_session):
 
 
 @pytest.mark.slow
+def test_dagger_expert_beside_the_student_and_batches_from_the_replay_buffer(ray_session):
+    """RLinf's DAgger (issue 42): the rollout runs the expert beside the student, and each
+    iteration's training takes update_epoch global batches drawn from the replay buffer, one
+    optimizer step each (rules.training_runs), not the iteration's samples update_epoch times."""
+    work = {**TINY["workload"], "algorithm": "dagger", "update_epoch": 3}
+    plan, record, rec = run_mode(tiny_plan("disaggregated", workload=work))
+    check_record(plan, record, rec)
+    assert plan.workload.optimizer_steps_per_iteration == 3
+    assert record["counts"]["micro_batches"] == 3 * 2 * 2  # 3 batches of 4 over 1 rank in micro-batches of 2
+
+
+@pytest.mark.slow
 def test_rollout_async_dynamic_batching(ray_session):
     plan, record, rec = run_mode(tiny_plan("rollout_async", b_max=2, t_max_s=0.02))
     check_record(plan, record, rec, synced=False)

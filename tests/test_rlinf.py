@@ -405,9 +405,20 @@ def test_every_reference_config_imports_or_is_refused_with_a_reason() -> None:
     expected |= shared_async
     # RLinf's NFT: GRPO's pipeline with NFT's training pass
     expected.add("libero_object_0_nft_openpi.yaml")
-    assert len(expected) == 36
+    # DSRL (sync and async configs, pi0 and pi0.5), DAgger, on-policy distillation (issue 42)
+    dsrl = {f"libero_spatial_{a}dsrl_openpi{m}.yaml" for a in ("", "async_") for m in ("", "_pi05")}
+    expected |= dsrl | {"libero_spatial_dagger_openpi.yaml", "libero_10_opd_openvlaoft.yaml",
+                        "libero_spatial_opd_openvlaoft.yaml"}
+    assert len(expected) == 43
     assert "libero_goal_async_ppo_gr00t.yaml" in refused
     assert set(imported) == expected, sorted(set(imported) ^ expected)
+    by_name = {r.name: r for r in mine}
+    assert all(by_name[n].reading.endswith(", dsrl") and "colocated" in by_name[n].reading for n in dsrl)
+    assert by_name["libero_spatial_dagger_openpi.yaml"].reading.startswith("disaggregated (rollout:actor 1:1)")
+    # every model refusal says why its shapes are missing, not only that there is no profile
+    for r in mine:
+        if not r.imported and r.reading.startswith("`actor.model.model_type`"):
+            assert "has no profile: " in r.reading, r.reading
 
 
 def tiny_config(d: Path) -> Path:
@@ -719,6 +730,129 @@ def test_nft_is_grpos_pipeline_with_its_own_training_pass(tmp_path: Path) -> Non
 
 
 def test_a_refused_algorithm_says_what_it_runs(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError) as e:
+    with pytest.raises(ConfigError) as e:  # SAC without use_dsrl: not DSRL
         load_rlinf(write_config(tmp_path, adv="embodied_sac", loss="embodied_sac"))
-    assert e.value.field == "algorithm.loss_type" and "replay buffer" in e.value.message
+    assert e.value.field == "algorithm.loss_type" and "use_dsrl" in e.value.message
+
+
+def _with_model_keys(cfg: Path, lines: str, rollout: str = "") -> Path:
+    """``cfg`` with ``lines`` (indented under actor.model) and ``rollout`` (under rollout) added."""
+    text = cfg.read_text().replace('    model_path: "/path/to/model"', '    model_path: "/path/to/model"\n' + lines)
+    if rollout:
+        text = text.replace("rollout:\n  enable_offload: False", "rollout:\n  enable_offload: False\n" + rollout)
+    cfg.write_text(text)
+    return cfg
+
+
+def test_dsrl_is_the_frozen_vlas_rollout_and_a_small_replay_learner(tmp_path: Path) -> None:
+    """RLinf's DSRL (embodied_sac with openpi.use_dsrl): the rollout is the VLA's inference, the
+    actor takes update_epoch gradient steps on batches drawn from a replay buffer, each the small
+    nets' FLOPs (DsrlNets) plus the target model's soft update over every parameter; only the
+    small nets sync. A sync config imports as colocated; SAC without use_dsrl stays refused."""
+    from dataclasses import replace
+
+    from perfmodel.backbones import BACKBONES, SOFT_UPDATE_BYTES_PER_PARAM, DsrlNets
+    from perfmodel.costs import StageCosts
+    from perfmodel.schema.hardware import accelerator
+    from perfmodel.simulate import simulate
+
+    cfg = _with_model_keys(write_config(tmp_path, adv="embodied_sac", loss="embodied_sac", shard="no_shard"),
+                           "    openpi:\n      use_dsrl: True")
+    im = load_rlinf(cfg)
+    p, w = im.plan, im.plan.workload
+    assert (p.mode, w.algorithm) == ("colocated", "dsrl")
+    assert any("costed as DSRL" in x for x in im.warnings)
+    assert w.optimizer_steps_per_iteration == w.update_epoch == 2  # not samples / global batch x update_epoch
+    profile = load_profile(p.profile)
+    ppo, dsrl = StageCosts(p.with_(workload=replace(w, algorithm="ppo")), profile), StageCosts(p, profile)
+    spec = BACKBONES["pi05"]
+    nets = DsrlNets()
+    assert dsrl.profile.costs.infer_s == ppo.profile.costs.infer_s  # the frozen VLA's own calls
+    assert dsrl.profile.costs.train_micro_batch_s.slope == pytest.approx(
+        ppo.profile.costs.train_micro_batch_s.slope * nets.train_flops() / spec.train_flops())
+    assert 4e6 < nets.params < 6e6 and 5e8 < nets.train_flops() < 8e8  # two 2.1M encoders; ten 63 MFLOP passes
+    doc = (ROOT / "docs" / "backbones.md").read_text()  # the numbers docs/backbones.md gives
+    assert f"{nets.params / 1e6:.2f}M parameters, {nets.train_flops() / 1e6:.0f} MFLOP" in " ".join(doc.split())
+    hbm = accelerator(p.cluster.gpu).hbm_GBps * 1e9
+    assert dsrl.soft_update_s() == pytest.approx(SOFT_UPDATE_BYTES_PER_PARAM * (spec.params + nets.params) / hbm)
+    assert dsrl.optimizer_step_s() > dsrl.soft_update_s() > 0.01  # the frozen VLA's EMA: tens of ms a step
+    apart = p.with_(mode="disaggregated", allocation_ratio="1:1", placement_strategy="packed")
+    assert StageCosts(apart, profile).weight_sync_s() < StageCosts(
+        apart.with_(workload=replace(w, algorithm="ppo")), profile).weight_sync_s() / 100
+    # the actor holds the VLA, its target and the target's float32 shadow
+    assert dsrl.gpu_memory_gb(activations=False) > ppo.gpu_memory_gb(activations=False)
+    r = simulate(p, profile, iterations=3, warmup=1)
+    assert r.counts["optimizer_steps"] == 3 * w.update_epoch
+    assert r.counts["samples"] == 3 * w.samples_per_iteration
+    assert r.throughput_env_steps_per_s > simulate(ppo.plan, profile, iterations=3, warmup=1).throughput_env_steps_per_s
+    # DSRL steers an openpi policy's noise: GR00T is refused, naming the switch
+    gr = _with_model_keys(write_config(tmp_path, "g", model="gr00t", adv="embodied_sac", loss="embodied_sac"),
+                          "    openpi:\n      use_dsrl: True")
+    with pytest.raises(ConfigError) as e:
+        load_rlinf(gr)
+    assert e.value.field == "actor.model.openpi.use_dsrl"
+
+
+def test_replay_algorithms_refuse_streaming_training() -> None:
+    from perfmodel.schema.plan import Plan
+    from perfmodel.schema.rules import training_runs
+
+    assert training_runs(1000, 256, 3) == ([(256, 3), (232, 1)], 3)
+    assert training_runs(1000, 256, 3, replay=True) == ([(256, 3)], 1)
+    prof = load_profile("pi05")
+    plan = published_plan(prof, "streamer", 8, "1:1").to_dict()
+    plan["workload"]["algorithm"] = "dagger"
+    with pytest.raises(ConfigError) as e:
+        Plan.from_dict(plan)
+    assert e.value.field == "plan.mode" and "replay buffer" in e.value.message
+
+
+def test_dagger_and_opd_run_a_second_model_in_the_rollout(tmp_path: Path) -> None:
+    """DAgger (embodied_dagger) and on-policy distillation (opd): a model of the policy's shapes
+    beside it in the rollout worker (rollout.expert_model): its GPU work per call 2 - beta_min
+    (DAgger) or 2 (OPD) times the policy's, both resident; DAgger trains by supervised flow
+    matching on replay batches (one velocity evaluation a sample), OPD with GRPO's pass."""
+    from dataclasses import replace
+
+    from perfmodel.backbones import BACKBONES
+    from perfmodel.costs import DAGGER_BETA_MIN, StageCosts
+
+    expert = "  expert_model:\n    model_path: /path/to/expert\n"
+    dag = load_rlinf(_with_model_keys(write_config(tmp_path, "d", adv="gae", loss="embodied_dagger",
+                                                   placement="    actor: 0-3\n    env: 4-7\n    rollout: 4-7"),
+                                      "", rollout=expert))
+    opd = load_rlinf(_with_model_keys(write_config(tmp_path, "o", adv="opd", loss="opd", group=8), "", rollout=expert))
+    assert (dag.plan.mode, dag.plan.workload.algorithm) == ("disaggregated", "dagger")
+    assert (opd.plan.workload.algorithm, opd.plan.workload.group_size) == ("opd", 8)
+    assert dag.plan.workload.optimizer_steps_per_iteration == dag.plan.workload.update_epoch
+    assert any("costed as DAgger" in x for x in dag.warnings) and any("opd" in x for x in opd.warnings)
+    spec = BACKBONES["pi05"]
+    for im, passes, train in ((dag, 2 - DAGGER_BETA_MIN, spec.sft_train_flops() / spec.train_flops()),
+                              (opd, 2.0, 1.0)):
+        p = im.plan
+        profile = load_profile(p.profile)
+        base = StageCosts(p.with_(workload=replace(p.workload, algorithm="ppo", group_size=1)), profile)
+        mine = StageCosts(p, profile)
+        b, m = base.profile.costs, mine.profile.costs
+        assert m.infer_s.slope == pytest.approx(b.infer_s.slope * passes)
+        assert m.infer_s.intercept - m.infer_latency_s == pytest.approx((b.infer_s.intercept - b.infer_latency_s) * passes)
+        assert m.train_micro_batch_s.slope == pytest.approx(b.train_micro_batch_s.slope * train)
+        assert mine.gpu_memory_gb(activations=False) > base.gpu_memory_gb(activations=False)
+    # without the second model there is nothing to cost
+    with pytest.raises(ConfigError) as e:
+        load_rlinf(write_config(tmp_path, "n", adv="opd", loss="opd", group=8))
+    assert e.value.field == "rollout.expert_model"
+
+
+@pytest.mark.parametrize("algorithm", ["dsrl", "dagger", "opd"])
+def test_emit_round_trips_the_new_algorithms(tmp_path: Path, algorithm: str) -> None:
+    from dataclasses import replace
+
+    prof = load_profile("pi05")
+    plan = published_plan(prof, "colocated", 8, None)
+    plan = plan.with_(workload=replace(plan.workload, algorithm=algorithm,
+                                       group_size=8 if algorithm == "opd" else 1))
+    cfg = tmp_path / "frag.yaml"
+    cfg.write_text(emit_yaml(plan, "pi05"))
+    back = load_rlinf(cfg).plan
+    assert back.workload.algorithm == algorithm

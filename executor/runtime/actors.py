@@ -170,7 +170,7 @@ class InferenceActor:
     """Rollout inference on one rollout slot: the policy's ``generate``; loads versioned weights."""
 
     def __init__(self, backbone: str, scale: str, device: str, seed: int, threads: int,
-                 shape: dict[str, Any] | None = None) -> None:
+                 shape: dict[str, Any] | None = None, algorithm: str = "ppo") -> None:
         _torch_threads(threads)
         import torch
 
@@ -181,6 +181,12 @@ class InferenceActor:
         self.policy = make_policy(backbone, scale, device=device, seed=seed, **(shape or {})).eval()
         self.receiver = WeightReceiver(self.policy)
         self.rng = torch.Generator().manual_seed(seed + 1)
+        # DAgger's expert, OPD's teacher: a second policy of the same shapes beside the student
+        # (RLinf 0.3.0 huggingface_worker.py init_worker builds rollout.expert_model from the
+        # policy's config), never updated; random weights of its own
+        self.algorithm = algorithm
+        self.teacher = (make_policy(backbone, scale, device=device, seed=seed + 7919, **(shape or {})).eval()
+                        if algorithm in ("dagger", "opd") else None)
 
     def ready(self) -> dict[str, Any]:
         from executor.weight_sync import flatten
@@ -192,15 +198,39 @@ class InferenceActor:
         """Colocated on GPU: offload the policy to host memory (``cpu``) or reload it."""
         t0 = time.time()
         self.policy.to(device)
+        if self.teacher is not None:
+            self.teacher.to(device)
         _sync(device)
         return {"t0": t0, "t1": time.time()}
 
     def generate(self, obs: dict[str, Any]) -> dict[str, Any]:
+        import torch
+
         t0 = time.time()
-        out = self.policy.generate(obs, generator=self.rng)
+        extra: dict[str, Any] = {}
+        if self.algorithm == "dagger":
+            # classic DAgger (RLinf huggingface_worker.py predict, only_save_expert False): the
+            # expert acts with probability beta, else the student acts and the expert relabels;
+            # beta at its floor, as perfmodel costs it (perfmodel.costs.DAGGER_BETA_MIN)
+            from perfmodel.costs import DAGGER_BETA_MIN
+
+            if float(torch.rand(1, generator=self.rng)) < DAGGER_BETA_MIN:
+                out = self.teacher.generate(obs, generator=self.rng)
+                target = out.actions
+            else:
+                out = self.policy.generate(obs, generator=self.rng)
+                target = self.teacher.generate(obs, generator=self.rng).actions
+            extra["target"] = target.cpu().numpy()
+        else:
+            out = self.policy.generate(obs, generator=self.rng)
+        if self.algorithm == "opd":
+            # the teacher scores the student's chunk: its log-probability of it (one forward of
+            # the same shapes); the sample's advantage is teacher minus student (reverse KL)
+            with torch.no_grad():
+                extra["teacher_logprob"] = self.teacher.evaluate(obs, out.noise, out.actions)[0].float().cpu().numpy()
         return {"actions": out.actions.cpu().numpy(), "noise": out.noise.cpu().numpy(),
                 "logprob": out.logprob.cpu().numpy(), "value": out.value.cpu().numpy(),
-                "version": self.receiver.version, "t0": t0, "t1": time.time()}
+                "version": self.receiver.version, "t0": t0, "t1": time.time(), **extra}
 
     def load(self, weights: Any) -> dict[str, Any]:
         t0 = time.time()

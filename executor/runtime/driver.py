@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from perfmodel.schema.plan import Plan
-from perfmodel.schema.rules import batch_fires, global_batches, micro_batching, required_weight_version
+from perfmodel.schema.plan import REPLAY_ALGORITHMS, Plan
+from perfmodel.schema.rules import batch_fires, micro_batching, required_weight_version, training_runs
 from perfmodel.schema.timeline import Recorder
 from perfmodel.sim.workers import TrainLog as SimTrainLog
 
@@ -268,14 +268,21 @@ def trajectory_samples(cfg: Any, steps: list[dict[str, Any]]) -> list[dict[str, 
     if cfg.algorithm in ("grpo", "nft"):  # NFT takes GRPO's advantages (RLinf: adv_type grpo)
         adv_env = grpo_advantages(rewards.sum(0), cfg.group_size)
         adv, ret = adv_env.expand(T, N), adv_env.expand(T, N)
+    elif cfg.algorithm == "opd":  # the teacher's log-probability of the student's chunk less the student's
+        adv = torch.tensor(np.stack([s["teacher_logprob"] - s["logprob"] for s in steps])).float()
+        ret = adv
+    elif cfg.algorithm == "dagger":  # supervised: no advantage
+        adv = ret = torch.zeros(T, N)
     else:
         adv, ret = compute_gae(rewards, values, dones, torch.zeros(N), cfg.gamma, cfg.gae_lambda)
     out = []
+    # DAgger trains on the expert's chunk (its relabelling), the others on the executed one
+    key = "target" if cfg.algorithm == "dagger" else "actions"
     for t, s in enumerate(steps):
         for i in range(N):
             out.append({"images": s["obs"]["images"][i], "state": s["obs"]["state"][i],
                         "language": s["obs"]["language"][i], "noise": s["noise"][i],
-                        "actions": s["actions"][i], "logprob": float(s["logprob"][i]),
+                        "actions": s[key][i], "logprob": float(s["logprob"][i]),
                         "value": float(s["value"][i]), "advantage": float(adv[t, i]),
                         "return": float(ret[t, i]), "version": s["version"]})
     return out
@@ -399,7 +406,8 @@ class EnvWorkerLoop:
                         self.ctx.progress(st["steps"])
                     steps.append({"obs": obs, "rewards": st["rewards"].sum(1), "noise": out["noise"],
                                   "actions": out["actions"], "logprob": out["logprob"],
-                                  "value": out["value"], "version": out["version"]})
+                                  "value": out["value"], "version": out["version"],
+                                  **{k: out[k] for k in ("target", "teacher_logprob") if k in out}})
                     obs = st["obs"]
                 if fault is None:
                     break
@@ -451,12 +459,21 @@ class TrainerLoop:
     def run(self, iterations: int) -> None:
         try:
             w = self.ctx.plan.workload
+            replay = w.algorithm in REPLAY_ALGORITHMS
+            runs, passes = training_runs(w.samples_per_iteration, w.global_batch_size, w.update_epoch, replay)
+            pool: list[dict[str, Any]] = []  # DAgger's replay buffer (rlinf TrajectoryReplayBuffer)
+            draw = np.random.default_rng(0)  # the draws of the replay buffer, the same every run
             for k in range(iterations):
                 if self.rollout_done is not None:
                     self.rollout_done(k)
+                if replay:  # the iteration's samples into the buffer, then batches drawn from it
+                    pool.extend(self.buffer.get(w.samples_per_iteration))
+                    self.log.samples += w.samples_per_iteration
                 self._switch("to_train")
-                for size in global_batches(w.samples_per_iteration, w.global_batch_size):
-                    self._global_batch(size)
+                for size, count in runs:
+                    for _ in range(count):
+                        drawn = [pool[i] for i in draw.integers(0, len(pool), size)] if replay else None
+                        self._global_batch(size, passes, drawn)
                 self._switch("to_rollout")
                 ref = self.ranks[0].publish.remote()
                 self.ctx.get(ref)  # the snapshot exists before the version is announced
@@ -474,8 +491,9 @@ class TrainerLoop:
         res = {"t0": min(r["t0"] for r in results), "t1": max(r["t1"] for r in results)}
         self.ctx.span(stage, "actor", "train", res, units=len(self.ranks), **args)
 
-    def _global_batch(self, size: int) -> None:
-        """One global batch of ``size`` samples, ``update_epoch`` passes, each one optimizer step:
+    def _global_batch(self, size: int, passes: int, drawn: list[dict[str, Any]] | None = None) -> None:
+        """One global batch of ``size`` samples, ``passes`` passes (``rules.training_runs``:
+        update_epoch, or one for a batch ``drawn`` from DAgger's replay buffer), each one optimizer step:
         ``learner.update_global_batch`` spread over the ranks, one Ray call per rank and
         micro-step. Advantages are normalised with the global batch's statistics; streaming's
         first pass starts before the global batch is complete, so it uses those of the samples
@@ -485,8 +503,11 @@ class TrainerLoop:
         w = self.ctx.plan.workload
         R, mbs = len(self.ranks), w.micro_batch_size
         micro_steps, per_rank = micro_batching(size, R, mbs)
-        samples: list[dict[str, Any]] = [] if self.stream else self.buffer.get(size)
-        for p in range(w.update_epoch):
+        if drawn is not None:
+            samples: list[dict[str, Any]] = list(drawn)
+        else:
+            samples = [] if self.stream else self.buffer.get(size)
+        for p in range(passes):
             for m in range(micro_steps):
                 if self.stream and p == 0:
                     samples.extend(self.buffer.get(min((m + 1) * per_rank * R, size) - len(samples)))
@@ -501,4 +522,5 @@ class TrainerLoop:
             self._span("optimizer_step", results, batch=size, version=self.weights.version)
             self.log.optimizer_steps += 1
             self.log.last_metrics = {k: v for k, v in results[0].items() if k not in ("t0", "t1")}
-        self.log.samples += size
+        if drawn is None:  # a drawn batch's samples were counted as they entered the buffer
+            self.log.samples += size

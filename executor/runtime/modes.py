@@ -174,7 +174,7 @@ def wire(ctx: Context, opts: RunOptions, learner_cfg: Any) -> Wiring:
     # the plan's denoising steps and action horizon (an RLinf config's), as the prediction costs them
     shape = {"denoising_steps": plan.denoising_steps, "action_horizon": plan.action_horizon}
     inf_actors = [ray.remote(InferenceActor).options(max_concurrency=4, **on(d, gpu_share)).remote(
-        opts.backbone, opts.scale, device, opts.seed, opts.torch_threads, shape) for d in lay.rollout_slots]
+        opts.backbone, opts.scale, device, opts.seed, opts.torch_threads, shape, w.algorithm) for d in lay.rollout_slots]
     world = len(lay.actor_slots)
     addr, port = "127.0.0.1", 0
     if world > 1:  # the ranks' process group meets on rank 0's node, wherever Ray placed it

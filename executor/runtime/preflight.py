@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfmodel.schema.errors import ConfigError
-from perfmodel.schema.plan import GROUPED_ALGORITHMS, Plan
+from perfmodel.schema.plan import EXECUTED_ALGORITHMS, GROUPED_ALGORITHMS, Plan
 
 ENV_MEMORY_GB_DEFAULT = 2.0  # one rendered LIBERO env process, when no profile says otherwise
 RAY_BASE_GB = 0.8  # Ray's head processes, measured 0.61 GB RSS (module docstring), rounded up
@@ -114,8 +114,11 @@ def check_plan_fits(plan: Plan, backbone: str, scale: str, env_memory_gb: float,
                           f"version = global step); got {plan.version_granularity!r}, a perfmodel reading")
     w = plan.workload
     spec = get_backbone(backbone, scale)
-    if w.algorithm == "nft" and (not spec.has_action_expert or spec.parallel_decoding):
-        raise ConfigError("plan.workload.algorithm", f"nft trains a flow-matching action head; {backbone} has none")
+    if w.algorithm not in EXECUTED_ALGORITHMS:
+        raise ConfigError("plan.workload.algorithm", f"{w.algorithm} is predicted, not run: the executor trains "
+                          f"{', '.join(EXECUTED_ALGORITHMS)} (DSRL's SAC learner on a frozen VLA is not in it)")
+    if w.algorithm in ("nft", "dagger") and (not spec.has_action_expert or spec.parallel_decoding):
+        raise ConfigError("plan.workload.algorithm", f"{w.algorithm} trains a flow-matching action head; {backbone} has none")
     chunk = with_denoising(get_backbone(backbone, scale), plan.denoising_steps, plan.action_horizon).action_chunk
     if w.num_action_chunks > chunk:
         raise ConfigError("plan.workload.num_action_chunks",

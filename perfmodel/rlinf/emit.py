@@ -28,9 +28,11 @@ def fragment(plan: Plan, backbone: str | None = None) -> dict[str, Any]:
     else:
         r = plan.rollout_gpus
         placement = {"env,rollout": _range(0, r - 1), "actor": _range(r, c.gpus - 1)}
-    loss = {"ppo": "decoupled_actor_critic" if m.async_training else "actor_critic",
-            "grpo": "actor", "nft": "embodied_nft"}[w.algorithm]
-    algorithm: dict[str, Any] = {"adv_type": "gae" if w.algorithm == "ppo" else "grpo", "loss_type": loss,
+    # (adv_type, loss_type) as the importer reads them back (importer.ALGORITHMS)
+    adv, loss = {"ppo": ("gae", "decoupled_actor_critic" if m.async_training else "actor_critic"),
+                 "grpo": ("grpo", "actor"), "nft": ("grpo", "embodied_nft"), "opd": ("opd", "opd"),
+                 "dsrl": ("embodied_sac", "embodied_sac"), "dagger": ("gae", "embodied_dagger")}[w.algorithm]
+    algorithm: dict[str, Any] = {"adv_type": adv, "loss_type": loss,
                                  "update_epoch": w.update_epoch, "group_size": w.group_size}
     # A synchronous plan pasted over an asynchronous config must switch RLinf's asynchronous PPO
     # and dynamic batching off, not leave them as they were.
@@ -49,6 +51,8 @@ def fragment(plan: Plan, backbone: str | None = None) -> dict[str, Any]:
         model["denoising_steps" if gr00t else "num_steps"] = plan.denoising_steps
     if plan.action_horizon is not None and openpi:
         model["openpi"]["action_chunk"] = plan.action_horizon
+    if w.algorithm == "dsrl" and openpi:  # RLinf's DSRL is the SAC worker on openpi with use_dsrl
+        model["openpi"]["use_dsrl"] = True
     actor: dict[str, Any] = {"micro_batch_size": w.micro_batch_size, "global_batch_size": w.global_batch_size,
                              "enable_offload": offload, "model": model,
                              "fsdp_config": {"sharding_strategy": plan.sharding_strategy}}
@@ -77,7 +81,10 @@ def fragment(plan: Plan, backbone: str | None = None) -> dict[str, Any]:
         # steps per env per rollout epoch; the task's own max_episode_steps stays the user's
         "env": {"train": {"total_num_envs": w.total_num_envs,
                           "max_steps_per_rollout_epoch": w.max_episode_steps, "rollout_epoch": w.rollout_epoch}},
-        "rollout": {"pipeline_stage_num": plan.pipeline_stage_num, "enable_offload": offload},
+        "rollout": {"pipeline_stage_num": plan.pipeline_stage_num, "enable_offload": offload,
+                    # DAgger's expert, OPD's teacher: the user's own checkpoint path stays theirs
+                    **({"expert_model": {"model_path": "/path/to/expert_model"}}
+                       if w.algorithm in ("dagger", "opd") else {})},
         "actor": actor,
         "vlaperf": vl,
     }

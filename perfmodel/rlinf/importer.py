@@ -47,19 +47,19 @@ ALGORITHMS = {("gae", "actor_critic"): "ppo", ("gae", "decoupled_actor_critic"):
               ("grpo", "actor"): "grpo", ("grpo", "decoupled_actor"): "grpo",
               # RLinf's NFT (workers/actor/fsdp_nft_policy_worker.py): GRPO's rollout, groups and
               # batches, another loss and training pass (perfmodel.backbones.Backbone.nft_train_flops)
-              ("grpo", "embodied_nft"): "nft"}
+              ("grpo", "embodied_nft"): "nft",
+              # on-policy distillation: GRPO's pipeline with a teacher's forward on the student's samples
+              ("opd", "opd"): "opd",
+              # RLinf's DSRL (with actor.model.openpi.use_dsrl; _dsrl_notes) and DAgger (_teacher_notes)
+              ("embodied_sac", "embodied_sac"): "dsrl", ("gae", "embodied_dagger"): "dagger"}
 # What each refused algorithm runs per iteration (rlinf 0.3.0), and why vlaperf does not cost it.
 UNMODELLED_ALGORITHMS = {
-    "embodied_sac": "DSRL (SAC on the frozen VLA's noise, workers/actor/fsdp_sac_policy_worker.py) takes update_epoch "
-                    "gradient steps an iteration on batches drawn from a replay buffer (TrajectoryReplayBuffer), "
-                    "not the iteration's samples in global batches; vlaperf's trainer has no replay buffer",
-    "embodied_dagger": "DAgger labels the student's samples with an expert model's inference in the rollout worker "
-                       "(workers/rollout/hf/huggingface_worker.py expert_model) and trains by imitation from a replay "
-                       "buffer (workers/actor/fsdp_dagger_policy_worker.py); vlaperf costs neither",
-    "opd": "on-policy distillation (a teacher model's inference on every student sample) is not in rlinf 0.3.0, "
-           "the package index's (its advantages: gae, grpo, grpo_dynamic, reinpp, raw), so its cost cannot be read "
-           "from RLinf's code; vlaperf does not cost a second model",
+    "embodied_sac": "SAC without actor.model.openpi.use_dsrl trains Q heads on the VLA's own features "
+                    "(workers/actor/fsdp_sac_policy_worker.py); vlaperf costs SAC only as DSRL (openpi with use_dsrl: "
+                    "the VLA frozen, small nets trained)",
 }
+ALGORITHM_NAMES = ("PPO: gae + actor_critic / decoupled_actor_critic, GRPO: grpo + actor, NFT: grpo + embodied_nft, "
+                   "OPD: opd + opd, DSRL: embodied_sac + embodied_sac with openpi.use_dsrl, DAgger: gae + embodied_dagger")
 # RLinf model types -> bundled profiles. RLinf's model/gr00t.yaml is GR00T N1.5 (n1d6, n1d7 have
 # their own model types); gr00t_n1d7 has no published shapes here.
 # dexbotic_pi: Dexbotic's pi0 (RLinf model/dexbotic_pi.yaml: two images, flow matching, an action
@@ -67,8 +67,30 @@ UNMODELLED_ALGORITHMS = {
 MODEL_TYPES = {"gr00t": "gr00t_n15", "gr00t_n1d6": "gr00t_n16", "openvla_oft": "openvla_oft", "dexbotic_pi": "pi0"}
 PROFILED = ("openpi pi0.5 -> pi05", "openpi pi0 -> pi0", "gr00t -> gr00t_n15", "gr00t_n1d6 -> gr00t_n16",
             "openvla_oft -> openvla_oft", "dexbotic_pi -> pi0")
-ASSUMED_SHAPES = {"dexbotic_pi": "Dexbotic's pi0 costed with openpi pi0's shapes (PaliGemma 3B + 300M action expert; "
-                                 "assumed the same architecture, not checked against Dexbotic's code)"}
+ASSUMED_SHAPES = {"dexbotic_pi": "Dexbotic's pi0 (RLinf models/embodiment/dexbotic_pi builds dexbotic's Pi0ForCausalLM "
+                                 "from the checkpoint's Pi0Config: the pi0 architecture, two images, flow matching, "
+                                 "the action expert trained alone) costed with openpi pi0's shapes (PaliGemma 3B + "
+                                 "300M action expert); the checkpoint's sizes are not read here"}
+# Why a model RLinf ships has no shapes here (rlinf 0.3.0's code and the configs read for them).
+UNSHAPED_MODELS = {
+    "mlp_policy": "RLinf's MLP policy (models/embodiment/mlp_policy/mlp_policy.py: three 256-wide tanh layers on "
+                  "the joint state and a value head of the same, about 0.27M parameters) is no VLA: its calls and "
+                  "micro-batches are fixed overheads that no vlaperf profile measures for it",
+    "abot_m0": "ABot-M0 (models/embodiment/abot_m0) builds its Qwen-VL interface and action head from the "
+               "checkpoint's own config (from_pretrained); the config gives chunk 10, 4 denoising steps and "
+               "224-px images, and neither it nor ../shared/reference/models.md gives layers or widths",
+    "evo1": "Evo-1: the config gives its action head's horizon 50, 24-dim states and actions, 32 inference "
+            "timesteps and 448-px images, not its vision-language backbone's layers or widths (built from "
+            "evo1.repo_path's code and the checkpoint)",
+    "starvla": "StarVLA (starvla.framework_name QwenOFT, checkpoint Qwen2.5-VL-OFT-LIBERO-4in1): the Qwen2.5-VL's "
+               "size is the checkpoint's, given by neither the config nor ../shared/reference/models.md",
+    "dexbotic_dm0": "Dexbotic DM0 (models/embodiment/dexbotic_dm0: a Qwen3 VLM and an action expert, shapes from "
+                    "the checkpoint's DM0Config.from_pretrained); the config gives 2 images, chunk 10 and 5 denoising "
+                    "steps, not layers or widths",
+    "gr00t_n1d7": "GR00T N1.7 (models/embodiment/gr00t/gr00t_n1d7: a Qwen3-VL backbone loaded by the checkpoint's "
+                  "model_name, Qwen3VLForConditionalGeneration): its size and DiT depth are in neither the config "
+                  "nor ../shared/reference/models.md",
+}
 MAX_DENOISING_STEPS = 10_000  # flow-matching policies use a handful (RLinf's: 4-10)
 ASYNC_LOOKING = re.compile(r"async|stream|dynamic_batch|staleness|max_batch|batch_timeout|decoupled|training_pipeline|"
                            r"queue_size", re.I)
@@ -121,8 +143,9 @@ def backbone_of(c: Composed) -> str:
                                                             "config: no profile for it (pi0*, pi05*)")
     if mt in MODEL_TYPES:
         return MODEL_TYPES[mt]
-    raise ConfigError("actor.model.model_type", f"{mt!r} has no profile (profiled: {', '.join(PROFILED)}); measure one "
-                                                f"with `executor profile` and pass --profile")
+    why = f": {UNSHAPED_MODELS[mt]}" if isinstance(mt, str) and mt in UNSHAPED_MODELS else ""
+    raise ConfigError("actor.model.model_type", f"{mt!r} has no profile{why} (profiled: {', '.join(PROFILED)}); "
+                                                f"pass --profile with a profile of your own")
 
 
 def parse_gpus(text: Any, total: int, key: str) -> list[int]:
@@ -279,14 +302,18 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     # Algorithm.
     adv, loss = c.get("algorithm.adv_type", "gae"), c.get("algorithm.loss_type", "actor_critic")
     algo = ALGORITHMS.get((adv, loss)) if isinstance(adv, str) and isinstance(loss, str) else None
+    if algo == "dsrl" and not c.get_bool("actor.model.openpi.use_dsrl", False):
+        algo = None
     if algo is None:
         why = UNMODELLED_ALGORITHMS.get(loss) if isinstance(loss, str) else None
         raise ConfigError("algorithm.loss_type", f"adv_type {adv} with loss_type {loss} is not modelled"
-                                                 + (f": {why}" if why else "")
-                                                 + " (vlaperf models PPO: gae + actor_critic / decoupled_actor_critic, "
-                                                 "GRPO: grpo + actor, NFT: grpo + embodied_nft)")
+                                                 + (f": {why}" if why else "") + f" (vlaperf models {ALGORITHM_NAMES})")
     if algo == "nft":
         _nft_notes(c, backbone, warnings)
+    elif algo == "dsrl":
+        _dsrl_notes(c, backbone, warnings)
+    elif algo in ("dagger", "opd"):
+        _teacher_notes(c, algo, warnings)
     # checked whatever the algorithm: a group size of 0 is wrong in any config, and PPO ignores one
     group_size = _int(c, "algorithm.group_size", 1, most=MAX_FIELD["group_size"])
     if algo not in GROUPED_ALGORITHMS:
@@ -584,6 +611,88 @@ def _nft_notes(c: Composed, backbone: str, warnings: list[str]) -> None:
     if (min(float(t) for t in tau[:2]) if isinstance(tau, list) else float(tau)) < 1.0:
         warnings.append(f"algorithm.nft_tau: {tau} keeps an EMA rollout model: its soft update and the v_old model "
                         "built each iteration are not costed")
+
+
+DSRL_KEYS = {"dsrl_state_dim": "state_dim", "dsrl_action_noise_dim": "noise_dim", "dsrl_num_q_heads": "q_heads",
+             "dsrl_image_latent_dim": "image_latent", "dsrl_state_latent_dim": "state_latent",
+             "dsrl_hidden_dims": "hidden"}
+
+
+def _dsrl_notes(c: Composed, backbone: str, warnings: list[str]) -> None:
+    """DSRL steers an openpi VLA's denoising with a small SAC noise policy: refused on another
+    backbone; what is costed, and the config's small-net shapes against those costed, are said."""
+    from perfmodel.backbones import BACKBONES, DsrlNets
+
+    spec = BACKBONES.get(backbone)
+    mt = c.get("actor.model.model_type", None)  # absent in a vlaperf fragment that names its profile
+    if mt not in (None, "openpi") or spec is None or not spec.has_action_expert or spec.parallel_decoding:
+        raise ConfigError("actor.model.openpi.use_dsrl", f"DSRL steers an openpi policy's denoising noise "
+                                                         f"(openpi_action_model.py); backbone {backbone} is not one "
+                                                         "(DSRL is costed for pi0 and pi0.5)")
+    nets = DsrlNets()
+    differ = []
+    for key, attr in DSRL_KEYS.items():
+        got = c.get(f"actor.model.openpi.{key}", None)
+        want = getattr(nets, attr)
+        if got is not None and (list(got) if isinstance(got, (list, tuple)) else got) != (
+                list(want) if isinstance(want, tuple) else want):
+            differ.append(f"{key} {got}")
+    if differ:
+        warnings.append(f"actor.model.openpi: {', '.join(differ)} differ from the DSRL nets costed (RLinf's "
+                        "OpenPi0Config defaults); their training FLOPs are small beside the fixed times per step")
+    warnings.append("algorithm.loss_type: embodied_sac with openpi.use_dsrl costed as DSRL (rlinf 0.3.0 "
+                    "fsdp_sac_policy_worker.py): rollout is the frozen VLA's inference from the noise policy's noise "
+                    "(its 64x64 image encoder and MLP are not costed in the call); per iteration the trajectories "
+                    "enter a replay buffer and the actor takes update_epoch gradient steps on global batches drawn "
+                    "from it, each the critic's, the actor's and the temperature's losses on the small nets "
+                    f"({nets.train_flops() / 1e6:.0f} MFLOP a sample), an optimizer step (the critic's and the actor's) and the target model's "
+                    "soft update over every parameter, the frozen VLA's included (36 bytes a parameter of HBM "
+                    "traffic); only the small nets' weights sync to the rollout. The fixed times per micro-batch "
+                    "and per optimizer step are the profile's, fitted for the VLA's training pass, not measured for "
+                    "the small nets: at update_epoch steps an iteration they may dominate its training")
+    interval = c.get("runner.weight_sync_interval", 1)
+    if isinstance(interval, int) and not isinstance(interval, bool) and interval > 1:
+        warnings.append(f"runner.weight_sync_interval: {interval}: RLinf's asynchronous entry script runs this "
+                        "config with runners/async_embodied_runner.py (env and rollout step without pause while the "
+                        "actor trains from the replay buffer, weights every weight_sync_interval training steps); "
+                        "the config's keys do not name the runner, so it is costed as the synchronous pipeline on "
+                        "its placement (rollout, then training, each iteration). RLinf's asynchronous runner shares "
+                        "the GPUs in time between a rollout that never waits for training and a trainer that never "
+                        "stops, which is not costed: each inference call then waits for at most the training "
+                        "operation in progress, so where an iteration's training is longer than its inference calls "
+                        "times one training operation, this reading's env rate is a lower bound")
+
+
+def _teacher_notes(c: Composed, algo: str, warnings: list[str]) -> None:
+    """DAgger's expert and OPD's teacher: a second model of the policy's shapes in the rollout
+    worker (``rollout.expert_model``); refused without one; what is costed is said."""
+    from perfmodel.costs import DAGGER_BETA_MIN
+
+    if not c.has("rollout.expert_model"):
+        raise ConfigError("rollout.expert_model", f"is missing: {'DAgger' if algo == 'dagger' else 'on-policy distillation'} "
+                                                  "needs the second model RLinf's rollout worker loads from it "
+                                                  "(workers/rollout/hf/huggingface_worker.py init_worker)")
+    if algo == "opd":
+        warnings.append("algorithm.loss_type: opd (on-policy distillation; its advantage and loss are not in rlinf 0.3.0, "
+                        "the package index's) costed from the config: GRPO's pipeline (groups, global batches, "
+                        "update_epoch, the policy's training pass) with the teacher (rollout.expert_model, which RLinf's "
+                        "rollout worker builds with the student's model config: the student's shapes) scoring every "
+                        "student sample: one forward of the student's shapes per sample beside the student's call, "
+                        "its fixed GPU time too; the teacher resident beside the student")
+        return
+    classic = not c.get_bool("algorithm.dagger.only_save_expert", True)
+    beta_min = c.get("algorithm.dagger.beta_min", DAGGER_BETA_MIN)
+    warnings.append("algorithm.loss_type: embodied_dagger costed as DAgger (rlinf 0.3.0 huggingface_worker.py predict, "
+                    "fsdp_dagger_policy_worker.py): each inference call runs the expert (probability beta) or the "
+                    f"student and the expert's relabelling, 2 - beta passes, at beta's floor {DAGGER_BETA_MIN} "
+                    "(beta starts at dagger.init_beta and decays each iteration); per iteration the relabelled "
+                    "trajectories enter a replay buffer and the actor takes update_epoch supervised steps on global "
+                    "batches drawn from it (one velocity evaluation and its backward a sample, no denoising chain)")
+    if not classic:
+        warnings.append("algorithm.dagger.only_save_expert: True (HG-DAgger) relabels nothing: one pass per call, "
+                        "costed as classic DAgger's 2 - beta (an upper bound on inference)")
+    if isinstance(beta_min, (int, float)) and not isinstance(beta_min, bool) and beta_min != DAGGER_BETA_MIN:
+        warnings.append(f"algorithm.dagger.beta_min: {beta_min} not read: inference costed at beta {DAGGER_BETA_MIN}")
 
 
 def _policy_shape(c: Composed, backbone: str, warnings: list[str]) -> dict[str, int]:

@@ -19,12 +19,22 @@ from perfmodel.schema.jsonio import Fields, check_int, load_json
 from perfmodel.schema.hardware import DEFAULT_GPU, GPU_NAMES
 from perfmodel.schema.modes import MODE_TABLE, MODES, ROLLOUTS, SHARED_GPU_MODES, Mode
 from perfmodel.schema.placement import Placement, env_cores_of, placement_of
-from perfmodel.schema.rules import whole_global_batch
+from perfmodel.schema.rules import training_runs, whole_global_batch
 
 # nft: RLinf's embodied NFT (adv_type grpo, loss_type embodied_nft): GRPO's pipeline and groups,
 # another loss, whose training pass perfmodel.costs costs by its own FLOPs.
-ALGORITHMS = ("ppo", "grpo", "nft")
-GROUPED_ALGORITHMS = ("grpo", "nft")
+# opd: on-policy distillation (adv_type / loss_type opd): GRPO's pipeline and groups with a
+# teacher's forward on every student sample in the rollout worker (perfmodel.costs).
+# dsrl: RLinf's DSRL (embodied_sac with openpi.use_dsrl): the frozen VLA's inference steered by a
+# small SAC noise policy trained off-policy from a replay buffer. dagger: RLinf's DAgger
+# (embodied_dagger): an expert's inference beside the student's, supervised updates from a replay
+# buffer. Both train REPLAY_ALGORITHMS' way (rules.training_runs): update_epoch global batches
+# drawn from the buffer per iteration, not the iteration's samples update_epoch times.
+ALGORITHMS = ("ppo", "grpo", "nft", "opd", "dsrl", "dagger")
+GROUPED_ALGORITHMS = ("grpo", "nft", "opd")
+REPLAY_ALGORITHMS = ("dsrl", "dagger")
+# The algorithms the executor trains; the others are predicted only.
+EXECUTED_ALGORITHMS = ("ppo", "grpo", "nft", "opd", "dagger")
 # How the system runs (issue 13): plan fields whose defaults reproduce the published setup.
 # RLinf scheduler/placement/packed.py: contiguous global GPU ranges, a node filled before the
 # next; "split" divides every node by the allocation ratio.
@@ -96,7 +106,9 @@ class Workload:
 
     @property
     def optimizer_steps_per_iteration(self) -> int:
-        return math.ceil(self.samples_per_iteration / self.global_batch_size) * self.update_epoch
+        runs, passes = training_runs(self.samples_per_iteration, self.global_batch_size, self.update_epoch,
+                                     self.algorithm in REPLAY_ALGORITHMS)
+        return sum(c for _, c in runs) * passes
 
     @classmethod
     def from_dict(cls, obj: Any, path: str = "workload") -> "Workload":
@@ -432,6 +444,10 @@ class Plan:
             raise ConfigError(f"{path}.enable_offload", f"must be true or false, got {self.enable_offload!r}")
         self._check_rollout(path)
         m = self.mechanisms
+        if self.workload.algorithm in REPLAY_ALGORITHMS and m.streaming:
+            raise ConfigError(f"{path}.mode", f"must not stream training for {self.workload.algorithm}: it trains on "
+                                              "batches drawn from a replay buffer, not on the arriving samples "
+                                              f"(modes: {', '.join(n for n in MODES if not MODE_TABLE[n].streaming)})")
         if self.enable_offload and m.trains_beside_rollout:
             raise ConfigError(f"{path}.enable_offload", f"must be false for {self.mode} with actor and rollout on the "
                                                         "same GPUs (allocation_ratio null): they run at the same time, "

@@ -32,6 +32,20 @@ def global_batch_runs(samples: int, global_batch_size: int) -> list[tuple[int, i
     return [(s, c) for s, c in ((global_batch_size, full), (rest, 1 if rest else 0)) if c]
 
 
+def training_runs(samples: int, global_batch_size: int, update_epoch: int,
+                  replay: bool = False) -> tuple[list[tuple[int, int]], int]:
+    """(global batches as (size, count) runs, passes over each) of one iteration's training.
+    On-policy (PPO, GRPO, NFT, OPD): the iteration's samples in global batches, each trained
+    ``update_epoch`` times. From a replay buffer (``replay``: DSRL, DAgger): ``update_epoch``
+    global batches of ``global_batch_size`` drawn from the buffer, once each, whatever the
+    iteration collected (rlinf 0.3.0 workers/actor/fsdp_sac_policy_worker.py and
+    fsdp_dagger_policy_worker.py run_training: ``for _ in range(update_epoch): update_one_epoch()``,
+    each a global batch sampled from the TrajectoryReplayBuffer)."""
+    if replay:
+        return [(global_batch_size, update_epoch)], 1
+    return global_batch_runs(samples, global_batch_size), update_epoch
+
+
 def global_batches(samples: int, global_batch_size: int) -> list[int]:
     """An iteration's samples as global batches in order: full batches, then the remainder."""
     return [s for s, c in global_batch_runs(samples, global_batch_size) for _ in range(c)]

@@ -53,7 +53,8 @@ from typing import Callable, Generator as Gen
 import simpy
 
 from perfmodel.costs import StageCosts
-from perfmodel.schema.rules import batch_fires, global_batch_runs, required_weight_version
+from perfmodel.schema.plan import REPLAY_ALGORITHMS
+from perfmodel.schema.rules import batch_fires, required_weight_version, training_runs
 
 
 def versions_per_iteration(plan) -> int:
@@ -61,8 +62,7 @@ def versions_per_iteration(plan) -> int:
     version is one optimizer step (``plan.version_granularity``)."""
     if plan.version_granularity != "optimizer_step":
         return 1
-    w = plan.workload
-    return w.update_epoch * sum(c for _, c in global_batch_runs(w.samples_per_iteration, w.global_batch_size))
+    return plan.workload.optimizer_steps_per_iteration
 from perfmodel.schema.timeline import Recorder
 from perfmodel.sim.durations import Durations
 from perfmodel.sim.period import PeriodWatch, TieAfterSkip, TieWatch
@@ -615,16 +615,26 @@ class Trainer:
         # versions per iteration: 1, or one per optimizer step (plan.version_granularity)
         self.versions = versions_per_iteration(costs.plan)
         self.per_step = self.versions > 1 or costs.plan.version_granularity == "optimizer_step"
+        # DSRL, DAgger: the iteration's samples enter a replay buffer, and training draws its
+        # global batches from it, once each (rules.training_runs); the others train the
+        # iteration's samples, update_epoch passes over each global batch.
+        w = costs.plan.workload
+        self.replay_buffer = w.algorithm in REPLAY_ALGORITHMS
+        self.runs, self.passes = training_runs(w.samples_per_iteration, w.global_batch_size, w.update_epoch,
+                                               self.replay_buffer)
 
     def run(self, iterations: int) -> Gen:
         env, w = self.env, self.costs.plan.workload
-        runs = global_batch_runs(w.samples_per_iteration, w.global_batch_size)
         for k in range(iterations):
             if self.rollout_done is not None:
                 yield self.rollout_done(k)
+            if self.replay_buffer:  # the iteration's trajectories into the replay buffer
+                yield self.buffer.get(w.samples_per_iteration)
+                self.rec.counter("samples_waiting/actor", env.now, self.buffer.level.level)
+                self.log.samples += w.samples_per_iteration
             if self.switch_s > 0:
                 yield from self._switch("to_train")
-            for size, count in runs:
+            for size, count in self.runs:
                 left = count
                 while left:
                     if not self.collapse or self.shared:
@@ -667,10 +677,10 @@ class Trainer:
 
     def _global_batch(self, size: int) -> Gen:
         """One global batch, one event per micro-batch and optimizer step (the reference)."""
-        env, w = self.env, self.costs.plan.workload
+        env = self.env
         micro_steps, per_rank = self.costs.micro_batching(size)
         per_step = per_rank * self.ranks  # samples of one micro-batch on every rank
-        if not self.stream:
+        if not self.stream and not self.replay_buffer:
             yield self.buffer.get(size)
             self.rec.counter("samples_waiting/actor", env.now, self.buffer.level.level)
         # shared GPUs: each micro-batch and optimizer step takes them itself (_gpu_work)
@@ -682,7 +692,7 @@ class Trainer:
                 yield env.timeout(intake)
                 self.rec.span("train", self.name, "train", start, env.now, units=self.ranks, batch=0,
                               version=self.weights.version)
-            for p in range(w.update_epoch):
+            for p in range(self.passes):
                 got = 0
                 for _ in range(micro_steps):
                     if self.stream and p == 0:
@@ -700,7 +710,8 @@ class Trainer:
                 self.log.optimizer_steps += 1
                 if self.per_step:  # a version per optimizer step
                     self.weights.publish(self.weights.version + 1)
-            self.log.samples += size
+            if not self.replay_buffer:
+                self.log.samples += size
         finally:
             self._release(slots)
 
@@ -711,11 +722,14 @@ class Trainer:
         if self.stream and self.buffer.level.level < size:
             yield from self._global_batch(size)
             return 1
-        yield self.buffer.get(size)
-        count = 1 + min(left - 1, int(self.buffer.level.level) // size)
-        if count > 1:
-            yield self.buffer.get((count - 1) * size)
-        self.rec.counter("samples_waiting/actor", self.env.now, self.buffer.level.level)
+        if self.replay_buffer:  # drawn from the replay buffer: every batch of the iteration is there
+            count = left
+        else:
+            yield self.buffer.get(size)
+            count = 1 + min(left - 1, int(self.buffer.level.level) // size)
+            if count > 1:
+                yield self.buffer.get((count - 1) * size)
+            self.rec.counter("samples_waiting/actor", self.env.now, self.buffer.level.level)
         slots = yield from self._acquire()
         try:
             end = self._time_block(size, count)
@@ -726,11 +740,11 @@ class Trainer:
 
     def _time_block(self, size: int, count: int) -> float:
         """End time of ``count`` batches of ``size`` from now; records their spans and counts."""
-        w, rec, ranks = self.costs.plan.workload, self.rec, self.ranks
+        rec, ranks = self.rec, self.ranks
         steps, per_rank = self.costs.micro_batching(size)
         opt = self.costs.optimizer_step_s()
         intake = self.costs.intake_s(size)  # once per global batch, before its first pass
-        passes = count * w.update_epoch
+        passes = count * self.passes
         draws = passes * steps
         deterministic = self.dur.rng is None or self.costs.profile.variability.train_cv <= 0
         mean = self.costs.micro_batch_s(per_rank)
@@ -738,12 +752,13 @@ class Trainer:
         t = self.env.now
         self.log.micro_batches += draws
         self.log.optimizer_steps += passes
-        self.log.samples += count * size
+        if not self.replay_buffer:
+            self.log.samples += count * size
         if passes * (steps + 1) <= EXACT_STEPS and deterministic and not rec.keep_busy and not self.per_step:
             # A throughput only (no span, no version per step): the additions below, in their
             # order, by reduce's loop instead of Python's (one global batch: its intake, then
             # per pass its micro-batches and its optimizer step).
-            batch = ((intake,) if intake > 0 else ()) + ((mean,) * steps + (opt,)) * w.update_epoch
+            batch = ((intake,) if intake > 0 else ()) + ((mean,) * steps + (opt,)) * self.passes
             return reduce(add, chain.from_iterable(repeat(batch, count)), t)
         if passes * (steps + 1) <= EXACT_STEPS or rec.keep_spans:
             # Step by step, in the events' order: bit-for-bit the reference's times.
@@ -753,7 +768,7 @@ class Trainer:
             published = []
             intake_span = rec.spans_of("train", self.name, "train", batch=0, version=v) if intake > 0 else None
             for i in range(passes):
-                if intake_span is not None and i % w.update_epoch == 0:
+                if intake_span is not None and i % self.passes == 0:
                     end = t + intake
                     intake_span((t, end, ranks))
                     t = end
