@@ -45,7 +45,9 @@ def main() -> None:
                        "low": iv.get("low"), "high": iv.get("high"), "width_pct": iv.get("width_pct"),
                        "components_pct": iv.get("components_pct"), "bottleneck": p["bottleneck"],
                        "members": {f"{m['mechanism']}:{m['end']}": m["throughput"] for m in s.get("members", [])},
-                       "drives_width": s.get("drives_width"), "seconds": dt}
+                       "drives_width": s.get("drives_width"),
+                       # the world that moves each end most (perfmodel.calibration.worlds)
+                       "ends": {k: e["name"] for k, e in (iv.get("ends") or {}).items()}, "seconds": dt}
                 rows.append(row)
                 mem = " ".join(f"{k} {v:.0f}" for k, v in row["members"].items())
                 print(f"{backbone:<9} {g:>4} {'scaled' if scaled else 'fixed ':<6} gb {row['global_batch_size']:>5} "

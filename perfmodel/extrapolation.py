@@ -138,7 +138,7 @@ def _workload_sentence(widths: dict[str, dict[str, Any] | None]) -> str:
     if have:
         parts.append("widened by the measured error of predicting another workload along " + ", ".join(have))
     if lack:
-        parts.append("no measured width exists for " + ", ".join(lack) + " (profiles/reference/workload_widths.json)")
+        parts.append("no measured width exists for " + ", ".join(lack))
     return "; ".join(parts)
 
 

@@ -102,7 +102,7 @@ def test_a_tiny_scenario_names_the_world_at_each_end(scenario_dict, tmp_path, mo
     width along envs per GPU (5 % at one doubling) and twice the envs per GPU, the workload world
     sets them, the interval is the three in quadrature, and predict's text names it."""
     import perfmodel.extrapolation as extrapolation
-    from perfmodel.commands.predict import format_prediction
+    from perfmodel.commands.predict import interval_rows
 
     widths = tmp_path / "workload_widths.json"
     monkeypatch.setattr(extrapolation, "WORKLOAD_WIDTHS", widths)
@@ -128,9 +128,10 @@ def test_a_tiny_scenario_names_the_world_at_each_end(scenario_dict, tmp_path, mo
     assert (iv["low"], iv["high"]) == (pytest.approx(thr * math.exp(-want), rel=1e-9),
                                        pytest.approx(thr * math.exp(want), rel=1e-9))
     assert iv["components_pct"]["workload_pct"] == pytest.approx(100 * Z * 0.05, abs=1e-3)
-    text = format_prediction(q)
-    assert "interval ends  low: workload envs_per_gpu - (workload, -7.9 %); high: workload envs_per_gpu + " in text
-    assert "not widened" not in text
+    rows = interval_rows(q)
+    assert ("interval ends", "low: workload envs_per_gpu - (workload, -7.9 %); "
+                             "high: workload envs_per_gpu + (workload, +8.6 %)") in rows
+    assert not [v for _, v in rows if "not widened" in v]
 
 
 def test_workload_widths_grow_with_distance_and_are_checked(tmp_path):
