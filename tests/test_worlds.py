@@ -129,7 +129,7 @@ def test_a_tiny_scenario_names_the_world_at_each_end(scenario_dict, tmp_path, mo
                                        pytest.approx(thr * math.exp(want), rel=1e-9))
     assert iv["components_pct"]["workload_pct"] == pytest.approx(100 * Z * 0.05, abs=1e-3)
     rows = interval_rows(q)
-    assert ("interval ends", "low: workload envs_per_gpu - (workload, -7.9 %); "
+    assert ("ends set by", "low: workload envs_per_gpu - (workload, -7.9 %); "
                              "high: workload envs_per_gpu + (workload, +8.6 %)") in rows
     assert not [v for _, v in rows if "not widened" in v]
 

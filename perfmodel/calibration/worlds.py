@@ -81,10 +81,12 @@ class World:
     pair_change: float | None = None
     detail: dict[str, Any] = field(default_factory=dict)
 
-    def record(self, centre: float) -> dict[str, Any]:
+    def record(self, centre: float, value: str = "throughput") -> dict[str, Any]:
+        """The world as the interval records it; ``value`` names its centre's quantity (a ratio's
+        worlds record the throughput ratio in them)."""
         thr = self.throughput if self.throughput is not None else (centre * math.exp(self.log_change) if centre > 0 else 0.0)
         return {"name": self.name, "kind": self.kind, "group": self.group, "rule": self.rule, "how": self.how,
-                "throughput": thr, "log_change": self.log_change, **({"detail": self.detail} if self.detail else {})}
+                value: thr, "log_change": self.log_change, **({"detail": self.detail} if self.detail else {})}
 
 
 def _groups(worlds: Iterable[World]) -> dict[tuple[str, str], list[World]]:
@@ -176,7 +178,7 @@ def envelope(centre: float, worlds: Sequence[World], *, coverage: float, method:
     out: dict[str, Any] = {"low": low, "high": high, "coverage": coverage, "method": method,
                            "half_width_log": 0.5 * (hi - lo), "components_pct": components(worlds, fitted),
                            "ends": {"low": _end_record(lo_w, lo, centre), "high": _end_record(hi_w, hi, centre)},
-                           "worlds": [w.record(centre) for w in worlds]}
+                           "worlds": [w.record(centre, "throughput_ratio" if ratio else "throughput") for w in worlds]}
     if ratio:
         out = {"ratio": centre, **out, "resolved": bool(low > 1.0 or high < 1.0) if fitted else None}
     else:

@@ -246,7 +246,7 @@ def interval_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
                                  f"({100 * iv['coverage']:.0f}% interval, width {iv['width_pct']:.1f}% of the prediction)"))
         ends = [f"{side}: {d}" for side, d in (("low", describe_end(iv, "low")), ("high", describe_end(iv, "high"))) if d]
         if ends:  # the world that moves each end most (perfmodel.calibration.worlds)
-            rows.append(("interval ends", "; ".join(ends)))
+            rows.append(("ends set by", "; ".join(ends)))
         parts = iv.get("components_pct") or {}
         # only a fitted profile's interval has a model-error term (a measured one is the
         # measurements' spread alone, and needs no excuse)
