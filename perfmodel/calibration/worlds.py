@@ -150,7 +150,7 @@ def components(worlds: Sequence[World], fitted: bool) -> dict[str, float]:
         ws = by_kind[kind]
         lo, hi, _, _ = log_ends(ws)
         spread = all(w.rule == "spread" for w in ws)
-        out[f"{kind}_pct"] = round(100.0 * (max(-lo, hi) if spread else hi - lo), 3)
+        out[f"{kind}_pct"] = round(100.0 * (max(-lo, hi) if spread else hi - lo), 3) + 0.0  # never -0.0
     if fitted:
         for kind in FITTED_COMPONENTS:
             out.setdefault(f"{kind}_pct", 0.0)
