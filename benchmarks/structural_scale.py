@@ -3,8 +3,8 @@ and 256 GPUs"): for each backbone, rollout_async 1:1 (or --mode), at the publish
 (global batch 1024 at every size) and with --scale-global-batch, the point prediction, its 90 %
 interval (one envelope over its worlds), the world that sets each end, the bottleneck, per-GPU
 throughput and each structural member's throughput. Writes the rows as JSON with --json FILE;
---out writes the stored result docs/metrics.md shows (tests/test_structural.py checks it), and
---render prints that block.
+--out writes the stored result meant for docs/metrics.md's 8-256 GPU table (issue 40 item 5; not
+generated yet, so neither the doc nor a test shows it), and --render prints that block.
 
     python benchmarks/structural_scale.py [--mode rollout_async] [--json out.json]
     python benchmarks/structural_scale.py --out benchmarks/results/beyond_the_data.json
