@@ -126,11 +126,13 @@ def _prediction_interval(plan: Plan, profile: Profile, first: float, mean: float
                                     seed=seed if pr.variability.any else None)
 
     iv, why = prediction_interval(plan, profile, first, run, ext)
-    if iv is not None and first > 0:
+    if iv is not None and first > 0 and mean != first:
         f = mean / first
         iv["low"], iv["high"] = iv["low"] * f, iv["high"] * f
         if "gpu_type_other_end" in iv:
             iv["gpu_type_other_end"] *= f
+        for w in iv.get("worlds", []):
+            w["throughput"] *= f
     out: dict[str, Any] = {"throughput_interval": iv}
     if why is not None:
         out["throughput_interval_unavailable"] = why

@@ -287,3 +287,22 @@ def test_calibration_30_result_is_the_profiles_and_the_docs():
     assert mod.render(doc) in (ROOT / "docs" / "validation.md").read_text()
     assert mod.render_readme(doc) in (ROOT / "README.md").read_text()
     assert doc["streamer_tie_pi05_32"] == mod.streamer_tie()  # four simulations of the bundled profile
+
+
+def test_members_fitted_on_one_and_two_nodes_cover_no_pi05_point_at_four():
+    """docs/validation.md: carried as worlds of the 8/16 -> 32 fold's intervals (the interval's log
+    offsets around each member's point, as uncertainty.prediction_interval carries the bundled
+    members), no member fitted on 8 and 16 GPUs reaches a pi0.5 point at 32: the lowest member's
+    error at each point exceeds what the fold's interval reaches below its own point."""
+    doc = json.loads((ROOT / "benchmarks" / "results" / "calibration_30.json").read_text())
+    fold = next(f for f in doc["extrapolate"]["folds"] if f["fit_gpus"] == [8, 16])
+    members = doc["members_8_16_at_32"]
+    pi05 = [p for p in fold["points"] if p["backbone"] == "pi05"]
+    assert len(pi05) == 5 and not any(p["inside"] for p in pi05)
+    for p in pi05:
+        key = f"pi05/{p['mode']}"
+        errors = [m[end][key] for m in members.values() if isinstance(m, dict) and "fit" in m
+                  for end in ("fit", "upper") if end in m]
+        assert len(errors) >= 8, key  # four mechanisms at their fit and upper end, and none
+        lowest = (1 + min(errors) / 100) * p["published"]
+        assert lowest * p["low"] / p["predicted"] > p["published"], key

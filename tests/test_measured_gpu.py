@@ -12,7 +12,7 @@ import pytest
 
 from perfmodel.calibration.measured import gpu_seconds_per_sample, marginal_per_sample_s, measured_gpu
 from perfmodel.calibration.reference import published_plan
-from perfmodel.calibration.uncertainty import with_gpu_type_bracket, with_ratio_bracket
+from perfmodel.calibration.worlds import World, envelope
 from perfmodel.gpu import cluster_on, profile_on
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.hardware import accelerator_of_device
@@ -107,24 +107,39 @@ def test_measured_compute_only_scales_just_that_part_of_each_slope() -> None:
     assert profile_on(prof, "h100", measured_compute_only=True) is prof
 
 
-def test_bracket_joins_the_interval_around_the_other_end() -> None:
-    h = math.log(1.1)
-    iv = {"low": 100 / 1.1, "high": 110.0, "half_width_log": h, "method": "m", "components_pct": {"model_pct": 3.0},
-          "width_pct": 20.0}
-    out = with_gpu_type_bracket(iv, 100.0, 150.0)
+def _base(low: float, high: float, centre: float) -> list[World]:
+    """An interval's spread worlds with these ends around ``centre`` (one group, as the model error)."""
+    return [World("model error -", "model", "model error", "spread", math.log(low / centre), None, "statistical"),
+            World("model error +", "model", "model error", "spread", math.log(high / centre), None, "statistical")]
+
+
+def _other_end(value: float, centre: float) -> World:
+    return World("a100: only the measured GPU compute carried", "gpu_type", "gpu type", "bracket",
+                 math.log(value / centre), value)
+
+
+def test_bracket_carries_the_interval_around_the_other_end() -> None:
+    """The GPU type's other end is a world of the interval (a bracket): the interval is carried
+    around it with its own log offsets, and the other end names the end it moves."""
+    out = envelope(100.0, _base(100 / 1.1, 110.0, 100.0) + [_other_end(150.0, 100.0)], coverage=0.9, method="m",
+                   fitted=True)
     assert (out["low"], out["high"]) == (pytest.approx(100 / 1.1), pytest.approx(165.0))
     assert out["width_pct"] == pytest.approx(165.0 - 100 / 1.1)
-    assert out["gpu_type_other_end"] == 150.0 and out["components_pct"]["gpu_type_pct"] == pytest.approx(40.547, abs=1e-3)
+    assert out["components_pct"]["gpu_type_pct"] == pytest.approx(40.547, abs=1e-3)
+    assert out["ends"]["high"]["kind"] == "gpu_type" and out["ends"]["low"]["name"] == "model error -"
     # An asymmetric interval keeps its own log offsets around the other end (low -5 %, high +20 %).
-    lopsided = {**iv, "low": 95.0, "high": 120.0}
-    out = with_gpu_type_bracket(lopsided, 100.0, 50.0)
+    out = envelope(100.0, _base(95.0, 120.0, 100.0) + [_other_end(50.0, 100.0)], coverage=0.9, method="m", fitted=True)
     assert (out["low"], out["high"]) == (pytest.approx(47.5), pytest.approx(120.0))
     assert out["half_width_log"] == pytest.approx(0.5 * math.log(120.0 / 47.5))
-    low = with_gpu_type_bracket(iv, 100.0, 80.0)  # a faster GPU's other end lies below the point
-    assert (low["low"], low["high"]) == (pytest.approx(80 / 1.1), 110.0)
-    r = {"ratio": 1.2, "low": 1.2 / 1.1, "high": 1.32, "half_width_log": h, "resolved": True, "method": "m"}
-    assert with_ratio_bracket(r, 1.25)["resolved"] is True  # both ends order the plans alike
-    flipped = with_ratio_bracket(r, 0.9)
+    low = envelope(100.0, _base(100 / 1.1, 110.0, 100.0) + [_other_end(80.0, 100.0)], coverage=0.9, method="m",
+                   fitted=True)  # a faster GPU's other end lies below the point
+    assert (low["low"], low["high"]) == (pytest.approx(80 / 1.1), pytest.approx(110.0))
+    # a ratio: resolved only if the interval around its other end orders the plans alike
+    same = envelope(1.2, _base(1.2 / 1.1, 1.32, 1.2) + [_other_end(1.25, 1.2)], coverage=0.9, method="m", fitted=True,
+                    ratio=True)
+    assert same["resolved"] is True
+    flipped = envelope(1.2, _base(1.2 / 1.1, 1.32, 1.2) + [_other_end(0.9, 1.2)], coverage=0.9, method="m",
+                       fitted=True, ratio=True)
     assert flipped["resolved"] is False and flipped["low"] == pytest.approx(0.9 / 1.1)
 
 

@@ -208,12 +208,14 @@ def test_bad_block_value_names_the_key(tmp_path: Path) -> None:
     assert e.value.field == "vlaperf.gpus_per_node"
 
 
-def test_extrapolation_names_the_workload_fields_beyond_the_calibration() -> None:
+def test_extrapolation_names_the_workload_fields_beyond_the_calibration(monkeypatch, tmp_path) -> None:
     """Issue 32 item 4: the published workload is the calibrated one (nothing flagged); a plan at
-    another envs per GPU, batch or epoch count names those fields, and the interval says why it is
-    not widened for them."""
+    another envs per GPU, batch or epoch count names those fields, and, without a measured width
+    along them (no widths file here), says that no measured width exists for them."""
+    import perfmodel.extrapolation as extrapolation
     from perfmodel.prediction import predict
 
+    monkeypatch.setattr(extrapolation, "WORKLOAD_WIDTHS", tmp_path / "none.json")
     profile = load_profile("pi05")
     plan = published_plan(profile, "rollout_async", 16, "1:1")
     ext = predict(plan, profile, interval=False)["extrapolation"]
@@ -222,7 +224,9 @@ def test_extrapolation_names_the_workload_fields_beyond_the_calibration() -> Non
     ext = predict(other, profile, interval=False)["extrapolation"]
     assert ext["beyond_calibrated_workload"] == ["envs_per_gpu", "update_epoch", "global_batch_size"]
     assert ext["workload"] == {"envs_per_gpu": 8, "update_epoch": 4, "global_batch_size": 2048}
-    assert "cross-validation" in ext["workload_interval"]
+    assert ext["workload_widths"] == {"envs_per_gpu": None, "update_epoch": None, "global_batch_size": None}
+    assert ext["workload_interval"].startswith("no measured width exists for envs_per_gpu, update_epoch, global_batch_size")
+    assert "not widened" not in ext["workload_interval"]
 
 
 @pytest.mark.skipif(not PI05_CONFIG.is_file(), reason="the reference RLinf configs are not beside the checkout")

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from perfmodel.calibration.reference import published_plan
-from perfmodel.calibration.structural import (Member, member_entries, members_of, note, with_members)
+from perfmodel.calibration.structural import Member, member_entries, members_of, note
 from perfmodel.calibration.calibrate import values_of
 from perfmodel.costs import StageCosts
 from perfmodel.schema.errors import ConfigError
@@ -102,40 +102,59 @@ def test_growth_costs_default_to_zero_and_round_trip():
         Costs.from_dict({**d, "channel_hop_s": -1}, "costs")
 
 
-def test_members_within_the_model_error_leave_a_calibrated_interval_alone():
-    iv = {"low": 90.0, "high": 110.0, "coverage": 0.9, "method": "m", "width_pct": 20.0, "half_width_log": 0.1,
-          "components_pct": {"model_pct": 5.0}}
+def _members_interval(monkeypatch, rows, beyond=True, model_sd_log=0.0):
+    """The interval around 100 of a plan whose own worlds give 90 .. 110 (one spread group) and
+    whose members simulate to ``rows`` [(Member, throughput)], as prediction_interval builds it
+    (structural.member_worlds, worlds.envelope, the interval's record)."""
+    import perfmodel.calibration.structural as structural
+    from perfmodel.calibration.uncertainty import _records
+    from perfmodel.calibration.worlds import World, envelope
+
+    monkeypatch.setattr(structural, "member_throughputs", lambda plan, profile, run: rows)
+    worlds, text = structural.member_worlds(None, None, 100.0, None, beyond, model_sd_log)
+    base = [World("model error -", "model", "model error", "spread", math.log(0.9), None, "statistical"),
+            World("model error +", "model", "model error", "spread", math.log(1.1), None, "statistical")]
+    iv = envelope(100.0, base + worlds, coverage=0.9, method="m" + (f"; {text}" if text else ""), fitted=True)
+    return _records(iv, base + worlds, 100.0), worlds
+
+
+def test_members_within_the_model_error_leave_a_calibrated_interval_alone(monkeypatch):
     m = Member("ring", {"ring_step_s": 0.01}, 1.2, 5.7, "upper")
-    inside = with_members(iv, 100.0, [(m, 100.3)], beyond=False, model_sd_log=0.017)
-    assert (inside["low"], inside["high"]) == (90.0, 110.0)
+    inside, worlds = _members_interval(monkeypatch, [(m, 100.3)], beyond=False, model_sd_log=0.017)
+    assert (inside["low"], inside["high"]) == (pytest.approx(90.0), pytest.approx(110.0))
+    assert [w.rule for w in worlds] == ["recorded"] and inside["worlds"][-1]["name"] == "member ring:upper"
     assert inside["structural"]["max_differs_pct"] == pytest.approx(0.3)
+    assert "structural_pct" not in inside["components_pct"]
     # beyond the calibrated counts the same member widens it
-    out = with_members(iv, 100.0, [(m, 100.3)], beyond=True, model_sd_log=0.017)
+    out, _ = _members_interval(monkeypatch, [(m, 100.3)], beyond=True, model_sd_log=0.017)
     assert out["high"] == pytest.approx(110.33)
     # within them, a member further than the model error widens it too
-    far = with_members(iv, 100.0, [(m, 95.0)], beyond=False, model_sd_log=0.017)
+    far, _ = _members_interval(monkeypatch, [(m, 95.0)], beyond=False, model_sd_log=0.017)
     assert far["low"] == pytest.approx(85.5)
+    # the world that moves each end most: the model error (-10 %) still, against the member's -5 %
+    assert far["ends"]["low"]["name"] == "model error -" and far["ends"]["high"]["name"] == "model error +"
 
 
-def test_envelope_joins_member_intervals():
-    iv = {"low": 90.0, "high": 110.0, "coverage": 0.9, "method": "m", "width_pct": 20.0, "half_width_log": 0.1,
-          "components_pct": {"model_pct": 5.0}}
+def test_the_interval_is_carried_around_each_member(monkeypatch):
     m_low = Member("channel", {"channel_hop_s": 0.01}, 1.1, 4.3, "upper")
     m_same = Member("ring", {"ring_step_s": 0.01}, 1.2, 5.7, "fit")
-    out = with_members(iv, 100.0, [(m_low, 80.0), (m_same, 100.0)])
+    out, _ = _members_interval(monkeypatch, [(m_low, 80.0), (m_same, 100.0)])
     # the member's interval is the same log offsets around its point: 80 x 0.9 .. 80 x 1.1
     assert out["low"] == pytest.approx(72.0) and out["high"] == pytest.approx(110.0)
     assert out["width_pct"] == pytest.approx(38.0)
+    assert out["ends"]["low"]["name"] == "member channel:upper" and out["ends"]["high"]["name"] == "model error +"
     s = out["structural"]
     assert s["drives_width"] == "channel" and s["drives_width_end"] == "upper"
     assert s["differs_pct"] == pytest.approx(-20.0)
     assert out["components_pct"]["structural_pct"] == pytest.approx(100 * abs(math.log(0.8)), abs=1e-3)
+    assert "structural: carried around each member the calibration admits (channel, ring)" in out["method"]
     text = note(out)
     assert "node-0 data channel" in text and "20 %" in text and "executor profile --comm" in text
     # members that agree: the interval is unchanged and no note
-    same = with_members(iv, 100.0, [(m_same, 100.0)])
-    assert (same["low"], same["high"]) == (90.0, 110.0) and note(same) is None
-    assert with_members(iv, 100.0, []) is iv
+    same, _ = _members_interval(monkeypatch, [(m_same, 100.0)])
+    assert (same["low"], same["high"]) == (pytest.approx(90.0), pytest.approx(110.0)) and note(same) is None
+    none, worlds = _members_interval(monkeypatch, [])
+    assert worlds == [] and "structural" not in none
 
 
 def _without_members(prof):
@@ -237,10 +256,14 @@ def test_node_advice_only_for_plans_across_nodes_and_never_the_runs_already_fitt
         two = settle_text(mech, plan_nodes=4, runs_nodes=[1, 2])
         assert two.startswith(SETTLE_MEASURE[mech]) and "multi-node runs" not in two and "on 1, 2 node(s)" in two
     iv = {"low": 90.0, "high": 110.0, "coverage": 0.9, "method": "m", "components_pct": {}}
-    members = [(Member("intake", {"intake_s": 1.0}, 1.0, 1.0), 80.0)]
-    one = with_members(iv, 100.0, members, beyond=True, plan_nodes=1)
+    from perfmodel.calibration.structural import member_record
+    from perfmodel.calibration.worlds import World
+
+    members = [World("member intake:upper", "structural", "structural members", "bracket", math.log(80.0 / 100.0),
+                     80.0, detail={"mechanism": "intake", "end": "upper", "group_out_mape_pct": 1.0})]
+    one = {**iv, "structural": member_record(members, 100.0, plan_nodes=1)}
     assert "second node" not in note(one) and "To settle it" not in note(one)
-    four = with_members(iv, 100.0, members, beyond=True, plan_nodes=4)
+    four = {**iv, "structural": member_record(members, 100.0, plan_nodes=4)}
     assert "second node" in note(four)
     # the node counts of a runs profile: stored by calibrate, else from its runs
     prof = load_profile("pi05")

@@ -292,11 +292,24 @@ def test_perturbed_profiles_are_built_once_per_profile(scenario_dict):
     assert other["throughput_interval"]["components_pct"]["parameters_pct"] == 0
 
 
+def _doubt(deltas, u, gpus=16, thr=1.0, ends=(), simulate=None):
+    """A plan's Doubt with hand-made direction changes (sd units, both sides), unidentified ends
+    and the profile's statistical worlds at ``gpus`` (the bundled pi0.5 profile's 16 GPUs: no
+    doubling beyond; 64: two)."""
+    from perfmodel.calibration.uncertainty import Doubt, Sensitivities, spread_worlds, unidentified_worlds
+
+    prof = load_profile("pi05")
+    sens = Sensitivities(list(deltas), "x", simulate, list(ends))
+    doublings = {16: 0.0, 32: 0.0, 64: 1.0, 128: 2.0}[gpus]
+    worlds = spread_worlds(u, doublings)[0] + unidentified_worlds(sens, thr, u)[0]
+    return Doubt(published_plan(prof, "disaggregated", gpus, "1:1"), thr, sens, u, gpus > 32, worlds, [])
+
+
 def test_ratio_interval_cancels_what_moves_both_plans_alike():
     """The interval of one plan's throughput over another's: the same parameter directions move
     both, so a plan against itself keeps only the two residual model errors (sqrt(2) s), and is
     never resolved; direction changes subtract, not add."""
-    from perfmodel.calibration.uncertainty import Z, ratio_from_deltas, ratio_interval
+    from perfmodel.calibration.uncertainty import Z, ratio_between, ratio_interval
     from perfmodel.schema.profile import Uncertainty
     from perfmodel.simulate import simulate
 
@@ -317,21 +330,23 @@ def test_ratio_interval_cancels_what_moves_both_plans_alike():
     # without it the two points' rates as independent.
     u = Uncertainty(method="t", residual_sd_log=0.0, extrapolation_sd_log_per_doubling=0.1,
                     extrapolation_pair_sd_log_per_doubling=0.05)
-    same = ratio_from_deltas(2.0, 1.0, [(0.1, -0.1), (-0.2, 0.3)], [(0.1, -0.1), (-0.2, 0.3)], u, (0.0, 0.0), True, "x")
+    same = ratio_between(_doubt([(0.1, -0.1), (-0.2, 0.3)], u, thr=2.0), _doubt([(0.1, -0.1), (-0.2, 0.3)], u))
     assert same["half_width_log"] == 0.0 and same["ratio"] == 2.0 and same["resolved"]
-    opposite = ratio_from_deltas(1.0, 1.0, [(0.1, -0.1)], [(-0.1, 0.1)], u, (0.0, 0.0), True, "x")
+    opposite = ratio_between(_doubt([(0.1, -0.1)], u), _doubt([(-0.1, 0.1)], u))
     assert opposite["half_width_log"] == pytest.approx(Z * 0.2)
     # Each end takes its own side: a saturating plan (+0.0 / -0.3) against a linear one.
-    lopsided = ratio_from_deltas(1.0, 1.0, [(0.0, -0.3)], [(0.1, -0.1)], u, (0.0, 0.0), True, "x")
+    lopsided = ratio_between(_doubt([(0.0, -0.3)], u), _doubt([(0.1, -0.1)], u))
     assert (lopsided["low"], lopsided["high"]) == pytest.approx((math.exp(-Z * 0.2), math.exp(0.0)))
-    assert ratio_from_deltas(1.0, 1.0, [], [], u, (2.0, 1.0), True, "x")["half_width_log"] == pytest.approx(Z * 0.05 * 2)
+    assert lopsided["ends"]["low"]["name"] == "direction 1 -" and lopsided["ends"]["high"]["kind"] == "fit"
+    two = ratio_between(_doubt([], u, gpus=128), _doubt([], u, gpus=128))
+    assert two["half_width_log"] == pytest.approx(Z * 0.05 * 2)
     # Plans on different GPU counts: nothing is known to cancel, each plan's own error per doubling.
-    across = ratio_from_deltas(1.0, 1.0, [], [], u, (2.0, 1.0), False, "x")["half_width_log"]
+    across = ratio_between(_doubt([], u, gpus=128), _doubt([], u, gpus=64))["half_width_log"]
     assert across == pytest.approx(Z * 0.1 * math.sqrt(2 ** 2 + 1 ** 2))
     # A measured profile's ratio (no model error) does not claim to order the plans.
-    assert ratio_from_deltas(1.0, 2.0, [(0.0, 0.0)], [(0.0, 0.0)], None, (0.0, 0.0), True, "x")["resolved"] is None
+    assert ratio_between(_doubt([(0.0, 0.0)], None), _doubt([(0.0, 0.0)], None, thr=2.0))["resolved"] is None
     indep = Uncertainty(method="t", extrapolation_sd_log_per_doubling=0.1)
-    assert ratio_from_deltas(1.0, 1.0, [], [], indep, (1.0, 1.0), True, "x")["half_width_log"] == pytest.approx(
+    assert ratio_between(_doubt([], indep, gpus=64), _doubt([], indep, gpus=64))["half_width_log"] == pytest.approx(
         Z * 0.1 * math.sqrt(2))
 
 
@@ -359,49 +374,58 @@ def test_a_ratio_simulates_either_plans_directions_for_both():
     change for the rest; a ratio takes the union of both plans' simulated directions for both, so
     that each direction's two changes are of one kind and subtract as they should (a simulated
     change against a bound change would not cancel)."""
-    from perfmodel.calibration.uncertainty import MAX_SIMULATED_DIRECTIONS, Z, Sensitivities, ratio_of
+    from perfmodel.calibration.uncertainty import MAX_SIMULATED_DIRECTIONS, Z, ratio_between
     from perfmodel.schema.profile import Uncertainty
 
     assert MAX_SIMULATED_DIRECTIONS == 3
     calls = []
 
-    def sens(screen, name):
+    def simulate_for(screen, name):
         def simulate(j):
             calls.append((name, j))
             return 2 * screen[j], -2 * screen[j]  # the simulation disagrees with the bound by a factor 2
-        return Sensitivities([(x, -x) for x in screen], "d", simulate)
+        return simulate
 
-    a = sens([0.5, 0.4, 0.3, 0.05, 0.1, 0.0], "a")  # top: 0, 1, 2
-    b = sens([0.5, 0.4, 0.05, 0.3, 0.1, 0.0], "b")  # top: 0, 1, 3
-    assert [x for x, _ in a.deltas()] == [1.0, 0.8, 0.6, 0.05, 0.1, 0.0]
-    assert a.covered() == "d (both ends; 3 simulated, the rest from the analytic bound)"
+    sa, sb = [0.5, 0.4, 0.3, 0.05, 0.1, 0.0], [0.5, 0.4, 0.05, 0.3, 0.1, 0.0]  # tops: 0, 1, 2 and 0, 1, 3
     u = Uncertainty(method="t", residual_sd_log=0.0)
-    r = ratio_of(1.0, 1.0, a, b, u, (0.0, 0.0), True)
+    a = _doubt([(x, -x) for x in sa], u, simulate=simulate_for(sa, "a"))
+    b = _doubt([(x, -x) for x in sb], u, simulate=simulate_for(sb, "b"))
+    assert [x for x, _ in a.sens.deltas()] == [1.0, 0.8, 0.6, 0.05, 0.1, 0.0]
+    assert a.sens.covered() == "x (both ends; 3 simulated, the rest from the analytic bound)"
+    r = ratio_between(a, b)
     # union {0, 1, 2, 3} simulated for both: the changes differ by 0.5 (direction 2) and 0.5 (3);
     # each plan's own top alone would subtract 0.6 - 0.05 and 0.05 - 0.6
     assert r["half_width_log"] == pytest.approx(Z * math.sqrt(0.5 ** 2 + 0.5 ** 2))
-    own = math.sqrt(sum((x[0] - y[0]) ** 2 for x, y in zip(a.deltas(), b.deltas())))
+    own = math.sqrt(sum((x[0] - y[0]) ** 2 for x, y in zip(a.sens.deltas(), b.sens.deltas())))
     assert own == pytest.approx(math.sqrt(2 * 0.55 ** 2))
     assert sorted(calls) == [("a", 0), ("a", 1), ("a", 2), ("a", 3), ("b", 0), ("b", 1), ("b", 2), ("b", 3)]
     assert "4 simulated" in r["method"]
+    assert {w["how"] for w in r["worlds"] if w["kind"] == "parameters"} == {"ratio"}
     # Each direction is simulated once per plan, however many ratios use it.
-    ratio_of(1.0, 1.0, a, b, u, (0.0, 0.0), True)
+    ratio_between(a, b)
     assert len(calls) == 8
 
 
 def test_unidentified_ends_add_to_the_interval_ends():
-    """Each parameter no point moved widens the interval by its most negative log change at a
-    bound (low end) and its most positive (high end), summed over parameters; nothing moved,
-    nothing added."""
-    from perfmodel.calibration.uncertainty import with_unidentified
+    """Each parameter no point moved is a bracket group of two worlds (its bounds): the low end
+    moves by its most negative log change, the high end by its most positive, summed over
+    parameters; nothing moved, no world."""
+    from perfmodel.calibration.uncertainty import Sensitivities, unidentified_worlds
+    from perfmodel.calibration.worlds import World, envelope
 
-    iv = {"low": 90.0, "high": 110.0, "width_pct": 20.0, "components_pct": {}, "method": "m"}
-    out = with_unidentified(iv, 100.0, [("a", -0.1, 0.2), ("b", 0.05, -0.3), ("c", 0.0, 0.0)])
+    base = [World("model error -", "model", "model error", "spread", math.log(0.9), None, "statistical"),
+            World("model error +", "model", "model error", "spread", math.log(1.1), None, "statistical")]
+    worlds, text = unidentified_worlds(Sensitivities([], "d", ends=[("a", -0.1, 0.2), ("b", 0.05, -0.3), ("c", 0.0, 0.0)]),
+                                       100.0, None)
+    assert [w.name for w in worlds] == ["a at its low bound", "a at its high bound", "b at its low bound",
+                                        "b at its high bound"]
+    out = envelope(100.0, base + worlds, coverage=0.9, method=text, fitted=True)
     assert out["low"] == pytest.approx(90.0 * math.exp(-0.4)) and out["high"] == pytest.approx(110.0 * math.exp(0.25))
     assert out["width_pct"] == pytest.approx(out["high"] - out["low"])
     assert out["components_pct"]["unidentified_pct"] == pytest.approx(65.0)
     assert out["method"].endswith("bracketed over their bounds: a, b")
-    assert with_unidentified(iv, 100.0, [("c", 0.0, 0.0)]) is iv
+    assert out["ends"]["low"]["name"] == "b at its high bound" and out["ends"]["high"]["name"] == "a at its high bound"
+    assert unidentified_worlds(Sensitivities([], "d", ends=[("c", 0.0, 0.0)]), 100.0, None) == ([], "")
 
 
 def test_offload_bandwidth_no_point_moved_is_bracketed_at_its_bounds():
@@ -440,17 +464,16 @@ def test_a_ratio_brackets_what_an_unidentified_parameter_does_to_both_plans():
     """At one bound an unidentified parameter moves both plans: the ratio moves by the
     difference (what moves them alike cancels), and the order is resolved only if the ratio's
     bracket excludes 1 at both bounds."""
-    from perfmodel.calibration.uncertainty import Sensitivities, ratio_of
+    from perfmodel.calibration.uncertainty import ratio_between
     from perfmodel.schema.profile import Uncertainty
 
     u = Uncertainty(method="t", residual_sd_log=0.0)
-    alike = ratio_of(1.2, 1.0, Sensitivities([], "d", ends=[("bw", -0.3, 0.2)]),
-                     Sensitivities([], "d", ends=[("bw", -0.3, 0.2)]), u, (0.0, 0.0), True)
+    alike = ratio_between(_doubt([], u, thr=1.2, ends=[("bw", -0.3, 0.2)]), _doubt([], u, ends=[("bw", -0.3, 0.2)]))
     assert (alike["low"], alike["high"]) == pytest.approx((1.2, 1.2)) and alike["resolved"]
-    apart = ratio_of(1.2, 1.0, Sensitivities([], "d", ends=[("bw", -0.3, 0.0)]),
-                     Sensitivities([], "d", ends=[("bw", 0.0, 0.0)]), u, (0.0, 0.0), True)
+    apart = ratio_between(_doubt([], u, thr=1.2, ends=[("bw", -0.3, 0.0)]), _doubt([], u, ends=[("bw", 0.0, 0.0)]))
     assert apart["low"] == pytest.approx(1.2 * math.exp(-0.3)) and apart["high"] == pytest.approx(1.2)
     assert apart["resolved"] is False and apart["components_pct"]["unidentified_pct"] == pytest.approx(30.0)
+    assert apart["unidentified_parameters"] == ["bw"]
 
 
 def test_profile_likelihood_end_along_a_direction():

@@ -114,7 +114,7 @@ def held_out_intervals(values: dict[str, float], train: list[ReferencePoint], te
     extrapolation term rather than the stored prior, measured on the scale it predicts).
     ``predicted``: the fold's predictions of ``test``, the centres of the intervals."""
     from perfmodel.calibration.calibrate import predict_plan, profiles_from_values, reference_plan
-    from perfmodel.calibration.uncertainty import analyse, attach, interval_from_deltas, ratio_of, sensitivities
+    from perfmodel.calibration.uncertainty import analyse, attach, doubt, interval_of, ratio_between
     from perfmodel.extrapolation import extrapolation
 
     backbones = sorted({p.backbone for p in train})
@@ -125,28 +125,30 @@ def held_out_intervals(values: dict[str, float], train: list[ReferencePoint], te
         own = {n.split(".")[-1]: {"value": v} for n, v in values.items() if "." not in n or n.startswith(f"{b}.")}
         profiles[b] = attach(replace(prof, provenance={**prof.provenance, "parameters": own}), unc[b])
     points: list[dict[str, Any] | None] = []
-    done: list[tuple[ReferencePoint, float, Any, float] | None] = []
+    done: list[tuple[ReferencePoint, Any] | None] = []
     for pt, thr in zip(test, predicted):
         prof = profiles[pt.backbone]
         plan = reference_plan(prof, pt)
-        got = sensitivities(plan, prof, thr, predict_plan)
+        ext = extrapolation(plan, prof.uncertainty)
+        # the tool's own interval of the plan: the same worlds as predict's (perfmodel.calibration.worlds)
+        got = doubt(plan, prof, thr, predict_plan, ext)
         if isinstance(got, str):
             points.append(None)
             done.append(None)
             continue
-        ext = extrapolation(plan, prof.uncertainty)
-        iv = interval_from_deltas(thr, got.deltas(), prof.uncertainty, ext, got.covered(), got.ends)
+        iv = interval_of(got)
         meas = pt.throughput_env_steps_per_s
         points.append({"low": iv["low"], "high": iv["high"], "coverage": iv["coverage"],
                        "width_pct": iv["width_pct"], "inside": bool(iv["low"] <= meas <= iv["high"]),
-                       "doublings_beyond": ext["doublings_beyond"], "components_pct": iv["components_pct"]})
-        done.append((pt, thr, got, ext["doublings_beyond"]))
+                       "doublings_beyond": ext["doublings_beyond"], "components_pct": iv["components_pct"],
+                       "ends": {k: e["name"] for k, e in iv["ends"].items()}})
+        done.append((pt, got))
     pairs = []
     for i, a in enumerate(done):
         for b in done[i + 1:]:
             if a is None or b is None or (a[0].backbone, a[0].gpus) != (b[0].backbone, b[0].gpus):
                 continue
-            r = ratio_of(a[1], b[1], a[2], b[2], profiles[a[0].backbone].uncertainty, (a[3], b[3]), True)
+            r = ratio_between(a[1], b[1])
             published = a[0].throughput_env_steps_per_s / b[0].throughput_env_steps_per_s
             pairs.append({"backbone": a[0].backbone, "gpus": a[0].gpus, "a": a[0].mode, "b": b[0].mode,
                           "published_ratio": published, "predicted_ratio": r["ratio"], "low": r["low"],

@@ -6,12 +6,12 @@ admit, fitted as the bundled model is and cross-validated within ``TOLERANCE_PP`
 (``benchmarks/growth_mechanisms.py``), is a *member* of an ensemble stored with the profile
 (``provenance.structural``: each member's mechanism, its fitted values, its cross-validated
 errors and what measurement would pin it). The point prediction stays the profile's own (the
-best member's); the interval is the envelope of the members' intervals: each member's plan is
-simulated on a profile rebuilt from its values, and its interval is the profile's own interval's
-log offsets around that member's point (the parameter, model and extrapolation widths of the
-best member: the members' own covariances are not stored; an approximation, stated in the
-method). A bracket, like the GPU-type one: the members are alternatives, not a spread, so the
-envelope joins them instead of adding in quadrature.
+best member's); each member is a world of the interval (``member_worlds``,
+perfmodel.calibration.worlds): the plan simulated on a profile rebuilt from its values. A
+bracket, like the GPU-type one: the members are alternatives, not a spread, so the interval is
+carried around the member that moves each end most (the parameter, model and extrapolation
+widths of the best member: the members' own covariances are not stored; an approximation)
+instead of adding them in quadrature.
 
 At the calibrated GPU counts every member fits the same points, so their predictions there
 differ by about the fits' own scatter; beyond them they part as their mechanisms grow.
@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+from perfmodel.calibration.worlds import World
 from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.plan import Plan
 from perfmodel.schema.profile import Profile
@@ -170,79 +171,80 @@ def member_profile(profile: Profile, member: Member) -> Profile:
 def member_throughputs(plan: Plan, profile: Profile, run: Callable[[Plan, Profile], float]
                        ) -> list[tuple[Member, float]]:
     """Each member's throughput of ``plan`` (one simulation each)."""
-    from perfmodel.calibration.interval_ends import plan_for as _plan_for
+    from perfmodel.calibration.worlds import plan_on
 
     out = []
     for m in members_of(profile):
         mp = member_profile(profile, m)
-        out.append((m, run(_plan_for(plan, profile, mp), mp)))
+        out.append((m, run(plan_on(plan, profile, mp), mp)))
     return out
 
 
-def with_members(iv: dict[str, Any], throughput: float, members: list[tuple[Member, float]],
-                 beyond: bool = True, model_sd_log: float = 0.0, plan_nodes: int | None = None,
-                 runs_nodes: list[int] | None = None) -> dict[str, Any]:
-    """``iv`` (the profile's own interval around ``throughput``) joined with the same interval
-    around each member's throughput: the envelope. Adds ``structural`` (each member's
-    throughput and difference, the one that drives the width, what would settle it) and
-    ``components_pct.structural_pct`` (the widest member's |log difference|).
-    Within the calibrated GPU and node counts (``beyond`` false) the envelope is taken only
-    where some member differs by more than the residual model error (``model_sd_log``, one sd):
-    there every member fits the same points, and their differences at the published setups
-    (1.6 % at most for the bundled ensemble) are the fits' own scatter, which the interval's
-    model-error term already holds; the interval stays as narrow as without members.
-    ``plan_nodes`` and ``runs_nodes`` choose what each member's ``settle`` says (settle_text)."""
-    if not members or throughput <= 0:
-        return iv
-    if not beyond and all(abs(math.log(thr / throughput)) <= model_sd_log for _, thr in members if thr > 0):
-        return {**iv, "structural": {"members_agree_within_model_error": True,
-                                     "max_differs_pct": max(100.0 * abs(thr / throughput - 1) for _, thr in members)}}
-    from perfmodel.calibration.interval_ends import joined as _joined, with_ends as _with_ends
-
-    low, high = iv["low"], iv["high"]
-    for _, thr in members:
-        lo_m, hi_m = _joined(iv, throughput, thr)
-        low, high = min(low, lo_m), max(high, hi_m)
-    rows = [{"mechanism": m.mechanism, "end": m.end, "throughput": thr, "differs_pct": 100.0 * (thr / throughput - 1.0),
-             "group_out_mape_pct": m.group_out_mape_pct, "settle": settle_text(m.mechanism, plan_nodes, runs_nodes)}
-            for m, thr in members]
-    widest = max(rows, key=lambda r: abs(math.log(r["throughput"] / throughput)) if r["throughput"] > 0 else 0.0)
-    out = _with_ends(iv, throughput, low, high)
-    out["structural"] = {"best": "none", "members": rows, "drives_width": widest["mechanism"],
-                         "drives_width_end": widest["end"],
-                         "differs_pct": widest["differs_pct"], "settle": widest["settle"],
-                         "tolerance_pp": TOLERANCE_PP}
-    out["components_pct"] = {**iv["components_pct"],
-                             "structural_pct": round(100.0 * abs(math.log(widest["throughput"] / throughput)), 3)
-                             if widest["throughput"] > 0 else 0.0}
-    out["method"] = iv["method"] + ("; structural: joined with the same interval around each member the calibration "
-                                    "admits (" + ", ".join(r["mechanism"] for r in rows) + ")")
-    return out
+def member_worlds(plan: Plan, profile: Profile, centre: float, run: Callable[[Plan, Profile], float],
+                  beyond: bool = True, model_sd_log: float = 0.0) -> tuple[list[World], str]:
+    """One world per member the profile stores: the plan simulated on the profile rebuilt at the
+    member's values. A bracket (the members are alternatives, not a spread): the interval is
+    carried around the member that moves each end most (perfmodel.calibration.worlds). Within the
+    calibrated GPU and node counts (``beyond`` false) they only enter where some member parts from
+    the point by more than the residual model error (``model_sd_log``, one sd): there every member
+    fits the same points, and their differences at the published setups (1.6 % at most for the
+    bundled ensemble) are the fits' own scatter, which the model error already holds; they are
+    recorded then, moving nothing."""
+    if centre <= 0:
+        return [], ""
+    rows = [(m, thr) for m, thr in member_throughputs(plan, profile, run) if thr > 0]
+    if not rows:
+        return [], ""
+    agree = not beyond and all(abs(math.log(thr / centre)) <= model_sd_log for _, thr in rows)
+    worlds = [World(f"member {m.mechanism}:{m.end}", "structural", "structural members",
+                    "recorded" if agree else "bracket", math.log(thr / centre), thr,
+                    detail={"mechanism": m.mechanism, "end": m.end, "group_out_mape_pct": m.group_out_mape_pct})
+              for m, thr in rows]
+    if agree:
+        return worlds, ""
+    return worlds, ("structural: carried around each member the calibration admits ("
+                    + ", ".join(dict.fromkeys(m.mechanism for m, _ in rows)) + ")")
 
 
-def with_member_ratios(r: dict[str, Any], ratios: list[tuple[Member, float]], beyond: bool = True,
-                       model_sd_log: float = 0.0) -> dict[str, Any]:
-    """A ratio interval (uncertainty.ratio_of) joined with the same interval around each member's
-    ratio of the two plans: the model orders the plans (``resolved``) only if every member's
-    interval agrees. Within the calibrated counts, as ``with_members``: only members whose ratio
-    parts by more than ``model_sd_log`` (the two plans' residual errors, sqrt(2) s)."""
-    if not ratios or r["ratio"] <= 0:
-        return r
-    centre = r["ratio"]
-    if not beyond and all(abs(math.log(q / centre)) <= model_sd_log for _, q in ratios if q > 0):
-        return r
-    from perfmodel.calibration.interval_ends import joined as _joined, with_ends as _with_ends
+def ratio_member_rule(worlds: list[World], beyond: bool, model_sd_log: float) -> list[World]:
+    """The members' worlds of a ratio of two plans (``worlds.paired``), entering as for one plan:
+    beyond the calibrated counts (either plan), or where a member parts the ratio by more than
+    ``model_sd_log`` (the two plans' residual errors, sqrt(2) s); recorded otherwise."""
+    members = [w for w in worlds if w.kind == "structural"]
+    if not members:
+        return worlds
+    agree = not beyond and all(abs(w.log_change) <= model_sd_log for w in members)
+    rule = "recorded" if agree else "bracket"
+    return [replace(w, rule=rule) if w.kind == "structural" else w for w in worlds]
 
-    low, high = r["low"], r["high"]
-    for _, q in ratios:
-        lo_m, hi_m = _joined(r, centre, q)
-        low, high = min(low, lo_m), max(high, hi_m)
-    widest = max(ratios, key=lambda mq: abs(math.log(mq[1] / centre)) if mq[1] > 0 else 0.0)
-    return {**_with_ends(r, centre, low, high),
-            "structural": {"drives_width": widest[0].mechanism, "drives_width_end": widest[0].end,
-                           "ratio": widest[1], "members": [{"mechanism": m.mechanism, "end": m.end, "ratio": q}
-                                                           for m, q in ratios]},
-            "method": r["method"] + "; structural: joined with the ratio under each member the calibration admits"}
+
+def member_record(worlds: list[World], centre: float, ratio: bool = False, plan_nodes: int | None = None,
+                  runs_nodes: list[int] | None = None) -> dict[str, Any] | None:
+    """``structural`` of an interval from its members' worlds: each member's throughput (ratio)
+    and difference, the one that parts most (``drives_width``), what would settle it; where they
+    all agree within the model error, only that (``members_agree_within_model_error``; a
+    ratio's then has none). None without members."""
+    ms = [w for w in worlds if w.kind == "structural"]
+    if not ms or centre <= 0:
+        return None
+    entered = any(w.rule == "bracket" for w in ms)
+    if not entered:
+        if ratio:
+            return None
+        return {"members_agree_within_model_error": True,
+                "max_differs_pct": max(100.0 * abs(math.exp(w.log_change) - 1) for w in ms)}
+    widest = max(ms, key=lambda w: abs(w.log_change))
+    mech, end = widest.detail["mechanism"], widest.detail["end"]
+    if ratio:
+        return {"drives_width": mech, "drives_width_end": end, "ratio": centre * math.exp(widest.log_change),
+                "members": [{"mechanism": w.detail["mechanism"], "end": w.detail["end"],
+                             "ratio": centre * math.exp(w.log_change)} for w in ms]}
+    rows = [{"mechanism": w.detail["mechanism"], "end": w.detail["end"], "throughput": centre * math.exp(w.log_change),
+             "differs_pct": 100.0 * math.expm1(w.log_change), "group_out_mape_pct": w.detail["group_out_mape_pct"],
+             "settle": settle_text(w.detail["mechanism"], plan_nodes, runs_nodes)} for w in ms]
+    return {"best": "none", "members": rows, "drives_width": mech, "drives_width_end": end,
+            "differs_pct": 100.0 * math.expm1(widest.log_change), "settle": settle_text(mech, plan_nodes, runs_nodes),
+            "tolerance_pp": TOLERANCE_PP}
 
 
 def note(iv: dict[str, Any] | None, threshold_pct: float = 1.0, settle: bool = True) -> str | None:
@@ -253,8 +255,7 @@ def note(iv: dict[str, Any] | None, threshold_pct: float = 1.0, settle: bool = T
         return None
     return (f"the calibration cannot tell today's fit from one in which {WHAT.get(s['drives_width'], s['drives_width'])} "
             f"grow with the workers (its other parameters refitted with it); they differ by {abs(s['differs_pct']):.0f} % "
-            f"at this plan (the interval holds both)" + (f". To settle it: {s['settle']}" if settle and s.get("settle")
-                                                          else ""))
+            f"at this plan (the interval holds both)" + (f". To settle it: {s['settle']}" if settle else ""))
 
 
 # --------------------------------------------------------------------------------------------

@@ -128,20 +128,21 @@ def uncalibrated_profile(name: str, calibrated: dict[str, Profile] | None = None
     return prof
 
 
-def backbone_corners(plan: Any, profile: Profile, run: Any) -> list[tuple[str, float]]:
-    """For a profile of a backbone not calibrated: the plan's throughput with all its per-backbone
-    parameters at each calibrated backbone's values at once, [(backbone, throughput)]; [] for any
-    other profile. The per-parameter bracket (Uncertainty.unidentified) moves one at a time, and
-    the parameters interact (more host work per observation hides faster inference), so the
-    interval also spans these joint corners."""
+def backbone_worlds(plan: Any, profile: Profile, centre: float, run: Any) -> tuple[list[Any], str]:
+    """For a profile of a backbone not calibrated: one world per calibrated backbone, the plan
+    with all its per-backbone parameters at that backbone's values at once; none for any other
+    profile. The per-parameter bracket (Uncertainty.unidentified) moves one at a time, and the
+    parameters interact (more host work per observation hides faster inference), so the interval
+    also reaches these joint corners (``reach``: each is an end of parameters already bracketed,
+    so it is not added to them)."""
     params = profile.provenance.get("parameters") or {}
-    if not profile.backbone_uncalibrated or not params:
-        return []
+    if not profile.backbone_uncalibrated or not params or centre <= 0:
+        return [], ""
     from dataclasses import replace as _replace
 
     from perfmodel.calibration.calibrate import build_profile
-    from perfmodel.calibration.interval_ends import plan_for
     from perfmodel.calibration.measured import measured_of
+    from perfmodel.calibration.worlds import World, plan_on
 
     values = {n: float(p["value"]) for n, p in params.items()}
     by_backbone: dict[str, dict[str, float]] = {}
@@ -154,23 +155,14 @@ def backbone_corners(plan: Any, profile: Profile, run: Any) -> list[tuple[str, f
         built = build_profile(get_backbone(profile.backbone), {**values, **vals}, profile.costs.env_memory_gb, prov,
                               measured_of(profile.costs), node_facts=profile.provenance.get("node_facts"))
         built = _replace(built, name=f"{profile.name}@{b}", variability=profile.variability)
-        out.append((b, run(plan_for(plan, profile, built), built)))
-    return out
-
-
-def with_backbone_corners(iv: dict[str, Any], throughput: float, corners: list[tuple[str, float]]) -> dict[str, Any]:
-    """``iv`` widened to hold each corner (``backbone_corners``): a bracket, not a spread."""
-    if not corners:
-        return iv
-    from perfmodel.calibration.interval_ends import with_ends
-
-    low = min([iv["low"]] + [t for _, t in corners])
-    high = max([iv["high"]] + [t for _, t in corners])
-    out = with_ends(iv, throughput, low, high)
-    out["backbone_not_calibrated"] = {"corners": {b: t for b, t in corners}}
-    out["method"] = iv["method"] + ("; backbone not calibrated: spans the plan with its per-backbone parameters at "
-                                    "each calibrated backbone's values (" + ", ".join(b for b, _ in corners) + ")")
-    return out
+        thr = run(plan_on(plan, profile, built), built)
+        if thr > 0:
+            out.append(World(f"per-backbone parameters at {b}'s", "backbone", "backbone corners", "reach",
+                             math.log(thr / centre), thr, detail={"backbone": b}))
+    if not out:
+        return [], ""
+    return out, ("backbone not calibrated: reaches the plan with its per-backbone parameters at each calibrated "
+                 "backbone's values (" + ", ".join(w.detail["backbone"] for w in out) + ")")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,11 +29,18 @@ interval is asymmetric: low half-width z sqrt(sum_j min(Delta_j+, Delta_j-, 0)^2
 (delta d)^2) in log throughput, high the same with the max; d = doublings beyond the calibrated
 GPUs; then the bracket of item 2 moves each end.
 
+Each of these is a generator of *worlds* (perfmodel.calibration.worlds: a direction's end, a
+parameter at a bound, the model and extrapolation errors at their 90 % ends), beside the GPU
+type's other end, the structural members, an uncalibrated backbone's corners and the measured
+workload widths; ``worlds.envelope`` computes every interval from them (``doubt``,
+``interval_of``, ``prediction_interval``).
+
 Two plans on one profile (best against runner-up, say) get an interval of their throughput
-ratio (``ratio_interval``): the same perturbation directions move both, so what moves them alike
-cancels (the directions either plan simulates are simulated for both, so that each direction's
-two changes are of one kind); the ratio's extrapolation error per doubling is cross-validated on pairs of points of
-one fold, backbone and scale. It says whether the model can order the two plans at all.
+ratio (``ratio_interval``, ``ratio_between``) from the same worlds, each simulated for both plans:
+what moves them alike cancels (the directions either plan simulates are simulated for both, so
+that each direction's two changes are of one kind); the ratio's extrapolation error per doubling
+is cross-validated on pairs of points of one fold, backbone and scale. It says whether the model
+can order the two plans at all.
 
 Measured profiles (no fit) get an interval from their raw samples only: the standard error of
 each measured stage mean (env chunk steps, inference and training curves' repeated samples,
@@ -50,8 +57,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from perfmodel.extrapolation import calibrated_gpu_type, extrapolation
 from perfmodel.schema.plan import Plan
-from perfmodel.calibration.interval_ends import (joined as _joined,
-                                                  plan_for as _plan_for, with_ends as _with_ends)
+from perfmodel.calibration.worlds import World, envelope, paired, plan_on as _plan_for
 from perfmodel.schema.profile import Curve, Profile, Uncertainty
 
 if TYPE_CHECKING:  # numpy is imported where the calibration side needs it: a prediction runs without it
@@ -426,6 +432,8 @@ class Sensitivities:
     simulate: Callable[[int], Sides] | None = None  # None: ``screen`` is already simulated
     # per unidentified parameter: (name, log change at its low bound, at its high bound)
     ends: list[tuple[str, float, float]] = field(default_factory=list)
+    # each direction's name in the interval's worlds (default "direction j", from 1)
+    labels: list[str] = field(default_factory=list)
     _cache: dict[int, Sides] = field(default_factory=dict)
 
     def simulated(self, j: int) -> Sides:
@@ -550,8 +558,207 @@ def sensitivities(plan: Plan, profile: Profile, throughput: float,
                     "from the others would leave stages out")
         # the perturbations are Z standard errors each (_measured_perturbations): back to one
         return Sensitivities([(d, -d) for d in (math.log(run(plan, p) / throughput) / Z for p in perturbed)],
-                             ", ".join(covered))
+                             ", ".join(covered), labels=[c.split(" (")[0] for c in covered])
     return "the profile stores no calibration uncertainty (provenance.uncertainty); run perfmodel calibrate"
+
+
+# --------------------------------------------------------------------------------------------
+# The worlds of one plan's interval (perfmodel.calibration.worlds), and the interval from them
+# --------------------------------------------------------------------------------------------
+
+
+Generated = tuple[list[World], str]  # a generator's worlds and what they are, for the method
+
+
+def direction_worlds(sens: Sensitivities, centre: float, simulated: frozenset[int] | None = None) -> Generated:
+    """Both ends of each perturbation direction (``Sensitivities``): simulated for ``simulated``
+    (default: the plan's own ``top``), the analytic bound's change for the rest. A 90 % end:
+    the directions add in quadrature (``spread``)."""
+    idx = sens.top() if simulated is None else simulated
+    out = []
+    for j, sides in enumerate(sens.deltas(idx)):
+        label = sens.labels[j] if j < len(sens.labels) else f"direction {j + 1}"
+        how = "simulated" if sens.simulate is None or j in idx else "bound"
+        for sign, v in zip("+-", sides):
+            change = Z * v
+            out.append(World(f"{label} {sign}", "parameters", label, "spread", change,
+                             centre * math.exp(change) if centre > 0 else 0.0, how))
+    return out, sens.covered(simulated)
+
+
+def unidentified_worlds(sens: Sensitivities, centre: float, unc: Uncertainty | None) -> Generated:
+    """Each parameter no calibrated point moved, at each of its bounds, where that moves the
+    plan: a bracket (nothing in the data says where in its range it lies)."""
+    bounds = {n: (lo, hi) for n, lo, hi in (unc.unidentified if unc else ())}
+    out = []
+    for name, lo, hi in sens.ends:
+        if not (lo or hi):
+            continue
+        for end, value, change in (("low", bounds.get(name, (None, None))[0], lo),
+                                   ("high", bounds.get(name, (None, None))[1], hi)):
+            out.append(World(f"{name} at its {end} bound", "unidentified", name, "bracket", change,
+                             centre * math.exp(change) if centre > 0 else 0.0,
+                             detail={"parameter": name, "bound": end, **({"value": value} if value is not None else {})}))
+    names = list(dict.fromkeys(w.group for w in out))
+    return out, ("not identified by the calibrated points, bracketed over their bounds: " + ", ".join(names)) if names else ""
+
+
+def spread_worlds(unc: Uncertainty | None, doublings: float) -> Generated:
+    """The statistical worlds of a fitted profile: the residual model error s at a new point and,
+    per doubling beyond the calibrated GPU counts, the cross-validated extrapolation error, each
+    at its 90 % ends (``spread``). For a ratio of two plans the model errors are independent; the
+    extrapolation error is the measured error of a ratio at one GPU count where it is known
+    (``pair_change``), else the two plans' errors as independent."""
+    if unc is None:
+        return [], ""
+    s, rate = unc.residual_sd_log, unc.extrapolation_sd_log_per_doubling
+    pair = unc.extrapolation_pair_sd_log_per_doubling
+    out = [World(f"model error {sign}", "model", "model error", "spread", k * Z * s, None, "statistical", "independent")
+           for sign, k in (("-", -1.0), ("+", 1.0))]
+    out += [World(f"extrapolation {sign}", "extrapolation", "extrapolation", "spread", k * Z * rate * doublings, None,
+                  "statistical", "pair", None if pair is None else k * Z * pair * doublings, {"doublings": doublings})
+            for sign, k in (("-", -1.0), ("+", 1.0))]
+    text = f"residual model error s = {100 * s:.1f} %"
+    if rate * doublings > 0:
+        text += (f", extrapolation {100 * rate:.1f} % per doubling x {doublings:.2f} doublings "
+                 f"({unc.extrapolation_source})")
+    return out, text
+
+
+def workload_worlds(plan: Plan, profile: Profile) -> Generated:
+    """The measured error of predicting a workload away from the calibrated one, per axis
+    (``perfmodel.extrapolation.workload_widths``: the width at the plan's distance along the axis,
+    from a measured grid), at its 90 % ends; the axes add in quadrature. No world for an axis
+    without a measured width (the prediction's ``extrapolation.workload_interval`` says so)."""
+    from perfmodel.extrapolation import workload_axis_widths
+
+    out = []
+    parts = []
+    for axis, w in workload_axis_widths(plan, profile).items():
+        if w is None:
+            continue
+        for sign, k in (("-", -1.0), ("+", 1.0)):
+            out.append(World(f"workload {axis} {sign}", "workload", f"workload {axis}", "spread", k * Z * w["sd_log"],
+                             None, "statistical", "independent", None,
+                             {"axis": axis, "distance": w["distance"], "sd_log": w["sd_log"]}))
+        parts.append(f"{axis} ({100 * w['sd_log']:.1f} % at {w['distance']:.2f} doublings)")
+    return out, ("workload: the measured error of predicting another workload along " + ", ".join(parts)) if parts else ""
+
+
+def gpu_type_worlds(plan: Plan, profile: Profile, centre: float, run: Callable[[Plan, Profile], float]) -> Generated:
+    """On another GPU type than the profile's, with measured GPU compute: the plan with only that
+    compute carried to the type (perfmodel/gpu.py, ``measured_compute_only``). The point carries
+    each whole fitted slope; which share of the rest is GPU work nothing measured says, so both
+    are ends of what the calibration allows: a bracket."""
+    if plan.cluster.gpu == calibrated_gpu_type(profile) or not profile.costs.gpu_compute_per_sample_s or centre <= 0:
+        return [], ""
+    from perfmodel.gpu import profile_on
+
+    other = run(plan, profile_on(profile, plan.cluster.gpu, measured_compute_only=True))
+    if other <= 0:
+        return [], ""
+    w = World(f"{plan.cluster.gpu}: only the measured GPU compute carried", "gpu_type", "gpu type", "bracket",
+              math.log(other / centre), other)
+    return [w], (f"GPU type: the plan with only the measured GPU compute per sample carried by FLOP/s (the rest of "
+                 f"the fitted slopes kept), {other:.4g}")
+
+
+def _sim_worlds(plan: Plan, profile: Profile, centre: float, run: Callable[[Plan, Profile], float],
+                beyond: bool) -> list[Generated]:
+    """Every generator of simulated worlds other than the directions (the unidentified
+    parameters come with them). A new source of doubt is a generator added here."""
+    from perfmodel.calibration.structural import member_worlds
+
+    unc = profile.uncertainty
+    out = [gpu_type_worlds(plan, profile, centre, run),
+           member_worlds(plan, profile, centre, run, beyond, unc.residual_sd_log if unc is not None else 0.0)]
+    # a backbone no published point calibrates: its per-backbone parameters' joint corners (issue 31;
+    # none for a calibrated backbone's profile, which then need not import the module)
+    if profile.backbone_uncalibrated:
+        from perfmodel.calibration.uncalibrated import backbone_worlds
+
+        out.append(backbone_worlds(plan, profile, centre, run))
+    return out
+
+
+@dataclass
+class Doubt:
+    """What one plan's interval is made of: its throughput, its directions (``sens``, simulated
+    on demand) and every other world (simulated once), with what each generator says of them
+    (``described``, in generator order, for the method)."""
+
+    plan: Plan
+    throughput: float
+    sens: Sensitivities
+    unc: Uncertainty | None
+    beyond: bool
+    worlds: list[World]  # all but the directions'
+    described: list[str]
+    runs_nodes: tuple[int, ...] = ()  # node counts of the runs the profile was fitted to (structural.runs_nodes_of)
+
+    def all_worlds(self, simulated: frozenset[int] | None = None) -> tuple[list[World], list[str]]:
+        """Every world, the directions simulated for ``simulated`` (default: the plan's own top),
+        and the method's parts."""
+        dirs, covered = direction_worlds(self.sens, self.throughput, simulated)
+        what = (("principal directions: " + covered) if self.unc is not None else
+                ("measurement spread only: standard errors of the measured stage means of " + covered
+                 + "; model error beyond the measured scale not included"))
+        return dirs + self.worlds, [what, *self.described]
+
+
+def doubt(plan: Plan, profile: Profile, throughput: float, run: Callable[[Plan, Profile], float],
+          ext: dict[str, Any] | None = None) -> Doubt | str:
+    """The plan's ``Doubt`` on ``profile``, or why it has none (``sensitivities``). ``ext``: the
+    plan's ``extrapolation`` (computed when not given)."""
+    sens = sensitivities(plan, profile, throughput, run)
+    if isinstance(sens, str):
+        return sens
+    unc = profile.uncertainty
+    ext = ext if ext is not None else extrapolation(plan, unc)
+    beyond = bool(ext.get("beyond_calibrated_gpus") or ext.get("beyond_calibrated_nodes"))
+    doublings = float(ext.get("doublings_beyond", 0.0)) if unc is not None else 0.0
+    generated = [spread_worlds(unc, doublings),
+                 workload_worlds(plan, profile) if unc is not None else ([], ""),
+                 unidentified_worlds(sens, throughput, unc),
+                 *_sim_worlds(plan, profile, throughput, run, beyond)]
+    worlds = [w for ws, _ in generated for w in ws]
+    from perfmodel.calibration.structural import runs_nodes_of
+
+    return Doubt(plan, throughput, sens, unc, beyond, worlds, [text for _, text in generated if text],
+                 tuple(runs_nodes_of(profile)))
+
+
+def _records(iv: dict[str, Any], worlds: list[World], centre: float, plan: Plan | None = None,
+             runs_nodes: Sequence[int] = ()) -> dict[str, Any]:
+    """What the interval states of each kind's worlds besides its ends: the bracketed parameter
+    names, the GPU type's other end, the structural members (what would settle them, for
+    ``plan``'s nodes and ``runs_nodes``, those of the runs the profile was fitted to), an uncalibrated backbone's corners."""
+    moved = list(dict.fromkeys(w.group for w in worlds if w.kind == "unidentified" and w.rule != "recorded"))
+    if moved:
+        iv["unidentified_parameters"] = moved
+    gpu = [w for w in worlds if w.kind == "gpu_type"]
+    if gpu:
+        key = "gpu_type_other_end_ratio" if "ratio" in iv else "gpu_type_other_end"
+        iv[key] = centre * math.exp(gpu[0].log_change)
+    from perfmodel.calibration.structural import member_record
+
+    rec = member_record(worlds, centre, ratio="ratio" in iv,
+                        plan_nodes=plan.cluster.nodes if plan is not None else None, runs_nodes=list(runs_nodes))
+    if rec is not None:
+        iv["structural"] = rec
+    corners = [w for w in worlds if w.kind == "backbone"]
+    if corners and "ratio" not in iv:
+        iv["backbone_not_calibrated"] = {"corners": {w.detail["backbone"]: centre * math.exp(w.log_change)
+                                                     for w in corners}}
+    return iv
+
+
+def interval_of(d: Doubt) -> dict[str, Any]:
+    """The throughput interval of one plan (``worlds.envelope`` over its worlds)."""
+    worlds, parts = d.all_worlds()
+    iv = envelope(d.throughput, worlds, coverage=d.unc.coverage if d.unc else COVERAGE, method="; ".join(parts),
+                  fitted=d.unc is not None)
+    return _records(iv, worlds, d.throughput, d.plan, d.runs_nodes)
 
 
 def prediction_interval(plan: Plan, profile: Profile, throughput: float, run: Callable[[Plan, Profile], float],
@@ -559,221 +766,60 @@ def prediction_interval(plan: Plan, profile: Profile, throughput: float, run: Ca
     """(throughput_interval or None, why no interval). ``run`` simulates a plan on a profile the
     way the point prediction did and returns its throughput; ``ext`` is the plan's
     ``extrapolation`` (the prediction states it with or without an interval)."""
-    got = sensitivities(plan, profile, throughput, run)
-    if isinstance(got, str):
-        return None, got
-    iv = interval_from_deltas(throughput, got.deltas(), profile.uncertainty, ext, got.covered(), got.ends)
-    other_end = gpu_type_other_end(plan, profile, run)
-    if other_end is not None:
-        iv = with_gpu_type_bracket(iv, throughput, other_end)
-    # the structural alternatives the calibration admits (perfmodel.calibration.structural)
-    from perfmodel.calibration.structural import member_throughputs, runs_nodes_of, with_members
-
-    unc = profile.uncertainty
-    beyond = bool(ext.get("beyond_calibrated_gpus") or ext.get("beyond_calibrated_nodes"))
-    iv = with_members(iv, throughput, member_throughputs(plan, profile, run), beyond,
-                      unc.residual_sd_log if unc is not None else 0.0, plan_nodes=plan.cluster.nodes,
-                      runs_nodes=runs_nodes_of(profile))
-    # a backbone no published point calibrates: its per-backbone parameters' joint corners (issue 31;
-    # none for a calibrated backbone's profile, which then need not import the module)
-    if profile.backbone_uncalibrated:
-        from perfmodel.calibration.uncalibrated import backbone_corners, with_backbone_corners
-
-        iv = with_backbone_corners(iv, throughput, backbone_corners(plan, profile, run))
-    return iv, None
+    d = doubt(plan, profile, throughput, run, ext)
+    if isinstance(d, str):
+        return None, d
+    return interval_of(d), None
 
 
-def gpu_type_other_end(plan: Plan, profile: Profile, run: Callable[[Plan, Profile], float]) -> float | None:
-    """The plan's throughput with only the measured GPU compute of the fitted slopes carried to
-    the plan's GPU type (perfmodel/gpu.py, ``measured_compute_only``), or None on the profile's
-    own type or without measured compute. The point carries each whole slope; which share of the
-    rest is GPU work nothing measured says, so both are ends of what the calibration allows."""
-    if plan.cluster.gpu == calibrated_gpu_type(profile) or not profile.costs.gpu_compute_per_sample_s:
-        return None
-    from perfmodel.gpu import profile_on
+def ratio_between(a: Doubt, b: Doubt) -> dict[str, Any]:
+    """The interval of a.throughput / b.throughput, two plans on one profile: each world moves
+    the ratio by the difference of its changes to the two plans (``worlds.paired``), so what moves
+    both alike cancels. The directions either plan simulates are simulated for both, so that each
+    direction's two changes are of one kind; the model errors are independent (sqrt(2) s); the
+    extrapolation error is the cross-validated error of a ratio per doubling at one GPU count
+    (``extrapolation_pair_sd_log_per_doubling``), the two plans' own errors as independent across
+    counts or without it. Structural members enter beyond the calibrated counts, or where one
+    parts the ratio by more than the two plans' model errors (``structural.ratio_member_rule``).
+    ``resolved``: the interval excludes 1 (None for a measured profile)."""
+    idx = a.sens.top() | b.sens.top()
+    wa, parts = a.all_worlds(idx)
+    wb, _ = b.all_worlds(idx)
+    same_scale = a.plan.cluster.gpus == b.plan.cluster.gpus
+    worlds = paired(wa, wb, same_scale)
+    from perfmodel.calibration.structural import ratio_member_rule
 
-    return run(plan, profile_on(profile, plan.cluster.gpu, measured_compute_only=True))
-
-
-def with_gpu_type_bracket(iv: dict[str, Any], throughput: float, other_end: float) -> dict[str, Any]:
-    """``iv`` (the point's interval) joined with the same interval around ``other_end``
-    (``gpu_type_other_end``): a bracket, not a spread, so the two ends are not added in
-    quadrature; each keeps its own model and parameter margin."""
-    return {**_with_ends(iv, throughput, *_joined(iv, throughput, other_end)),
-            "method": iv["method"] + (f"; GPU type: joined with the same interval around {other_end:.4g}, the plan "
-                                      "with only the measured GPU compute per sample carried by FLOP/s (the rest of "
-                                      "the fitted slopes kept)"),
-            "gpu_type_other_end": other_end,
-            "components_pct": {**iv["components_pct"],
-                               "gpu_type_pct": round(100.0 * abs(math.log(other_end / throughput)), 3)
-                               if throughput > 0 and other_end > 0 else 0.0}}
-
-
-def _sided_var(deltas: list[Sides]) -> tuple[float, float]:
-    """(variance below, variance above) from each direction's two sides: a direction adds to the
-    low end what its more negative side loses, to the high end what its more positive side gains
-    (none where both sides move the same way, as at a peak)."""
-    return (sum(min(0.0, *d) ** 2 for d in deltas), sum(max(0.0, *d) ** 2 for d in deltas))
-
-
-def interval_from_deltas(throughput: float, deltas: list[Sides], unc: Uncertainty | None,
-                         ext: dict[str, Any], covered: str,
-                         ends: Sequence[tuple[str, float, float]] = ()) -> dict[str, Any]:
-    """The interval from the directions' changes on both sides (``Sensitivities.deltas``): each
-    end in quadrature with the residual model error and the extrapolation error of a fitted
-    profile; alone for a measured one. Then widened by the ``ends`` of the parameters no point
-    moved (``with_unidentified``)."""
-    down_var, up_var = _sided_var(deltas)
-    if unc is None:  # measured
-        method = ("measurement spread only: standard errors of the measured stage means of "
-                  + covered + "; model error beyond the measured scale not included")
-        return _interval(throughput, Z * math.sqrt(down_var), Z * math.sqrt(up_var), COVERAGE, method,
-                         {"parameters_pct": 100 * Z * math.sqrt(max(down_var, up_var))})
-    extra_var = (unc.extrapolation_sd_log_per_doubling * ext["doublings_beyond"]) ** 2
-    rest = unc.residual_sd_log ** 2 + extra_var
-    method = (f"principal directions: {covered}, residual model error s = {100 * unc.residual_sd_log:.1f} %"
-              + (f", extrapolation {100 * unc.extrapolation_sd_log_per_doubling:.1f} % per doubling x "
-                 f"{ext['doublings_beyond']:.2f} doublings ({unc.extrapolation_source})" if extra_var > 0 else ""))
-    parts = {"parameters_pct": 100 * Z * math.sqrt(max(down_var, up_var)), "model_pct": 100 * Z * unc.residual_sd_log,
-             "extrapolation_pct": 100 * Z * math.sqrt(extra_var)}
-    iv = _interval(throughput, Z * math.sqrt(down_var + rest), Z * math.sqrt(up_var + rest), unc.coverage, method, parts)
-    return with_unidentified(iv, throughput, ends)
-
-
-def _bracket(ends: Sequence[tuple[str, float, float]]) -> tuple[float, float]:
-    """(most negative, most positive) total log change over the unidentified parameters' ends,
-    each parameter taken at whichever of its bounds moves most that way (independent ranges)."""
-    return (sum(min(0.0, lo, hi) for _, lo, hi in ends), sum(max(0.0, lo, hi) for _, lo, hi in ends))
-
-
-def with_unidentified(iv: dict[str, Any], centre: float, ends: Sequence[tuple[str, float, float]]) -> dict[str, Any]:
-    """``iv`` (around ``centre``, a throughput or a ratio) widened by the parameters no calibrated
-    point moved, over their whole physical range: the low end moves by the sum of their most
-    negative log changes at a bound, the high end by the most positive. A bracket, not a spread
-    (nothing in the data says where in its range such a parameter lies), so it adds to the
-    interval's ends instead of entering the quadrature."""
-    down, up = _bracket(ends)
-    moved = [n for n, lo, hi in ends if lo or hi]
-    if not moved:
-        return iv
-    return {**_with_ends(iv, centre, float(iv["low"] * math.exp(down)), float(iv["high"] * math.exp(up))),
-            "unidentified_parameters": moved,
-            "components_pct": {**iv["components_pct"], "unidentified_pct": round(100.0 * (up - down), 3)},
-            "method": iv["method"] + ("; not identified by the calibrated points, bracketed over their bounds: "
-                                      + ", ".join(moved))}
+    unc = a.unc
+    worlds = ratio_member_rule(worlds, a.beyond or b.beyond, math.sqrt(2) * unc.residual_sd_log if unc else 0.0)
+    if unc is not None:
+        pair = unc.extrapolation_pair_sd_log_per_doubling is not None and same_scale
+        parts.append("ratio's extrapolation: " + ("cross-validated error of a ratio per doubling" if pair else
+                                                  "the two plans' errors per doubling as independent"
+                                                  + ("" if same_scale else " (plans on different GPU counts)")))
+    ratio = a.throughput / b.throughput
+    r = envelope(ratio, worlds, coverage=unc.coverage if unc else COVERAGE, method="; ".join(parts),
+                 fitted=unc is not None, ratio=True)
+    return _records(r, worlds, ratio)
 
 
 def ratio_interval(plan_a: Plan, plan_b: Plan, profile: Profile, thr_a: float, thr_b: float,
                    run: Callable[[Plan, Profile], float]) -> tuple[dict[str, Any] | None, str | None]:
-    """The interval of thr_a / thr_b, two plans on one profile (``ratio_from_deltas``), or None
-    and why."""
+    """The interval of thr_a / thr_b, two plans on one profile (``ratio_between``), or None and why."""
     return ratio_intervals(plan_a, thr_a, [(plan_b, thr_b)], profile, run)[0]
-
-
-def ratio_of(thr_a: float, thr_b: float, sens_a: Sensitivities, sens_b: Sensitivities,
-             unc: Uncertainty | None, doublings: tuple[float, float], same_scale: bool) -> dict[str, Any]:
-    """``ratio_from_deltas`` with the union of both plans' simulated directions simulated for
-    both, so that each direction's two changes are of one kind and cancel as they should."""
-    idx = sens_a.top() | sens_b.top()
-    r = ratio_from_deltas(thr_a, thr_b, sens_a.deltas(idx), sens_b.deltas(idx), unc, doublings, same_scale,
-                          sens_a.covered(idx))
-    # each unidentified parameter at one bound moves both plans: its ratio change is the difference
-    ends = [(n, lo_a - lo_b, hi_a - hi_b) for (n, lo_a, hi_a), (_, lo_b, hi_b) in zip(sens_a.ends, sens_b.ends)]
-    return with_unidentified(r, r["ratio"], ends)
 
 
 def ratio_intervals(plan_a: Plan, thr_a: float, others: list[tuple[Plan, float]], profile: Profile,
                     run: Callable[[Plan, Profile], float]) -> list[tuple[dict[str, Any] | None, str | None]]:
     """``ratio_interval`` of ``plan_a`` against each of ``others`` (plan, throughput), with each of
-    ``plan_a``'s directions simulated at most once."""
-    a = sensitivities(plan_a, profile, thr_a, run)
+    ``plan_a``'s worlds simulated at most once."""
+    a = doubt(plan_a, profile, thr_a, run)
     if isinstance(a, str):
         return [(None, a)] * len(others)
-    unc = profile.uncertainty
-
-    def doublings(p: Plan) -> float:
-        return extrapolation(p, unc)["doublings_beyond"] if unc else 0.0
-
-    from perfmodel.calibration.structural import member_throughputs, with_member_ratios
-
-    def beyond(p: Plan) -> bool:
-        e = extrapolation(p, unc)
-        return bool(e["beyond_calibrated_gpus"] or e["beyond_calibrated_nodes"])
-
     out: list[tuple[dict[str, Any] | None, str | None]] = []
-    alt_a = gpu_type_other_end(plan_a, profile, run)
-    mem_a = member_throughputs(plan_a, profile, run)
     for plan_b, thr_b in others:
-        b = sensitivities(plan_b, profile, thr_b, run)
-        if isinstance(b, str):
-            out.append((None, b))
-            continue
-        r = ratio_of(thr_a, thr_b, a, b, unc, (doublings(plan_a), doublings(plan_b)),
-                     plan_a.cluster.gpus == plan_b.cluster.gpus)
-        alt_b = gpu_type_other_end(plan_b, profile, run)
-        if alt_a is not None or alt_b is not None:  # another GPU type: the ratio at the other end too
-            r = with_ratio_bracket(r, (alt_a if alt_a is not None else thr_a) / (alt_b if alt_b is not None else thr_b))
-        # the structural members (perfmodel.calibration.structural): the ratio under each
-        mem_b = member_throughputs(plan_b, profile, run) if mem_a else []
-        r = with_member_ratios(r, [(m, ta / tb) for (m, ta), (_, tb) in zip(mem_a, mem_b) if tb > 0],
-                               unc is not None and (beyond(plan_a) or beyond(plan_b)),
-                               math.sqrt(2) * unc.residual_sd_log if unc is not None else 0.0)
-        out.append((r, None))
+        b = doubt(plan_b, profile, thr_b, run)
+        out.append((None, b) if isinstance(b, str) else (ratio_between(a, b), None))
     return out
-
-
-def with_ratio_bracket(r: dict[str, Any], other_ratio: float) -> dict[str, Any]:
-    """A ratio interval joined with the same interval around the ratio at the GPU type's other
-    end (``gpu_type_other_end`` of both plans): the order is resolved only if both ends agree."""
-    return {**_with_ends(r, r["ratio"], *_joined(r, r["ratio"], other_ratio)), "gpu_type_other_end_ratio": other_ratio,
-            "method": r["method"] + f"; GPU type: joined with the ratio at the other end ({other_ratio:.4g})"}
-
-
-def ratio_from_deltas(thr_a: float, thr_b: float, deltas_a: list[Sides], deltas_b: list[Sides],
-                      unc: Uncertainty | None, doublings: tuple[float, float], same_scale: bool,
-                      covered: str) -> dict[str, Any]:
-    """The interval of thr_a / thr_b, where what moves both alike cancels. Parameters: the same
-    perturbation directions for both (``Sensitivities``), so their changes subtract. Model error:
-    the two points' residual errors as independent (sqrt(2) s). Extrapolation over
-    ``doublings`` (each plan's): at one GPU count, the cross-validated error of a ratio per
-    doubling (``extrapolation_pair_sd_log_per_doubling``, measured on pairs at one count; without
-    it, the two errors as independent); at two GPU counts nothing is known to cancel, so each
-    plan's own per-doubling error, independent. ``resolved``: the interval excludes 1, so the
-    model orders the two plans; None for a measured profile, whose interval is the measurement
-    spread only (no model error), which cannot say that."""
-    down_var, up_var = _sided_var([(pa - pb, ma - mb) for (pa, ma), (pb, mb) in zip(deltas_a, deltas_b)])
-    model_var = extra_var = 0.0
-    source = "measurement spread only (no model error)"
-    if unc is not None:
-        model_var = 2 * unc.residual_sd_log ** 2
-        single = unc.extrapolation_sd_log_per_doubling
-        rate = unc.extrapolation_pair_sd_log_per_doubling
-        if same_scale and rate is not None:
-            source = "cross-validated error of a ratio per doubling"
-            extra_var = (rate * max(doublings)) ** 2
-        else:
-            source = ("the two plans' errors per doubling as independent"
-                      + ("" if same_scale else " (plans on different GPU counts)"))
-            extra_var = sum((single * d) ** 2 for d in doublings)
-    down = Z * math.sqrt(down_var + model_var + extra_var)
-    up = Z * math.sqrt(up_var + model_var + extra_var)
-    ratio = thr_a / thr_b
-    low, high = ratio * math.exp(-down), ratio * math.exp(up)
-    return {"ratio": ratio, "low": low, "high": high, "coverage": unc.coverage if unc else COVERAGE,
-            "resolved": bool(low > 1.0 or high < 1.0) if unc is not None else None, "half_width_log": 0.5 * (down + up),
-            "components_pct": {"parameters_pct": round(100 * Z * math.sqrt(max(down_var, up_var)), 3),
-                               "model_pct": round(100 * Z * math.sqrt(model_var), 3),
-                               "extrapolation_pct": round(100 * Z * math.sqrt(extra_var), 3)},
-            "method": f"{covered}; extrapolation: {source}"}
-
-
-def _interval(thr: float, down_log: float, up_log: float, coverage: float, method: str,
-              parts: dict[str, float]) -> dict[str, Any]:
-    """An interval from its two log half-widths; ``half_width_log`` is their mean."""
-    low, high = thr * math.exp(-down_log), thr * math.exp(up_log)
-    return {"low": low, "high": high, "coverage": coverage, "method": method,
-            "width_pct": 100.0 * (high - low) / thr if thr > 0 else 0.0,
-            "half_width_log": 0.5 * (down_log + up_log), "components_pct": {k: round(v, 3) for k, v in parts.items()}}
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from perfmodel.commands.common import (BACKBONE_NAMES, Say, check_backbone, chec
 from perfmodel.bound_gap import format_gap
 from perfmodel.schema.errors import ConfigError
 from perfmodel.calibration.structural import note as structural_note
+from perfmodel.calibration.worlds import describe_end
 from perfmodel.schema.modes import MODE_TABLE, MODES
 from perfmodel.schema.plan import MAX_GPUS, Plan, parse_ratio
 
@@ -243,6 +244,9 @@ def interval_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
     if iv is not None:
         rows.append(("interval", f"{iv['low']:.2f} .. {iv['high']:.2f} env steps/s "
                                  f"({100 * iv['coverage']:.0f}% interval, width {iv['width_pct']:.1f}% of the prediction)"))
+        ends = [f"{side}: {d}" for side, d in (("low", describe_end(iv, "low")), ("high", describe_end(iv, "high"))) if d]
+        if ends:  # the world that moves each end most (perfmodel.calibration.worlds)
+            rows.append(("ends set by", "; ".join(ends)))
         parts = iv.get("components_pct") or {}
         # only a fitted profile's interval has a model-error term (a measured one is the
         # measurements' spread alone, and needs no excuse)
@@ -278,7 +282,8 @@ def interval_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
         cal = ext["calibrated_workload"]
         rows.append(("warning", "extrapolation: workload beyond the calibrated one: "
                                 + ", ".join(f"{f} {v:g} (calibrated {cal[f]:g})" for f, v in ext["workload"].items())
-                                + "; the interval is not widened for it (docs/metrics.md: Beyond the calibrated workload)"))
+                                + (f"; {ext['workload_interval']}" if ext.get("workload_interval") else "")
+                                + " (docs/metrics.md: Beyond the calibrated workload)"))
     if ext and ext.get("beyond_calibrated_gpu_type"):
         other = (iv or {}).get("gpu_type_other_end")
         rows.append(("warning", f"extrapolation: costs calibrated on {ext['calibrated_gpu_type']} are carried to "
