@@ -255,7 +255,8 @@ def note(iv: dict[str, Any] | None, threshold_pct: float = 1.0, settle: bool = T
         return None
     return (f"the calibration cannot tell today's fit from one in which {WHAT.get(s['drives_width'], s['drives_width'])} "
             f"grow with the workers (its other parameters refitted with it); they differ by {abs(s['differs_pct']):.0f} % "
-            f"at this plan (the interval holds both)" + (f". To settle it: {s['settle']}" if settle else ""))
+            f"at this plan (the interval holds both)" + (f". To settle it: {s['settle']}" if settle and s.get("settle")
+                                                          else ""))
 
 
 # --------------------------------------------------------------------------------------------
