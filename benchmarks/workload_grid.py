@@ -190,6 +190,11 @@ def slope_interval(xs: list[float], ys: list[float], level: float = 0.90) -> dic
     return {"slope_pct_per_env_per_core": b, "low": b - half, "high": b + half, "level": level, "points": n}
 
 
+def _median_abs(rows: list[dict], key: str) -> float | None:
+    vals = [abs(r[key]) for r in rows if r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
 def summary(rows: list[dict]) -> dict:
     ok = [r for r in rows if r.get("status") == "ok"]
     if not ok:
@@ -201,8 +206,11 @@ def summary(rows: list[dict]) -> dict:
             "median_error_pct": statistics.median(errs), "median_abs_error_pct": statistics.median(abs(e) for e in errs),
             "max_abs_error_pct": max(abs(e) for e in errs),
             "within_10pct": sum(abs(e) <= 10 for e in errs),
+            # the prediction from the profile as it is, without the host probe
+            "median_abs_unscaled_error_pct": _median_abs(ok, "unscaled_error_pct"),
             # the prediction at the run's own env CPU share and env costs (docs/metrics.md): what
             # the model's composition of the stages leaves once the host's load is known
+            "median_abs_error_at_run_env_costs_pct": _median_abs(ok, "diagnosis_at_measured_env_costs_pct"),
             "max_abs_error_at_run_env_costs_pct": max((abs(r["diagnosis_at_measured_env_costs_pct"]) for r in ok
                                                        if r.get("diagnosis_at_measured_env_costs_pct") is not None),
                                                       default=None),
@@ -258,16 +266,12 @@ def markdown_table(doc: dict) -> str:
 def markdown_summary(doc: dict) -> str:
     """The summary sentence docs/validation.md shows under the table (checked like the table)."""
     s = doc["summary"]
-    ok = [r for r in doc["points"] if r.get("status") == "ok"]
-    unscaled = [abs(r["unscaled_error_pct"]) for r in ok if r.get("unscaled_error_pct") is not None]
-    diag = [abs(r["diagnosis_at_measured_env_costs_pct"]) for r in ok
-            if r.get("diagnosis_at_measured_env_costs_pct") is not None]
     sl = s.get("slope")
     return (f"{s['points']} points, {s['quiet_points']} on a quiet machine (1-minute load below {QUIET_LOAD} before "
             f"the run); {s['within_10pct']} within 10 %, median |error| {s['median_abs_error_pct']:.1f} %, "
             f"max {s['max_abs_error_pct']:.1f} %. Without the probe: median |error| "
-            f"{statistics.median(unscaled):.1f} %. At the runs' own env costs: median |error| "
-            f"{statistics.median(diag):.1f} %, max {max(diag):.1f} %."
+            f"{s['median_abs_unscaled_error_pct']:.1f} %. At the runs' own env costs: median |error| "
+            f"{s['median_abs_error_at_run_env_costs_pct']:.1f} %, max {s['max_abs_error_at_run_env_costs_pct']:.1f} %."
             + (f" Slope of the error against envs per core: {sl['slope_pct_per_env_per_core']:+.1f} % per env per "
                f"core (90 % interval {sl['low']:+.1f} to {sl['high']:+.1f})." if sl else ""))
 
