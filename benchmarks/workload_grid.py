@@ -156,9 +156,30 @@ def run_point(p: Point, profile: str, runs: Path, iterations: int, warmup: int, 
             "unscaled_error_pct": unscaled.get("error_pct"),
             "predicted_iteration_s": rec["predicted_iteration_time_s"], "measured_iteration_s": rec["iteration_time_s"],
             "host_probe": (rec.get("host_probe") or {}).get("ratio"),
+            "host_probe_cpu_ratio": (rec.get("host_probe") or {}).get("cpu_ratio"),
             "diagnosis_at_measured_env_costs_pct": (rec.get("diagnosis_at_measured_env_costs") or {}).get("error_pct"),
             "loadavg_1min_before_run": (rec.get("host") or {}).get("loadavg_1min_before"),
-            **probe_against_run(rec)}
+            **probe_against_run(rec), **probe_after(plan, profile, rec)}
+
+
+def probe_after(plan: dict, profile: str, rec: dict) -> dict:
+    """The run's host probe once more, just after the run, with the run's options: how far this
+    host's speed moved while the point ran (other tenants of the physical machine; one earlier grid
+    was discarded for a 1.6x drift). A diagnosis beside the row, not used by its prediction:
+    ``host_drift_env_step`` is the CPU seconds per env step after over before (1.0: no drift)."""
+    from executor.runtime.modes import RunOptions
+    from executor.runtime.probe import probe_host
+    from perfmodel.schema.plan import Plan
+    from perfmodel.schema.profile import load_profile
+
+    before = (rec.get("host_probe") or {}).get("cpu_ratio")
+    if not before:
+        return {}
+    fields = RunOptions.__dataclass_fields__
+    opts = RunOptions(**{k: v for k, v in (rec.get("options") or {}).items() if k in fields})
+    after = probe_host(Plan.from_dict(plan, "plan"), load_profile(profile), opts)
+    return {"host_probe_after": after.cpu_ratio,
+            "host_drift_env_step": after.cpu_ratio["env_step"] / before["env_step"]}
 
 
 def probe_against_run(rec: dict) -> dict:
@@ -248,18 +269,19 @@ def fmt_pct(v: float | None) -> str:
 def markdown_table(doc: dict) -> str:
     """The stored grid as docs/validation.md shows it (tests/test_workload_grid.py checks the doc)."""
     lines = ["| point | mode | envs per core | chunk | predicted | measured | error | without the probe | "
-             "at the run's env costs | run / probe env step | load before |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "at the run's env costs | run / probe env step | host drift | load before |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in doc["points"]:
         if r.get("status") != "ok":
-            lines.append(f"| {r['name']} | failed: {r.get('error')} | | | | | | | | | |")
+            lines.append(f"| {r['name']} | failed: {r.get('error')} | | | | | | | | | | |")
             continue
-        ratio = r.get("env_step_cpu_run_over_probe")
+        ratio, drift = r.get("env_step_cpu_run_over_probe"), r.get("host_drift_env_step")
         lines.append(f"| {r['name']} | {r['mode']} | {r['envs_per_core']:g} | {r['axes']['chunk']} | "
                      f"{r['predicted_env_steps_per_s']:.3f} | {r['measured_env_steps_per_s']:.3f} | "
                      f"{r['error_pct']:+.1f} % | {fmt_pct(r.get('unscaled_error_pct'))} | "
                      f"{fmt_pct(r.get('diagnosis_at_measured_env_costs_pct'))} | "
-                     f"{'-' if ratio is None else format(ratio, '.2f')} | {r['loadavg_1min_before']:.2f} |")
+                     f"{'-' if ratio is None else format(ratio, '.2f')} | "
+                     f"{'-' if drift is None else format(drift, '.2f')} | {r['loadavg_1min_before']:.2f} |")
     return "\n".join(lines)
 
 

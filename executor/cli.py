@@ -226,7 +226,7 @@ def comparison_table(record: dict) -> str:
     if probe:
         r = probe["ratio"]
         lines.append(f"host probe: env step x{r['env_step']:.3f}, reset x{r['env_reset']:.3f} of the profile "
-                     f"({probe['envs']} env(s) on one core, of which they got {probe['core_share']['env_step']:.2f}; "
+                     f"({probe['envs']} env(s) on {probe.get('where', 'one core')}, of which they got {probe['core_share']['env_step']:.2f}; "
                      f"{probe['wall_s']:.1f} s, load {probe['loadavg_1min']:.2f}); "
                      "the prediction above uses them")
     if unscaled and unscaled.get("error_pct") is not None:

@@ -20,7 +20,7 @@ def test_compare_error_is_prediction_over_measurement_minus_one():
 def _probe(step, reset, prof_step=0.2, prof_reset=2.0, step_wall=None, reset_wall=None):
     from executor.runtime.probe import HostProbe
 
-    return HostProbe(envs=2, density=2.0, core=1, step_cpu_s=step, reset_cpu_s=reset,
+    return HostProbe(envs=2, density=2.0, cores=(1, 1), step_cpu_s=step, reset_cpu_s=reset,
                      step_wall_s=step if step_wall is None else step_wall,
                      reset_wall_s=reset if reset_wall is None else reset_wall,
                      profile_step_cpu_s=prof_step, profile_reset_cpu_s=prof_reset, wall_s=9.0, loadavg_1min=0.1)
@@ -69,3 +69,46 @@ def test_a_profile_from_another_host_is_flagged_with_the_command_that_measures_i
     assert probe.other_host(prof, "pi05", "tiny") is None
     bare = replace(prof, provenance={**prof.provenance, "hardware": None})
     assert probe.other_host(bare, "pi05", "tiny") is None  # a profile that does not say: nothing to flag
+
+
+def _plan(mode: str, envs: int, gpus: int = 2, **cluster):
+    from perfmodel.schema.plan import Plan
+
+    return Plan.from_dict({
+        "mode": mode, "allocation_ratio": None if mode == "colocated" else "1:1", "pipeline_stage_num": 1,
+        "b_max": None, "t_max_s": 0.05, "max_staleness": 1, "profile": "pi05_tiny_cpu",
+        "workload": {"total_num_envs": envs, "max_episode_steps": 10, "num_action_chunks": 5, "rollout_epoch": 1,
+                     "update_epoch": 1, "micro_batch_size": 2, "global_batch_size": 2 * envs, "group_size": 1,
+                     "algorithm": "ppo"},
+        "cluster": {"gpus": gpus, "gpus_per_node": 2, "cpu_cores_per_node": 2, **cluster}})
+
+
+def test_the_probe_steps_the_runs_env_layout_on_this_node(monkeypatch):
+    """The probe's envs are the run's env processes on this node, each on the core the run's env
+    worker pins it to: colocated on 2 device slots and 2 cores puts half the envs on each core;
+    rollout_async 1:1 gives its one env worker the node's cores; a node beyond the first is not
+    probed; at most PROBE_MAX_ENVS a core, and what half the free memory holds."""
+    from executor.runtime import actors, probe
+
+    monkeypatch.setattr(actors.os, "sched_getaffinity", lambda pid: {4, 7}, raising=False)
+    monkeypatch.setattr(probe, "_free_gb", lambda: 100.0)
+    assert probe.probe_layout(_plan("colocated", 8), 2.0) == [4, 4, 4, 4, 7, 7, 7, 7]
+    assert probe.probe_layout(_plan("colocated", 2), 2.0) == [4, 7]
+    assert probe.probe_layout(_plan("colocated", 16), 2.0) == [4] * probe.PROBE_MAX_ENVS + [7] * probe.PROBE_MAX_ENVS
+    ra = probe.probe_layout(_plan("rollout_async", 4), 2.0)
+    assert len(ra) == 4 and set(ra) <= {4, 7}
+    # 4 GPUs on 2-GPU nodes: node 1's env worker is on another host, not probed
+    assert len(probe.probe_layout(_plan("colocated", 8, gpus=4), 2.0)) == 4
+    monkeypatch.setattr(probe, "_free_gb", lambda: 10.0)
+    assert len(probe.probe_layout(_plan("colocated", 8), 2.0)) == 2  # 5 GB for 2 GB envs
+
+
+def test_the_probe_charges_wall_seconds_times_the_cores_it_used():
+    """Two envs on two cores that each step in 0.2 s wall: 0.2 core seconds an env step."""
+    from executor.runtime.probe import HostProbe
+
+    p = HostProbe(envs=2, density=1.0, cores=(0, 1), step_cpu_s=[0.2, 0.2], reset_cpu_s=[2.0, 2.0],
+                  step_wall_s=[0.2], reset_wall_s=[2.0], profile_step_cpu_s=0.2, profile_reset_cpu_s=2.0,
+                  wall_s=1.0, loadavg_1min=0.0)
+    assert p.cores_used == 2 and p.where == "cores 0,1"
+    assert p.ratio == pytest.approx({"env_step": 1.0, "env_reset": 1.0})

@@ -50,7 +50,12 @@ def test_probe_sees_a_cpu_hog_and_json_stdout_is_one_document(tmp_path, cpu_hog)
     from perfmodel.schema.profile import load_profile
 
     out = tmp_path / "run"
-    plan_path = write_plan(tmp_path, tiny_plan("colocated"))
+    # one env on one device slot: the run and its probe on the hog's core, at half the env work of
+    # the 2-env plan (the probe steps the run's layout: the same one env)
+    plan = tiny_plan("colocated")
+    plan["workload"].update(total_num_envs=1, global_batch_size=2)
+    plan["cluster"].update(gpus=1, gpus_per_node=1)
+    plan_path = write_plan(tmp_path, plan)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("RAY_ADDRESS", None)
     # rendered scenes (the env step is most of the run, so the hog's share shows in it); soft resets

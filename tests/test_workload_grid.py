@@ -59,6 +59,9 @@ def test_smoke_grid_runs_both_points_for_real(tmp_path):
         assert r["status"] == "ok" and r["predicted_env_steps_per_s"] > 0 and r["measured_env_steps_per_s"] > 0
         assert r["error_pct"] == pytest.approx(100 * (r["predicted_env_steps_per_s"] / r["measured_env_steps_per_s"] - 1))
         assert "loadavg_1min_before" in r and r["quiet"] == (r["loadavg_1min_before"] < grid.QUIET_LOAD)
+        # the probe again after the run: the host's drift while the point ran, CPU seconds after over before
+        assert r["host_drift_env_step"] == pytest.approx(
+            r["host_probe_after"]["env_step"] / r["host_probe_cpu_ratio"]["env_step"])
     assert doc["summary"]["points"] == 2 and doc["summary"]["modes"] == ["colocated", "rollout_async"]
 
 

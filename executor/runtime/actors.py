@@ -77,6 +77,13 @@ def node_cores(positions: list[int] | None) -> list[int] | None:
     return [avail[p % len(avail)] for p in positions]
 
 
+def env_process_cores(cores: list[int] | None, firsts: list[int], sizes: list[int]) -> list[int | None]:
+    """The core of each env process of groups starting at env indices ``firsts`` with ``sizes``
+    envs, on a worker's ``cores``: env i on cores[i % len(cores)] (None: not pinned). The run's
+    env workers and the host probe (``probe.probe_layout``) place envs by it."""
+    return [cores[(f + j) % len(cores)] if cores else None for f, n in zip(firsts, sizes) for j in range(n)]
+
+
 class EnvGroupsActor:
     """A rollout slot's envs: one ``executor.envs.EnvProcessGroup`` per env group."""
 
@@ -102,10 +109,8 @@ class EnvGroupsActor:
 
         f = self.first[g]
         cfg = replace(self.cfg, task_id=f % num_tasks(self.cfg.suite), seed=self.cfg.seed + f)
-        cores = None
-        if self.cores:
-            cores = tuple(self.cores[(f + j) % len(self.cores)] for j in range(self.group_sizes[g]))
-        return self._EnvProcessGroup(cfg, self.group_sizes[g], cores=cores)
+        cores = env_process_cores(self.cores, [f], [self.group_sizes[g]])
+        return self._EnvProcessGroup(cfg, self.group_sizes[g], cores=tuple(cores) if self.cores else None)
 
     def ready(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "env_pids": [w.pids for w in self.groups]}

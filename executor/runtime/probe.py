@@ -5,12 +5,15 @@ A shared host's speed drifts (other tenants of the physical machine; up to 30 % 
 the 2-core development machines), other processes may hold its cores (a CPU hog, another job), and a
 profile may come from another host: a prediction made from the profile alone cannot say whether a
 miss is the model's or the machine's. The probe steps, before anything of the run starts, the
-plan's envs per core on one core (real LIBERO scenes, stepped as the run steps its own: rendered
-unless the run is not, with actions spread as the stand-in policy's, ``executor.envs.policy_like_actions``;
-at most ``PROBE_MAX_ENVS``), for a few chunks and one reset. It times them
-by the wall clock, per env step (a lock-step chunk's wall seconds over its env steps): the core
-seconds an env step costs on this host now, what other processes take from the core included, as
-the run's envs will pay them. Divided by the profile's CPU seconds at the same density
+env processes the plan puts on this node, each pinned to the core the run pins it to
+(``probe_layout``: every env worker's envs on its cores, as ``actors.EnvGroupsActor`` places them;
+at most ``PROBE_MAX_ENVS`` a core and what half the free memory holds), all together, so that the
+cores contend as the run's do (shared caches, memory bandwidth, the host's memory). Real LIBERO
+scenes, stepped as the run steps its own: rendered unless the run is not, with actions spread as
+the stand-in policy's (``executor.envs.policy_like_actions``), for a few chunks and one reset. It
+times them by the wall clock, per env step and core (a lock-step chunk's wall seconds times the
+cores it used, over its env steps): the core seconds an env step costs on this host now, what
+other processes take from the cores included, as the run's envs will pay them. Divided by the profile's CPU seconds at the same density
 (``StageCosts.env_cost``), that gives the ratios the prediction the run is judged by scales the
 profile's env costs with (``Costs.env_scaled``); the unscaled prediction is kept beside it. The CPU
 seconds the envs used are kept too: their ratio is the host's speed alone, and CPU over wall is
@@ -18,7 +21,7 @@ the share of the core the envs got (1.0 on a quiet host).
 
 What it does not see: what the run's own driver, Ray and actors will take from the env cores (the
 profile's ``env_cpu_share``, measured by ``executor profile --run-share``, and the record's
-``env_cpu.*.cpu_share``), and contention between cores (the probe uses one).
+``env_cpu.*.cpu_share``), and what the actors' work does to the env cores while it overlaps them.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Any
 
 from perfmodel.schema.plan import Plan
 
-PROBE_MAX_ENVS = 4  # envs on the probe's core: enough for the densities runs here use, ~2 GB each
+PROBE_MAX_ENVS = 4  # envs a core: enough for the densities runs here use, ~2 GB each
 PROBE_CHUNKS = 6  # measured chunk steps after one warm-up chunk (the host's speed varies by 10 % within seconds)
 PROBE_RESETS = 1  # measured resets of every probe env after one warm-up reset (the first is cold)
 
@@ -40,9 +43,9 @@ PROBE_RESETS = 1  # measured resets of every probe env after one warm-up reset (
 class HostProbe:
     """What the probe measured (raw samples kept) and its ratio to the profile."""
 
-    envs: int  # envs stepped together on one core
+    envs: int  # envs stepped together, on ``cores``
     density: float  # the plan's envs per core, which the probe stands for
-    core: int | None
+    cores: tuple[int | None, ...]  # each env's core (None: not pinned), as the run places them
     step_cpu_s: list[float]  # one per env step (CPU seconds)
     reset_cpu_s: list[float]  # one per env reset
     step_wall_s: list[float]  # one per lock-step chunk: its wall seconds over its env steps
@@ -52,6 +55,20 @@ class HostProbe:
     wall_s: float  # the probe's own duration, env creation included
     loadavg_1min: float
     env_not_as_rlinf: tuple[str, ...] = ()  # the run's flags the probe's envs stepped under too
+
+    @property
+    def where(self) -> str:
+        """The cores, in words: 'core 1', 'cores 0-1', or 'unpinned'."""
+        used = sorted({c for c in self.cores if c is not None})
+        if not used:
+            return "unpinned cores"
+        return f"core {used[0]}" if len(used) == 1 else "cores " + ",".join(map(str, used))
+
+    @property
+    def cores_used(self) -> int:
+        """Cores the probe's envs ran on (unpinned envs: as many as there are envs, up to the CPUs)."""
+        pinned = {c for c in self.cores if c is not None}
+        return len(pinned) if pinned else min(self.envs, os.cpu_count() or 1)
 
     @property
     def ratio(self) -> dict[str, float]:
@@ -71,7 +88,7 @@ class HostProbe:
         return {s: min(1.0, self.cpu_ratio[s] / self.ratio[s]) for s in ("env_step", "env_reset")}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"envs": self.envs, "density_envs_per_core": self.density, "core": self.core,
+        return {"envs": self.envs, "density_envs_per_core": self.density, "cores": list(self.cores), "where": self.where,
                 "step_wall_s_mean": statistics.fmean(self.step_wall_s),
                 "reset_wall_s_mean": statistics.fmean(self.reset_wall_s),
                 "step_cpu_s_mean": statistics.fmean(self.step_cpu_s),
@@ -81,7 +98,7 @@ class HostProbe:
                 "wall_s": self.wall_s, "loadavg_1min": self.loadavg_1min,
                 "samples": {"step_wall_s": self.step_wall_s, "reset_wall_s": self.reset_wall_s,
                             "step_cpu_s": self.step_cpu_s, "reset_cpu_s": self.reset_cpu_s},
-                "method": f"{self.envs} LIBERO env(s) in lock-step on core {self.core}"
+                "method": f"{self.envs} LIBERO env(s) in lock-step on {self.where}"
                           f"{' (' + ' '.join(self.env_not_as_rlinf) + ')' if self.env_not_as_rlinf else ', rendered'}: "
                           f"{PROBE_CHUNKS} chunk steps and {PROBE_RESETS} reset(s) each after one warm-up "
                           "of each; ratio: wall seconds per env step and per reset (whatever else holds the "
@@ -103,17 +120,52 @@ def profile_env_costs_at_density(plan: Plan, profile: Any) -> tuple[float, float
     return sc.env_density, sc.env_cost("step_lockstep")[0], sc.env_cost("reset")[0]
 
 
+def probe_layout(plan: Plan, env_memory_gb: float) -> list[int | None]:
+    """The core of each env process the plan runs on this node, as the run pins them: the env
+    workers of node 0's rollout slots (``modes.layout``), each env on its worker's cores in the
+    order ``actors.EnvGroupsActor`` uses (``env_process_cores``). At most ``PROBE_MAX_ENVS`` a
+    core, and as many as half of the free memory holds (the run's own envs come after)."""
+    from executor.runtime.actors import env_process_cores, node_cores
+    from executor.runtime.modes import layout
+
+    lay = layout(plan)
+    gpn = plan.cluster.gpus_per_node
+    cores: list[int | None] = []
+    for w, slot in enumerate(lay.rollout_slots):
+        if slot // gpn != 0:
+            continue
+        sizes = lay.group_sizes
+        firsts = [lay.first_env[w] + sum(sizes[:g]) for g in range(len(sizes))]
+        cores.extend(env_process_cores(node_cores(lay.env_cores[w]), firsts, sizes))
+    keep: list[int | None] = []
+    for c in cores:
+        if c is None or sum(k == c for k in keep) < PROBE_MAX_ENVS:
+            keep.append(c)
+    return keep[:max(1, int(0.5 * _free_gb() / max(env_memory_gb, 0.1)))]
+
+
+def _free_gb() -> float:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return 8.0
+
+
 def probe_host(plan: Plan, profile: Any, opts: Any) -> HostProbe:
-    """Measure this host's env costs now at the plan's density (see the module's docstring)."""
+    """Measure this host's env costs now, the plan's env layout on this node (see the module's
+    docstring)."""
     from executor.envs import ACTION_DIM, EnvConfig, EnvProcessGroup, policy_like_actions
 
     import numpy as np
 
     density, prof_step, prof_reset = profile_env_costs_at_density(plan, profile)
-    n = max(1, min(PROBE_MAX_ENVS, round(density)))
+    cores = probe_layout(plan, profile.costs.env_memory_gb)
+    n = len(cores)
     chunk = plan.workload.num_action_chunks
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    core = cores[-1] if cores else None  # one core of this process's set (the driver starts on the first)
     cfg = EnvConfig(suite=opts.suite, image_size=opts.image_size, num_action_chunks=chunk,
                     max_episode_steps=chunk * (PROBE_CHUNKS + 2), hard_reset=opts.hard_reset, seed=opts.seed,
                     settle_steps=opts.settle_steps, render=opts.render)  # the run's envs, as the run steps them
@@ -124,25 +176,26 @@ def probe_host(plan: Plan, profile: Any, opts: Any) -> HostProbe:
     resets: list[float] = []
     step_wall: list[float] = []
     reset_wall: list[float] = []
-    with EnvProcessGroup(cfg, num_envs=n, cores=(core,) if core is not None else None, render_threads=1) as group:
+    pinned = None if any(c is None for c in cores) else tuple(cores)
+    probe = HostProbe(envs=n, density=density, cores=tuple(cores), step_cpu_s=steps, reset_cpu_s=resets,
+                      step_wall_s=step_wall, reset_wall_s=reset_wall, profile_step_cpu_s=prof_step,
+                      profile_reset_cpu_s=prof_reset, wall_s=0.0, loadavg_1min=load)
+    per_core = probe.cores_used / n  # wall seconds x cores over env steps: core seconds per env step
+    with EnvProcessGroup(cfg, num_envs=n, cores=pinned, render_threads=1) as group:
         group.reset()  # warm-up: the first reset of a process is cold
         for _ in range(PROBE_RESETS):
             w0 = time.perf_counter()
             resets.extend(float(x) for x in group.reset()["reset_cpu_s"])
-            reset_wall.append((time.perf_counter() - w0) / n)
+            reset_wall.append((time.perf_counter() - w0) * per_core)
         group.chunk_step(policy_like_actions(rng, (n, chunk, ACTION_DIM)))  # warm-up
         for _ in range(PROBE_CHUNKS):
             w0 = time.perf_counter()
             res = group.chunk_step(policy_like_actions(rng, (n, chunk, ACTION_DIM)))
-            step_wall.append((time.perf_counter() - w0) / (n * chunk))
+            step_wall.append((time.perf_counter() - w0) * per_core / chunk)
             steps.extend(float(x) for x in np.asarray(res["step_cpu_s"]).ravel())
     from executor.runtime.modes import env_not_as_rlinf
 
-    return HostProbe(envs=n, density=density, core=core, step_cpu_s=steps, reset_cpu_s=resets,
-                     step_wall_s=step_wall, reset_wall_s=reset_wall,
-                     env_not_as_rlinf=tuple(env_not_as_rlinf(opts)),
-                     profile_step_cpu_s=prof_step, profile_reset_cpu_s=prof_reset,
-                     wall_s=time.perf_counter() - t0, loadavg_1min=load)
+    return replace(probe, env_not_as_rlinf=tuple(env_not_as_rlinf(opts)), wall_s=time.perf_counter() - t0)
 
 
 def scaled_profile(profile: Any, probe: HostProbe) -> Any:
