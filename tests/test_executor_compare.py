@@ -87,7 +87,7 @@ def test_the_probe_steps_the_runs_env_layout_on_this_node(monkeypatch):
     """The probe's envs are the run's env processes on this node, each on the core the run's env
     worker pins it to: colocated on 2 device slots and 2 cores puts half the envs on each core;
     rollout_async 1:1 gives its one env worker the node's cores; a node beyond the first is not
-    probed; at most PROBE_MAX_ENVS a core, and what half the free memory holds."""
+    probed; at most PROBE_MAX_ENVS a core, and what 80 % of the free memory holds, evenly."""
     from executor.runtime import actors, probe
 
     monkeypatch.setattr(actors.os, "sched_getaffinity", lambda pid: {4, 7}, raising=False)
@@ -99,8 +99,9 @@ def test_the_probe_steps_the_runs_env_layout_on_this_node(monkeypatch):
     assert len(ra) == 4 and set(ra) <= {4, 7}
     # 4 GPUs on 2-GPU nodes: node 1's env worker is on another host, not probed
     assert len(probe.probe_layout(_plan("colocated", 8, gpus=4), 2.0)) == 4
+    # 80 % of 10 GB holds four 2 GB envs: two a core, the cores evenly filled
     monkeypatch.setattr(probe, "_free_gb", lambda: 10.0)
-    assert len(probe.probe_layout(_plan("colocated", 8), 2.0)) == 2  # 5 GB for 2 GB envs
+    assert probe.probe_layout(_plan("colocated", 8), 2.0) == [4, 4, 7, 7]
 
 
 def test_the_probe_charges_wall_seconds_times_the_cores_it_used():
@@ -112,3 +113,20 @@ def test_the_probe_charges_wall_seconds_times_the_cores_it_used():
                   wall_s=1.0, loadavg_1min=0.0)
     assert p.cores_used == 2 and p.where == "cores 0,1"
     assert p.ratio == pytest.approx({"env_step": 1.0, "env_reset": 1.0})
+
+
+def test_a_capped_probe_is_compared_with_the_profile_at_its_own_density():
+    """A probe holding fewer envs a core than the plan (memory, PROBE_MAX_ENVS) reads the
+    profile's measured curve where it stepped, not at the plan's density."""
+    from perfmodel.schema.profile import load_profile
+
+    from executor.runtime.probe import profile_env_costs_at_density
+
+    prof = load_profile("pi05_tiny_cpu")
+    plan = _plan("colocated", 8)  # 4 envs a core
+    curves = prof.costs.env_density
+    d, step, reset = profile_env_costs_at_density(plan, prof)
+    assert d == 4.0 and step == pytest.approx(curves["step_lockstep"].at(4.0)[0])
+    d, step, reset = profile_env_costs_at_density(plan, prof, 2.0)
+    assert d == 2.0 and step == pytest.approx(curves["step_lockstep"].at(2.0)[0])
+    assert reset == pytest.approx(curves["reset"].at(2.0)[0])

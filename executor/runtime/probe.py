@@ -7,7 +7,7 @@ profile may come from another host: a prediction made from the profile alone can
 miss is the model's or the machine's. The probe steps, before anything of the run starts, the
 env processes the plan puts on this node, each pinned to the core the run pins it to
 (``probe_layout``: every env worker's envs on its cores, as ``actors.EnvGroupsActor`` places them;
-at most ``PROBE_MAX_ENVS`` a core and what half the free memory holds), all together, so that the
+at most ``PROBE_MAX_ENVS`` a core and what most of the free memory holds), all together, so that the
 cores contend as the run's do (shared caches, memory bandwidth, the host's memory). Real LIBERO
 scenes, stepped as the run steps its own: rendered unless the run is not, with actions spread as
 the stand-in policy's (``executor.envs.policy_like_actions``), for a few chunks and one reset. It
@@ -44,13 +44,13 @@ class HostProbe:
     """What the probe measured (raw samples kept) and its ratio to the profile."""
 
     envs: int  # envs stepped together, on ``cores``
-    density: float  # the plan's envs per core, which the probe stands for
+    density: float  # envs per core the probe stepped (the plan's, unless capped), the profile read there
     cores: tuple[int | None, ...]  # each env's core (None: not pinned), as the run places them
     step_cpu_s: list[float]  # one per env step (CPU seconds)
     reset_cpu_s: list[float]  # one per env reset
     step_wall_s: list[float]  # one per lock-step chunk: its wall seconds over its env steps
     reset_wall_s: list[float]  # one per lock-step reset of the group: its wall seconds over its envs
-    profile_step_cpu_s: float  # the profile's CPU seconds per step at the plan's density
+    profile_step_cpu_s: float  # the profile's CPU seconds per step at the probe's density
     profile_reset_cpu_s: float
     wall_s: float  # the probe's own duration, env creation included
     loadavg_1min: float
@@ -112,19 +112,24 @@ def _over_profile(probe: HostProbe, step: list[float], reset: list[float]) -> di
                           else 1.0)}
 
 
-def profile_env_costs_at_density(plan: Plan, profile: Any) -> tuple[float, float, float]:
-    """(envs per core, CPU s per lock-step env step, CPU s per reset) the profile gives the plan."""
+def profile_env_costs_at_density(plan: Plan, profile: Any, density: float | None = None) -> tuple[float, float, float]:
+    """(envs per core, CPU s per lock-step env step, CPU s per reset) the profile gives the plan,
+    at the plan's envs per core, or at ``density`` (the probe's, where it holds fewer envs a core
+    than the plan: its measured curve read there)."""
     from perfmodel.costs import StageCosts
 
     sc = StageCosts(plan, profile)
-    return sc.env_density, sc.env_cost("step_lockstep")[0], sc.env_cost("reset")[0]
+    if density is None or abs(density - sc.env_density) < 1e-9:
+        return sc.env_density, sc.env_cost("step_lockstep")[0], sc.env_cost("reset")[0]
+    curves = sc.profile.costs.env_density
+    step, reset = (curves[k].at(density)[0] if k in curves else sc.env_cost(k)[0] for k in ("step_lockstep", "reset"))
+    return density, step, reset
 
 
 def probe_layout(plan: Plan, env_memory_gb: float) -> list[int | None]:
     """The core of each env process the plan runs on this node, as the run pins them: the env
     workers of node 0's rollout slots (``modes.layout``), each env on its worker's cores in the
-    order ``actors.EnvGroupsActor`` uses (``env_process_cores``). At most ``PROBE_MAX_ENVS`` a
-    core, and as many as half of the free memory holds (the run's own envs come after)."""
+    order ``actors.EnvGroupsActor`` uses (``env_process_cores``)."""
     from executor.runtime.actors import env_process_cores, node_cores
     from executor.runtime.modes import layout
 
@@ -137,11 +142,17 @@ def probe_layout(plan: Plan, env_memory_gb: float) -> list[int | None]:
         sizes = lay.group_sizes
         firsts = [lay.first_env[w] + sum(sizes[:g]) for g in range(len(sizes))]
         cores.extend(env_process_cores(node_cores(lay.env_cores[w]), firsts, sizes))
+    # at most PROBE_MAX_ENVS a core, and as many as most of the free memory holds (the probe's envs
+    # are gone before the run makes its own), the same number on every core (their lock-step chunk
+    # is paced by the fullest core: wall x cores over env steps is a core's time per env step only
+    # when the cores hold the same)
+    limit = max(1, int(0.8 * _free_gb() / max(env_memory_gb, 0.1)))
+    per_core = min(PROBE_MAX_ENVS, max(1, limit // max(1, len(set(cores)))))
     keep: list[int | None] = []
     for c in cores:
-        if c is None or sum(k == c for k in keep) < PROBE_MAX_ENVS:
+        if c is None or sum(k == c for k in keep) < per_core:
             keep.append(c)
-    return keep[:max(1, int(0.5 * _free_gb() / max(env_memory_gb, 0.1)))]
+    return keep[:limit]
 
 
 def _free_gb() -> float:
@@ -162,9 +173,10 @@ def probe_host(plan: Plan, profile: Any, opts: Any) -> HostProbe:
 
     import numpy as np
 
-    density, prof_step, prof_reset = profile_env_costs_at_density(plan, profile)
     cores = probe_layout(plan, profile.costs.env_memory_gb)
     n = len(cores)
+    pinned_cores = len({c for c in cores if c is not None}) or min(n, os.cpu_count() or 1)
+    density, prof_step, prof_reset = profile_env_costs_at_density(plan, profile, max(1.0, n / pinned_cores))
     chunk = plan.workload.num_action_chunks
     cfg = EnvConfig(suite=opts.suite, image_size=opts.image_size, num_action_chunks=chunk,
                     max_episode_steps=chunk * (PROBE_CHUNKS + 2), hard_reset=opts.hard_reset, seed=opts.seed,
