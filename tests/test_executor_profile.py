@@ -88,9 +88,9 @@ def test_committed_cpu_profiles_are_measured_and_accepted():
 def test_profile_tiny_writes_a_valid_profile(tmp_path):
     out = tmp_path / "pi05_tiny_test.json"
     r = _run("profile", "--backbone", "pi05", "--scale", "tiny", "--suite", "libero_10", "--out", str(out),
-             "--image-size", "64", "--env-counts", "1,2", "--env-repeats", "1", "--reset-repeats", "1",
+             "--image-size", "32", "--env-counts", "1,2", "--env-repeats", "1", "--reset-repeats", "1",
              "--repeats", "2", "--batch-sizes", "1,2", "--train-sizes", "1,2", "--sync-mb", "1",
-             "--driver-chunk-steps", "2", "--no-progress")
+             "--driver-chunk-steps", "1", "--no-progress")
     assert r.returncode == 0, r.stderr[-3000:]
     d = json.loads(out.read_text())
     p = Profile.from_dict(d)
@@ -119,8 +119,8 @@ def test_profile_tiny_writes_a_valid_profile(tmp_path):
     assert set(c.driver_chunk_step_s) == {"lockstep", "dynamic"}
     from executor.profiling.driver import driver_plan
 
-    groups = len(driver_plan("rollout_async", cores, 10, 2).placement.group_sizes)
-    assert p.extra["driver_samples"]["dynamic"]["chunk_steps"] == 2 * groups
+    groups = len(driver_plan("rollout_async", cores, 10, 1).placement.group_sizes)
+    assert p.extra["driver_samples"]["dynamic"]["chunk_steps"] == 1 * groups
     _predict_accepts(out)
 
 
