@@ -130,3 +130,13 @@ def test_a_capped_probe_is_compared_with_the_profile_at_its_own_density():
     d, step, reset = profile_env_costs_at_density(plan, prof, 2.0)
     assert d == 2.0 and step == pytest.approx(curves["step_lockstep"].at(2.0)[0])
     assert reset == pytest.approx(curves["reset"].at(2.0)[0])
+
+
+def test_core_seconds_per_unit_are_each_envs_wall_over_its_cores_sharers():
+    """Three envs: two share core 0 (each took 2 s of wall: 1 s of core time each), one alone on
+    core 1 took 1.5 s: core seconds 1, 1 and 1.5; the group's wall (2 s) x 2 cores / 3 envs, 1.33,
+    would put the slower core's pace on every env."""
+    from executor.runtime.probe import core_seconds_per_unit
+
+    assert core_seconds_per_unit([2.0, 2.0, 1.5], [0, 0, 1], 2) == pytest.approx((1 + 1 + 1.5) / 3)
+    assert core_seconds_per_unit([3.0, 3.0], [None, None], 1) == pytest.approx(1.5)  # unpinned: n / cores

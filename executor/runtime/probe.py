@@ -11,9 +11,9 @@ at most ``PROBE_MAX_ENVS`` a core and what most of the free memory holds), all t
 cores contend as the run's do (shared caches, memory bandwidth, the host's memory). Real LIBERO
 scenes, stepped as the run steps its own: rendered unless the run is not, with actions spread as
 the stand-in policy's (``executor.envs.policy_like_actions``), for a few chunks and one reset. It
-times them by the wall clock, per env step and core (a lock-step chunk's wall seconds times the
-cores it used, over its env steps): the core seconds an env step costs on this host now, what
-other processes take from the cores included, as the run's envs will pay them. Divided by the profile's CPU seconds at the same density
+times them by the wall clock, per env step (each env's own wall seconds over the envs sharing its
+core, ``core_seconds_per_unit``): the core seconds an env step costs on this host now, what other
+processes take from the core included, as the run's envs will pay them. Divided by the profile's CPU seconds at the same density
 (``StageCosts.env_cost``), that gives the ratios the prediction the run is judged by scales the
 profile's env costs with (``Costs.env_scaled``); the unscaled prediction is kept beside it. The CPU
 seconds the envs used are kept too: their ratio is the host's speed alone, and CPU over wall is
@@ -192,22 +192,32 @@ def probe_host(plan: Plan, profile: Any, opts: Any) -> HostProbe:
     probe = HostProbe(envs=n, density=density, cores=tuple(cores), step_cpu_s=steps, reset_cpu_s=resets,
                       step_wall_s=step_wall, reset_wall_s=reset_wall, profile_step_cpu_s=prof_step,
                       profile_reset_cpu_s=prof_reset, wall_s=0.0, loadavg_1min=load)
-    per_core = probe.cores_used / n  # wall seconds x cores over env steps: core seconds per env step
     with EnvProcessGroup(cfg, num_envs=n, cores=pinned, render_threads=1) as group:
         group.reset()  # warm-up: the first reset of a process is cold
         for _ in range(PROBE_RESETS):
-            w0 = time.perf_counter()
-            resets.extend(float(x) for x in group.reset()["reset_cpu_s"])
-            reset_wall.append((time.perf_counter() - w0) * per_core)
+            res = group.reset()
+            resets.extend(float(x) for x in res["reset_cpu_s"])
+            reset_wall.append(core_seconds_per_unit(res["reset_s"], cores, probe.cores_used))
         group.chunk_step(policy_like_actions(rng, (n, chunk, ACTION_DIM)))  # warm-up
         for _ in range(PROBE_CHUNKS):
-            w0 = time.perf_counter()
             res = group.chunk_step(policy_like_actions(rng, (n, chunk, ACTION_DIM)))
-            step_wall.append((time.perf_counter() - w0) * per_core / chunk)
+            step_wall.append(core_seconds_per_unit(np.asarray(res["step_wall_s"]).sum(axis=1), cores,
+                                                   probe.cores_used) / chunk)
             steps.extend(float(x) for x in np.asarray(res["step_cpu_s"]).ravel())
     from executor.runtime.modes import env_not_as_rlinf
 
     return replace(probe, env_not_as_rlinf=tuple(env_not_as_rlinf(opts)), wall_s=time.perf_counter() - t0)
+
+
+def core_seconds_per_unit(env_wall_s: Any, cores: list[int | None], cores_used: int) -> float:
+    """Core seconds one env's unit of work (a chunk, a reset) costs: each env's own wall seconds
+    for it over the envs sharing its core (they run at once in lock-step, the core time-sliced
+    among them and whatever else holds it), averaged over the envs. Not the group's wall time
+    times its cores: that is paced by the slowest core, a barrier the simulator adds itself
+    (``lockstep_barrier_factor``), so it would be counted twice."""
+    n = len(cores)
+    sharing = [sum(k == c for k in cores) if c is not None else n / cores_used for c in cores]
+    return statistics.fmean(float(w) / k for w, k in zip(env_wall_s, sharing))
 
 
 def scaled_profile(profile: Any, probe: HostProbe) -> Any:
