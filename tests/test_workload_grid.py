@@ -102,3 +102,14 @@ def test_validation_doc_states_the_stored_action_cost_ratio():
     assert r["mean_s"]["uniform"] / r["mean_s"]["policy_like"] == pytest.approx(r["uniform_over_policy_like"])
     text = " ".join((ROOT / "docs" / "validation.md").read_text().split())
     assert f"cost {100 * (r['uniform_over_policy_like'] - 1):.0f} % more CPU per step" in text
+
+
+def test_validation_doc_shows_the_stopped_grid_with_its_drift():
+    """The layout probe's first grid, stopped on a drifting host, is shown as stored, with the
+    drift that explains its misses (the probe again after each point)."""
+    doc = json.loads((ROOT / "benchmarks" / "results" / "workload_grid_noisy_host.json").read_text())
+    assert grid.markdown_table(doc) in (ROOT / "docs" / "validation.md").read_text()
+    ok = [r for r in doc["points"] if r.get("status") == "ok"]
+    assert ok and all(r["quiet"] and r.get("host_drift_env_step") for r in ok)
+    assert max(abs(r["host_drift_env_step"] - 1) for r in ok) > 0.15  # what the doc says: a fifth or more
+    assert max(abs(r["diagnosis_at_measured_env_costs_pct"]) for r in ok) < 14
