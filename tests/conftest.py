@@ -13,23 +13,20 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 # The test files that took longest in a full run (seconds of their tests as `--durations` measured
-# them, 2026-12-05, 2 workers on the shared 2 cores, after the executor's mechanics tests moved to
-# quick envs; the files split on 2026-12-06 from that day's 3-worker full runs: the own-runs end to
-# end 377-383 s, executor profile's tiny profile 178-211 s and its three backbones 96 s,
-# profile_gpu.sh's dry run 60 s; the own-runs tests left beside the end to end not measured
-# apart, so not listed), longest first. The suite spreads whole files over its workers (pyproject addopts:
+# them: 2026-12-06, 3 workers on the shared 2 cores, the whole suite 573.9 s alone after the
+# own-runs end to end and the tiny profile were cut; files below 10 s not listed), longest first.
+# The suite spreads whole files over its workers (pyproject addopts:
 # --dist loadfile); xdist's default order starts files with the most tests first, which left these
 # few-test, long files to the end, where one worker could run a long file alone while the others
 # had finished. They start first instead (the longest job first), and the short files fill in
 # around them (--no-loadscope-reorder keeps this order). A file's tests keep their own order.
 LONGEST_FILES = {
-    "test_own_runs_e2e.py": 380, "test_executor_profile.py": 300, "test_executor_run.py": 172,
-    "test_executor_probe.py": 159, "test_executor_faults.py": 86, "test_executor_profile_script.py": 60,
-    "test_executor_multihost.py": 53, "test_rlinf_fork.py": 56, "test_workload_grid.py": 34,
-    "test_executor_multinode.py": 56, "test_executor_comm.py": 27,
-    "test_executor_update.py": 27, "test_report.py": 26, "test_rlinf.py": 24, "test_run_share.py": 18,
-    "test_planner.py": 16, "test_cli.py": 16, "test_executor_envs.py": 15, "test_docs_examples.py": 15,
-    "test_traces.py": 14, "test_speed.py": 10, "test_executor_learner.py": 8, "test_cli_reliability.py": 8,
+    "test_executor_profile.py": 224, "test_own_runs_e2e.py": 214, "test_executor_run.py": 165,
+    "test_executor_probe.py": 133, "test_executor_multihost.py": 107, "test_workload_grid.py": 100,
+    "test_executor_faults.py": 69, "test_executor_profile_script.py": 43, "test_executor_multinode.py": 29,
+    "test_executor_update.py": 27, "test_executor_comm.py": 27, "test_docs_examples.py": 27,
+    "test_executor_envs.py": 24, "test_report.py": 22, "test_run_share.py": 17, "test_rlinf.py": 16,
+    "test_rlinf_fork.py": 13, "test_cli_reliability.py": 13, "test_traces.py": 11, "test_speed.py": 10,
 }
 
 
