@@ -91,7 +91,7 @@ def test_the_probe_steps_the_runs_env_layout_on_this_node(monkeypatch):
     from executor.runtime import actors, probe
 
     monkeypatch.setattr(actors.os, "sched_getaffinity", lambda pid: {4, 7}, raising=False)
-    monkeypatch.setattr(probe, "_free_gb", lambda: 100.0)
+    monkeypatch.setattr(probe, "available_ram_gb", lambda: 100.0)
     assert probe.probe_layout(_plan("colocated", 8), 2.0) == [4, 4, 4, 4, 7, 7, 7, 7]
     assert probe.probe_layout(_plan("colocated", 2), 2.0) == [4, 7]
     assert probe.probe_layout(_plan("colocated", 16), 2.0) == [4] * probe.PROBE_MAX_ENVS + [7] * probe.PROBE_MAX_ENVS
@@ -100,7 +100,9 @@ def test_the_probe_steps_the_runs_env_layout_on_this_node(monkeypatch):
     # 4 GPUs on 2-GPU nodes: node 1's env worker is on another host, not probed
     assert len(probe.probe_layout(_plan("colocated", 8, gpus=4), 2.0)) == 4
     # 80 % of 10 GB holds four 2 GB envs: two a core, the cores evenly filled
-    monkeypatch.setattr(probe, "_free_gb", lambda: 10.0)
+    monkeypatch.setattr(probe, "available_ram_gb", lambda: float("inf"))  # /proc/meminfo unreadable: no cap
+    assert len(probe.probe_layout(_plan("colocated", 8), 2.0)) == 8
+    monkeypatch.setattr(probe, "available_ram_gb", lambda: 10.0)
     assert probe.probe_layout(_plan("colocated", 8), 2.0) == [4, 4, 7, 7]
 
 

@@ -77,6 +77,11 @@ def node_cores(positions: list[int] | None) -> list[int] | None:
     return [avail[p % len(avail)] for p in positions]
 
 
+def group_firsts(first_env: int, sizes: list[int]) -> list[int]:
+    """The index of each env group's first env, for a worker whose envs start at ``first_env``."""
+    return [first_env + sum(sizes[:g]) for g in range(len(sizes))]
+
+
 def env_process_cores(cores: list[int] | None, firsts: list[int], sizes: list[int]) -> list[int | None]:
     """The core of each env process of groups starting at env indices ``firsts`` with ``sizes``
     envs, on a worker's ``cores``: env i on cores[i % len(cores)] (None: not pinned). The run's
@@ -94,7 +99,7 @@ class EnvGroupsActor:
         normal_priority()  # before the env processes are spawned: they inherit it
         self.index, self.cfg, self.cores = index, cfg, node_cores(cores)
         self.group_sizes = list(group_sizes)
-        self.first = [first_env + sum(group_sizes[:g]) for g in range(len(group_sizes))]
+        self.first = group_firsts(first_env, group_sizes)
         suite = _benchmark(cfg.suite)
         n_tasks = num_tasks(cfg.suite)
         self.language = [[suite.get_task((f + j) % n_tasks).language for j in range(n)]

@@ -26,12 +26,14 @@ profile's ``env_cpu_share``, measured by ``executor profile --run-share``, and t
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+from executor.runtime.preflight import available_ram_gb
 from perfmodel.schema.plan import Plan
 
 PROBE_MAX_ENVS = 4  # envs a core: enough for the densities runs here use, ~2 GB each
@@ -48,8 +50,8 @@ class HostProbe:
     cores: tuple[int | None, ...]  # each env's core (None: not pinned), as the run places them
     step_cpu_s: list[float]  # one per env step (CPU seconds)
     reset_cpu_s: list[float]  # one per env reset
-    step_wall_s: list[float]  # one per lock-step chunk: its wall seconds over its env steps
-    reset_wall_s: list[float]  # one per lock-step reset of the group: its wall seconds over its envs
+    step_wall_s: list[float]  # one per lock-step chunk: core seconds per env step (core_seconds_per_unit)
+    reset_wall_s: list[float]  # one per lock-step reset of the group: core seconds per env reset
     profile_step_cpu_s: float  # the profile's CPU seconds per step at the probe's density
     profile_reset_cpu_s: float
     wall_s: float  # the probe's own duration, env creation included
@@ -58,7 +60,7 @@ class HostProbe:
 
     @property
     def where(self) -> str:
-        """The cores, in words: 'core 1', 'cores 0-1', or 'unpinned'."""
+        """The cores, in words: 'core 1', 'cores 0,1', or 'unpinned cores'."""
         used = sorted({c for c in self.cores if c is not None})
         if not used:
             return "unpinned cores"
@@ -66,9 +68,7 @@ class HostProbe:
 
     @property
     def cores_used(self) -> int:
-        """Cores the probe's envs ran on (unpinned envs: as many as there are envs, up to the CPUs)."""
-        pinned = {c for c in self.cores if c is not None}
-        return len(pinned) if pinned else min(self.envs, os.cpu_count() or 1)
+        return cores_in_use(self.cores)
 
     @property
     def ratio(self) -> dict[str, float]:
@@ -126,44 +126,38 @@ def profile_env_costs_at_density(plan: Plan, profile: Any, density: float | None
     return density, step, reset
 
 
+def cores_in_use(cores: tuple[int | None, ...] | list[int | None]) -> int:
+    """Cores a probe's envs run on, given each env's core (unpinned envs: as many as there are
+    envs, up to the CPUs)."""
+    pinned = {c for c in cores if c is not None}
+    return len(pinned) if pinned else min(len(cores), os.cpu_count() or 1)
+
+
 def probe_layout(plan: Plan, env_memory_gb: float) -> list[int | None]:
     """The core of each env process the plan runs on this node, as the run pins them: the env
     workers of node 0's rollout slots (``modes.layout``), each env on its worker's cores in the
     order ``actors.EnvGroupsActor`` uses (``env_process_cores``)."""
-    from executor.runtime.actors import env_process_cores, node_cores
+    from executor.runtime.actors import env_process_cores, group_firsts, node_cores
     from executor.runtime.modes import layout
 
     lay = layout(plan)
     gpn = plan.cluster.gpus_per_node
     cores: list[int | None] = []
     for w, slot in enumerate(lay.rollout_slots):
-        if slot // gpn != 0:
-            continue
-        sizes = lay.group_sizes
-        firsts = [lay.first_env[w] + sum(sizes[:g]) for g in range(len(sizes))]
-        cores.extend(env_process_cores(node_cores(lay.env_cores[w]), firsts, sizes))
+        if slot // gpn == 0:
+            cores.extend(env_process_cores(node_cores(lay.env_cores[w]), group_firsts(lay.first_env[w], lay.group_sizes),
+                                           lay.group_sizes))
     # at most PROBE_MAX_ENVS a core, and as many as most of the free memory holds (the probe's envs
-    # are gone before the run makes its own), the same number on every core (their lock-step chunk
-    # is paced by the fullest core: wall x cores over env steps is a core's time per env step only
-    # when the cores hold the same)
-    limit = max(1, int(0.8 * _free_gb() / max(env_memory_gb, 0.1)))
+    # are gone before the run makes its own), the same number on every core (one density, at which
+    # the profile's curve is read)
+    free = available_ram_gb()
+    limit = len(cores) if math.isinf(free) else max(1, int(0.8 * free / max(env_memory_gb, 0.1)))
     per_core = min(PROBE_MAX_ENVS, max(1, limit // max(1, len(set(cores)))))
     keep: list[int | None] = []
     for c in cores:
         if c is None or sum(k == c for k in keep) < per_core:
             keep.append(c)
     return keep[:limit]
-
-
-def _free_gb() -> float:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) / 2**20
-    except OSError:
-        pass
-    return 8.0
 
 
 def probe_host(plan: Plan, profile: Any, opts: Any) -> HostProbe:
@@ -175,8 +169,7 @@ def probe_host(plan: Plan, profile: Any, opts: Any) -> HostProbe:
 
     cores = probe_layout(plan, profile.costs.env_memory_gb)
     n = len(cores)
-    pinned_cores = len({c for c in cores if c is not None}) or min(n, os.cpu_count() or 1)
-    density, prof_step, prof_reset = profile_env_costs_at_density(plan, profile, max(1.0, n / pinned_cores))
+    density, prof_step, prof_reset = profile_env_costs_at_density(plan, profile, max(1.0, n / cores_in_use(cores)))
     chunk = plan.workload.num_action_chunks
     cfg = EnvConfig(suite=opts.suite, image_size=opts.image_size, num_action_chunks=chunk,
                     max_episode_steps=chunk * (PROBE_CHUNKS + 2), hard_reset=opts.hard_reset, seed=opts.seed,
