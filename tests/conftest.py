@@ -34,9 +34,9 @@ def pytest_configure(config):
     """Let the suite's processes write bytecode. Where the environment sets PYTHONDONTWRITEBYTECODE
     (these machines do), no process writes it, so each of the suite's several hundred processes
     (workers, command lines, Ray actors, env processes) compiled every module it imported that had
-    none: the repository's own always, and, installed as the README says (`pip install
-    --no-compile`), torch's, Ray's and LIBERO's too. With writing on, the first process to import a
-    module compiles it once for all. Stale files are never read: bytecode records its source's
+    none: the repository's own always (pip compiles the installed packages as it installs them,
+    the README's install does not pass --no-compile). With writing on, the first process to import
+    a module compiles it once for all. Stale files are never read: bytecode records its source's
     time and size. Done by the controller before the workers start, which inherit it."""
     if hasattr(config, "workerinput"):  # an xdist worker: the controller did it
         return

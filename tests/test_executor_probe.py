@@ -61,7 +61,7 @@ def test_probe_sees_a_cpu_hog_and_json_stdout_is_one_document(tmp_path, cpu_hog)
     # rendered scenes (the env step is most of the run, so the hog's share shows in it); soft resets
     # without settle steps keep the test short
     cmd = (f"{' '.join(ONE_CORE)} {sys.executable} -m executor.cli run {plan_path} --out {out} --compare --json --iterations 2 "
-           "--image-size 64 --soft-reset --settle-steps 0 --no-progress | python -m json.tool")
+           "--image-size 32 --soft-reset --settle-steps 0 --no-progress | python -m json.tool")
     proc = subprocess.Popen(["bash", "-o", "pipefail", "-c", cmd], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     procs = RunProcesses(proc.pid)

@@ -52,7 +52,7 @@ def test_end_to_end_executor_runs_calibrate_predict_run(ray_session, tmp_path: P
         plan = tmp_path / f"{name}.json"
         plan.write_text(json.dumps(_tiny(*E2E[name])))
         r = run_main("run", str(plan), "--out", str(tmp_path / name), "--iterations", str(E2E_ITERATIONS),
-                     "--image-size", "64", "--soft-reset", "--no-progress", "--json", module="executor.cli",
+                     "--image-size", "32", "--soft-reset", "--no-progress", "--json", module="executor.cli",
                      limit_s=3600)
         assert r.returncode == 0, r.output
         return json.loads((tmp_path / name / "record.json").read_text())

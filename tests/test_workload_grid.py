@@ -1,5 +1,5 @@
 """benchmarks/workload_grid.py: the grid spans what issue 39 asks (every point a valid plan the
-model predicts), its slope interval is least squares, and the 2-point smoke grid runs for real
+model predicts), its slope interval is least squares, and the smoke grid resumes and runs for real
 (``executor run --compare`` on real LIBERO scenes, quick envs) and writes its results."""
 
 from __future__ import annotations
@@ -48,20 +48,28 @@ def test_slope_interval_is_least_squares():
 
 
 @pytest.mark.slow
-def test_smoke_grid_runs_both_points_for_real(tmp_path):
+def test_smoke_grid_resumes_a_stored_point_and_runs_the_other_for_real(tmp_path):
+    """``--resume`` over a results file that holds one measured point (a colocated row of the stored
+    layout-probe grid, kept as it is) runs only the point it lacks: the smoke grid's rollout_async
+    point, for real, with the probe before and after it; the summary covers both. (The smoke's
+    colocated point is not run: a colocated run with the probe is test_executor_probe's.)"""
+    stored = json.loads((ROOT / "benchmarks" / "results" / "workload_grid_noisy_host.json").read_text())
+    kept = next(r for r in stored["points"] if r["mode"] == "colocated" and r["status"] == "ok")
     out = tmp_path / "grid.json"
-    rc = grid.main(["--smoke", "--profile", str(ROOT / "profiles" / "pi05_tiny_cpu.json"), "--out", str(out),
-                    "--runs", str(tmp_path / "runs")])
+    out.write_text(json.dumps({"points": [kept]}))
+    ra = next(p for p in grid.SMOKE if p.mode == "rollout_async")
+    rc = grid.main(["--smoke", "--resume", "--points", ra.name, "--profile", str(ROOT / "profiles" / "pi05_tiny_cpu.json"),
+                    "--out", str(out), "--runs", str(tmp_path / "runs")])
     doc = json.loads(out.read_text())
     assert rc == 0, doc
-    assert [r["name"] for r in doc["points"]] == [p.name for p in grid.SMOKE]
-    for r in doc["points"]:
-        assert r["status"] == "ok" and r["predicted_env_steps_per_s"] > 0 and r["measured_env_steps_per_s"] > 0
-        assert r["error_pct"] == pytest.approx(100 * (r["predicted_env_steps_per_s"] / r["measured_env_steps_per_s"] - 1))
-        assert "loadavg_1min_before" in r and r["quiet"] == (r["loadavg_1min_before"] < grid.QUIET_LOAD)
-        # the probe again after the run: the host's drift while the point ran, CPU seconds after over before
-        assert r["host_drift_env_step"] == pytest.approx(
-            r["host_probe_after"]["env_step"] / r["host_probe_cpu_ratio"]["env_step"])
+    assert [r["name"] for r in doc["points"]] == [kept["name"], ra.name] and doc["points"][0] == kept
+    r = doc["points"][1]
+    assert r["status"] == "ok" and r["predicted_env_steps_per_s"] > 0 and r["measured_env_steps_per_s"] > 0
+    assert r["error_pct"] == pytest.approx(100 * (r["predicted_env_steps_per_s"] / r["measured_env_steps_per_s"] - 1))
+    assert "loadavg_1min_before" in r and r["quiet"] == (r["loadavg_1min_before"] < grid.QUIET_LOAD)
+    # the probe again after the run: the host's drift while the point ran, CPU seconds after over before
+    assert r["host_drift_env_step"] == pytest.approx(r["host_probe_after"]["env_step"] / r["host_probe_cpu_ratio"]["env_step"])
+    assert doc["summary"] == grid.summary(doc["points"])
     assert doc["summary"]["points"] == 2 and doc["summary"]["modes"] == ["colocated", "rollout_async"]
 
 
