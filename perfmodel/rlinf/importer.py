@@ -64,18 +64,17 @@ ALGORITHM_NAMES = ("PPO: gae + actor_critic / decoupled_actor_critic, GRPO: grpo
 # their own model types); gr00t_n1d7 has no published shapes here.
 # dexbotic_pi: Dexbotic's pi0 (RLinf model/dexbotic_pi.yaml: two images, flow matching, an action
 # expert trained alone), costed with openpi pi0's shapes: assumed, and said in a warning.
-MODEL_TYPES = {"gr00t": "gr00t_n15", "gr00t_n1d6": "gr00t_n16", "openvla_oft": "openvla_oft", "dexbotic_pi": "pi0"}
+# mlp_policy: RLinf's MLP policy (perfmodel.backbones.MLP_POLICY), its shapes from rlinf's code.
+MODEL_TYPES = {"gr00t": "gr00t_n15", "gr00t_n1d6": "gr00t_n16", "openvla_oft": "openvla_oft", "dexbotic_pi": "pi0",
+               "mlp_policy": "mlp_policy"}
 PROFILED = ("openpi pi0.5 -> pi05", "openpi pi0 -> pi0", "gr00t -> gr00t_n15", "gr00t_n1d6 -> gr00t_n16",
-            "openvla_oft -> openvla_oft", "dexbotic_pi -> pi0")
+            "openvla_oft -> openvla_oft", "dexbotic_pi -> pi0", "mlp_policy -> mlp_policy")
 ASSUMED_SHAPES = {"dexbotic_pi": "Dexbotic's pi0 (RLinf models/embodiment/dexbotic_pi builds dexbotic's Pi0ForCausalLM "
                                  "from the checkpoint's Pi0Config: the pi0 architecture, two images, flow matching, "
                                  "the action expert trained alone) costed with openpi pi0's shapes (PaliGemma 3B + "
                                  "300M action expert); the checkpoint's sizes are not read here"}
 # Why a model RLinf ships has no shapes here (rlinf 0.3.0's code and the configs read for them).
 UNSHAPED_MODELS = {
-    "mlp_policy": "RLinf's MLP policy (models/embodiment/mlp_policy/mlp_policy.py: three 256-wide tanh layers on "
-                  "the joint state and a value head of the same, about 0.27M parameters) is no VLA: its calls and "
-                  "micro-batches are fixed overheads that no vlaperf profile measures for it",
     "abot_m0": "ABot-M0 (models/embodiment/abot_m0) builds its Qwen-VL interface and action head from the "
                "checkpoint's own config (from_pretrained); the config gives chunk 10, 4 denoising steps and "
                "224-px images, and neither it nor ../shared/reference/models.md gives layers or widths",
@@ -124,6 +123,31 @@ class Imported:
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.source, "backbone": self.backbone, "warnings": list(self.warnings)}
+
+
+def mlp_policy_note() -> str:
+    """What an mlp_policy prediction stands on, with the bundled profiles' own numbers: the shapes
+    are RLinf's, the GPU times are the calibration's fixed times of RLinf's VLA path, the
+    per-backbone host work is the VLAs' bracket, and the CPU stand-in shows the MLP's own
+    compute is negligible beside them."""
+    from perfmodel.backbones import get_backbone
+    from perfmodel.schema.profile import load_profile
+
+    spec, gpu = get_backbone("mlp_policy"), load_profile("mlp_policy")
+    par = gpu.provenance["parameters"]
+    cpu = load_profile(str(Path(__file__).resolve().parents[2] / "profiles" / "mlp_policy_tiny_cpu.json"))
+    lo, hi = par["obs_cpu_s"]["bracket"]
+    return (f"RLinf's MLP policy costed from its shapes (rlinf 0.3.0 mlp_policy.py: {spec.params / 1e6:.2f}M "
+            f"parameters, {spec.inference_flops() / 1e6:.2f} MFLOP per sample, all trained); no GPU measured it: its "
+            f"GPU times are the calibration's fixed times of RLinf's VLA path ({par['infer_overhead_s']['value']:.3f} s "
+            f"per inference call on the host path, {par['train_micro_fixed_s']['value']:.3f} s per micro-batch, "
+            f"{par['optimizer_fixed_s']['value']:.3f} s per optimizer step, fitted to pi0.5 and GR00T N1.5 runs: taken as "
+            f"the floor of a launch-bound MLP) and its host work per observation is the VLAs' bracket "
+            f"({lo:.3f}-{hi:.3f} s, for image and prompt work an MLP on the joint state does not do); its stand-in "
+            f"(random weights) measured on CPU (profiles/mlp_policy_tiny_cpu.json) takes "
+            f"{cpu.costs.infer_s.intercept * 1e3:.2f} ms per call + {cpu.costs.infer_s.slope * 1e6:.1f} us per sample "
+            f"and {cpu.costs.train_micro_batch_s.intercept * 1e3:.2f} ms per micro-batch + "
+            f"{cpu.costs.train_micro_batch_s.slope * 1e6:.1f} us per sample on one core")
 
 
 def backbone_of(c: Composed) -> str:
@@ -504,6 +528,8 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
             warnings.append(f"actor.model.{tuned[0]}: True has no effect in RLinf 0.3.0, which loads GR00T with "
                             "tune_llm and tune_visual False: costed as training the action head (a fork that "
                             "honours it: set vlaperf.trained_part: full)")
+    elif backbone == "mlp_policy" and "profile" not in block and profile_ref is None:
+        warnings.append(f"actor.model.model_type: {mlp_policy_note()}")
     if c.get_bool("actor.model.is_lora", False):
         warnings.append("actor.model.is_lora: LoRA training is not modelled; costed as training the "
                         f"{trained.replace('_', ' ')} in full")
