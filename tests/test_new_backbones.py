@@ -100,3 +100,64 @@ def test_plan_and_sweep_take_them_and_mark_them() -> None:
     assert r.returncode == 0, r.stderr
     rows = [x for x in json.loads(r.stdout)["rows"] if x["status"] == "ok"]
     assert rows and all(x["backbone_not_calibrated"] for x in rows)
+
+
+def test_mlp_policy_is_rlinfs_shapes_and_its_stand_in_has_them() -> None:
+    """RLinf's MLP policy (rlinf 0.3.0 mlp_policy.py at libero_spatial_0_grpo_mlp.yaml's obs_dim 8,
+    action_dim 7): trunk 8-256-256-256, action mean, log-std, value head 8-256-256-256-1 without
+    its last bias; the torch stand-in has exactly those parameters, every one trained, and its
+    counted FLOPs are what torch counts."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from executor.policies import make_policy
+
+    spec = get_backbone("mlp_policy")
+    trunk = (8 * 256 + 256) + 2 * (256 * 256 + 256)
+    assert spec.params == trunk + (256 * 7 + 7) + 7 + trunk + 256 == spec.trained_params
+    assert get_backbone("mlp_policy", "tiny").params == spec.params  # its real shape runs on CPU
+    policy = make_policy("mlp_policy", "tiny", "cpu")
+    assert policy.param_counts() == {"total": spec.params, "trained": spec.params}
+    obs = {"images": None, "state": torch.randn(4, 9).numpy(), "language": [""] * 4}
+    with FlopCounterMode(display=False) as fc:
+        out = policy.generate(obs)
+    assert out.actions.shape == (4, spec.action_chunk, 7)
+    assert abs(fc.get_total_flops() / (4 * spec.inference_flops()) - 1) < 0.02
+
+
+def test_mlp_policy_profiles_say_how_they_were_made() -> None:
+    """The CPU profile is the stand-in measured by executor profile (env costs reused from the
+    pi05 CPU profile); the GPU one is transferred, its fixed times the calibration's."""
+    from pathlib import Path
+
+    cpu = load_profile(str(Path(__file__).resolve().parents[1] / "profiles" / "mlp_policy_tiny_cpu.json"))
+    prov = cpu.provenance
+    assert prov["kind"] == "measured" and prov["method"].startswith(
+        "executor profile --backbone mlp_policy --scale tiny --env-profile profiles/pi05_tiny_cpu.json")
+    assert cpu.extra["params"] == {"total": get_backbone("mlp_policy").params} | {"trained": cpu.extra["params"]["total"]}
+    assert max(s for s, _ in cpu.costs.train_micro_batch_s.samples) == 1024  # the config's micro_batch_size
+    gpu = load_profile("mlp_policy")
+    pi05 = load_profile("pi05").provenance["parameters"]
+    assert gpu.provenance["kind"] == "transferred"
+    assert gpu.costs.infer_s.intercept == pi05["infer_overhead_s"]["value"]
+    assert gpu.costs.train_micro_batch_s.intercept == pi05["train_micro_fixed_s"]["value"]
+    # a launch-bound MLP: its compute per sample is a vanishing part of the fixed per-call time
+    assert gpu.costs.infer_s.slope * 1024 < 1e-3 * gpu.costs.infer_s.intercept
+
+
+def test_rlinfs_mlp_grpo_config_predicts_and_says_what_stands_in() -> None:
+    from perfmodel.rlinf.catalogue import REFERENCE
+    from perfmodel.rlinf.importer import load_rlinf
+
+    path = REFERENCE / "rlinf-configs" / "libero_spatial_0_grpo_mlp.yaml"
+    if not path.is_file():
+        pytest.skip(f"RLinf reference configs not found at {path.parent}")
+    im = load_rlinf(path)
+    assert im.backbone == "mlp_policy" and im.plan.trained_part == "full"
+    assert im.plan.workload.algorithm == "grpo" and im.plan.workload.num_action_chunks == 1
+    note = next(w for w in im.warnings if w.startswith("actor.model.model_type: RLinf's MLP policy"))
+    assert "no GPU measured it" in note and "stand-in (random weights) measured on CPU" in note
+    prof = load_profile("mlp_policy")
+    assert f"{prof.costs.infer_s.intercept:.3f} s per inference call" in note
+    d = predict(im.plan, prof)
+    assert d["throughput_env_steps_per_s"] > 0 and d["extrapolation"]["backbone_not_calibrated"] is True
