@@ -161,3 +161,13 @@ def test_rlinfs_mlp_grpo_config_predicts_and_says_what_stands_in() -> None:
     assert f"{prof.costs.infer_s.intercept:.3f} s per inference call" in note
     d = predict(im.plan, prof)
     assert d["throughput_env_steps_per_s"] > 0 and d["extrapolation"]["backbone_not_calibrated"] is True
+
+
+def test_docs_give_the_mlp_stand_ins_measured_costs() -> None:
+    from pathlib import Path
+
+    k = load_profile("mlp_policy_tiny_cpu").costs
+    doc = " ".join((Path(__file__).resolve().parents[1] / "docs" / "backbones.md").read_text().split())
+    assert (f"inference {k.infer_s.intercept * 1e3:.2f} ms + {k.infer_s.slope * 1e6:.1f} us per sample, training "
+            f"{k.train_micro_batch_s.intercept * 1e3:.2f} ms + {k.train_micro_batch_s.slope * 1e6:.1f} us per sample, "
+            f"optimizer step {k.optimizer_step_s * 1e3:.2f} ms") in doc

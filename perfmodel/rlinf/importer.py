@@ -135,7 +135,7 @@ def mlp_policy_note() -> str:
 
     spec, gpu = get_backbone("mlp_policy"), load_profile("mlp_policy")
     par = gpu.provenance["parameters"]
-    cpu = load_profile(str(Path(__file__).resolve().parents[2] / "profiles" / "mlp_policy_tiny_cpu.json"))
+    cpu = load_profile("mlp_policy_tiny_cpu")
     lo, hi = par["obs_cpu_s"]["bracket"]
     return (f"RLinf's MLP policy costed from its shapes (rlinf 0.3.0 mlp_policy.py: {spec.params / 1e6:.2f}M "
             f"parameters, {spec.inference_flops() / 1e6:.2f} MFLOP per sample, all trained); no GPU measured it: its "
