@@ -455,6 +455,12 @@ CALIBRATED = ("pi05", "gr00t_n15")
 # A backbone not calibrated -> the calibrated one of its family (same code path and VLM), whose
 # per-backbone parameters are its central values; none: the calibrated backbones' geometric mean.
 FAMILY = {"pi0": "pi05", "gr00t_n16": "gr00t_n15", "openvla_oft": None, "mlp_policy": None}
+# A backbone whose compute is a vanishing part of every call (RLinf's MLP policy: 0.27M parameters
+# on the joint state) -> the bundled profile of its stand-in measured by executor profile. Its
+# fixed times per inference call, micro-batch and optimizer step are that profile's (a launch-bound
+# MLP costs on a GPU what its host path costs), not the calibration's, which were fitted to two
+# VLAs' pipelines; and it does no host work per observation of its own (no images or prompt).
+LAUNCH_BOUND = {"mlp_policy": "mlp_policy_tiny_cpu"}
 
 
 def with_denoising(backbone: Backbone, steps: int | None = None, horizon: int | None = None) -> Backbone:
