@@ -1,4 +1,4 @@
-"""Architecture-faithful stand-ins for pi0.5, pi0, GR00T N1.5 / N1.6 and OpenVLA-OFT, with random weights.
+"""Architecture-faithful stand-ins for pi0.5, pi0, GR00T N1.5 / N1.6, OpenVLA-OFT and RLinf's MLP policy, with random weights.
 
 Each policy is built from the layer shapes in ``perfmodel.backbones`` (so the executor and the cost
 model agree): a vision transformer over every camera image, a language-model prefix over image
@@ -15,6 +15,7 @@ real models cost (../shared/reference/models.md).
 - OpenVLA-OFT: two vision towers (DINOv2 + SigLIP) fused per patch, Llama 2 7B, and parallel
   decoding: the chunk's action tokens run in the LLM's prefix pass (no action head, no denoising);
   the stand-in reads one action dimension off each token (the real model reads token logits).
+- RLinf's MLP policy (``MLPPolicyNet``): no VLA; three tanh layers on the joint state, as RLinf's.
 
 For PPO/GRPO each policy has a value head and a tractable action log-probability: the executed
 chunk is a Gaussian around the denoised chunk, ``a ~ N(mu(obs, noise), diag(exp(log_std))^2)``,
@@ -33,8 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from perfmodel.backbones import (Backbone, Transformer, default_trained_part, get_backbone, with_denoising,
-                                 with_trained_part)
+from perfmodel.backbones import (Backbone, MlpPolicy, Transformer, default_trained_part, get_backbone,
+                                 with_denoising, with_trained_part)
 from perfmodel.schema.errors import ConfigError
 
 STATE_DIM = 9  # executor.envs.STATE_DIM (kept here so policies import without LIBERO)
@@ -419,6 +420,69 @@ class VLAPolicy(nn.Module):
         return dist.log_prob(actions.to(self.device).float()).sum((1, 2)), dist.entropy().sum((1, 2)), value.float()
 
 
+class MLPPolicyNet(nn.Module):
+    """RLinf's MLP policy (rlinf 0.3.0 models/embodiment/mlp_policy/mlp_policy.py) with random
+    weights, in the interface of ``VLAPolicy``: three tanh layers on the joint state, a linear
+    action mean with an independent log-std (a Gaussian, as RLinf samples), and a value head of
+    the same three layers (modules/value_head.py). The images and prompt of an observation are not
+    read (RLinf's ``preprocess_env_obs`` keeps ``states`` only); its first ``obs_dim`` state
+    values are. The stored ``noise`` is unused (no flow): the learner's interface carries it."""
+
+    def __init__(self, backbone: Backbone, log_std_init: float = -0.5) -> None:
+        super().__init__()
+        b = self.backbone = backbone
+        self.action_dim, self.chunk = b.action_dim, b.action_chunk
+        dims = [b.obs_dim, *b.hidden]
+
+        def trunk() -> nn.Sequential:
+            layers: list[nn.Module] = []
+            for a, c in zip(dims, dims[1:]):
+                layers += [nn.Linear(a, c), nn.Tanh()]
+            return nn.Sequential(*layers)
+
+        self.trunk = trunk()
+        self.actor_mean = nn.Linear(dims[-1], b.action_dim)
+        self.log_std = nn.Parameter(torch.full((b.action_dim,), float(log_std_init)))  # actor_logstd
+        self.value_head = nn.Sequential(trunk(), nn.Linear(dims[-1], 1, bias=False))
+
+    device, dtype = VLAPolicy.device, VLAPolicy.dtype
+    param_counts, weight_bytes, grad_bytes = VLAPolicy.param_counts, VLAPolicy.weight_bytes, VLAPolicy.grad_bytes
+    inference_flops, train_flops, train_bytes = VLAPolicy.inference_flops, VLAPolicy.train_flops, VLAPolicy.train_bytes
+    _dist = VLAPolicy._dist
+
+    def inference_bytes(self, batch: int) -> float:
+        """Every weight read once per call."""
+        return float(self.weight_bytes())
+
+    def _states(self, obs: dict[str, Any]) -> torch.Tensor:
+        st = torch.as_tensor(np.asarray(obs["state"]), device=self.device).to(self.dtype)
+        n = self.backbone.obs_dim
+        return st[:, :n] if st.shape[1] >= n else F.pad(st, (0, n - st.shape[1]))
+
+    def _forward(self, obs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        st = self._states(obs)
+        mean = self.actor_mean(self.trunk(st))  # (B, action_dim): one action per call
+        mean = mean[:, None].expand(-1, self.chunk, -1)
+        return mean, self.value_head(st).squeeze(-1)
+
+    @torch.no_grad()
+    def generate(self, obs: dict[str, Any], generator: torch.Generator | None = None,
+                 deterministic: bool = False) -> PolicyOutput:
+        """predict_action_batch: action mean, sample, log-prob, value."""
+        mean, value = self._forward(obs)
+        dist = self._dist(mean)
+        eps = torch.randn(mean.shape, generator=generator, device="cpu").to(self.device)
+        actions = mean.float() if deterministic else mean.float() + dist.stddev * eps
+        return PolicyOutput(actions, mean.float(), torch.zeros_like(actions), dist.log_prob(actions).sum((1, 2)),
+                            value.float())
+
+    def evaluate(self, obs: dict[str, Any], noise: torch.Tensor, actions: torch.Tensor):
+        """default_forward: (logprob (B,), entropy (B,), value (B,)) of stored samples."""
+        mean, value = self._forward(obs)
+        dist = self._dist(mean)
+        return dist.log_prob(actions.to(self.device).float()).sum((1, 2)), dist.entropy().sum((1, 2)), value.float()
+
+
 def resolve_device(device: str) -> torch.device:
     """``cpu``, ``cuda[:N]`` (must exist) or ``auto`` (CUDA when available, else CPU)."""
     if device == "auto":
@@ -439,7 +503,7 @@ def resolve_device(device: str) -> torch.device:
 
 def make_policy(name: str, scale: str = "tiny", device: str = "auto", seed: int = 0,
                 dtype: torch.dtype | None = None, trained_part: str | None = None,
-                denoising_steps: int | None = None, action_horizon: int | None = None) -> VLAPolicy:
+                denoising_steps: int | None = None, action_horizon: int | None = None) -> VLAPolicy | MLPPolicyNet:
     """A stand-in policy: bf16 on CUDA, float32 on CPU (unless ``dtype`` is given); ``device``
     ``meta`` builds it without allocating (parameter counts of the full scale). ``trained_part``
     (plan.trained_part; None: what RLinf trains, ``default_trained_part``) decides which weights take
@@ -452,5 +516,5 @@ def make_policy(name: str, scale: str = "tiny", device: str = "auto", seed: int 
         dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
     torch.manual_seed(seed)
     with dev:
-        policy = VLAPolicy(backbone)
+        policy = MLPPolicyNet(backbone) if isinstance(backbone, MlpPolicy) else VLAPolicy(backbone)
     return policy.to(dtype=dtype)

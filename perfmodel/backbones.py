@@ -344,13 +344,123 @@ GR00T_N16 = replace(
     "(RLinf config); assumed: features from LLM layer 12 and 2 images as N1.5, extra 30M (no VL adapter)",
 )
 
-BACKBONES = {b.name: b for b in (PI05, GR00T_N15, PI0, OPENVLA_OFT, GR00T_N16)}
+_NO_LAYERS = Transformer(layers=0, width=0, heads=0, head_dim=0, mlp=0)
+
+
+def _mlp_params(dims: list[int], bias_last: bool = True) -> int:
+    """Weights and biases of a stack of linear layers ``dims[0] -> ... -> dims[-1]``."""
+    n = sum(a * b + b for a, b in zip(dims, dims[1:]))
+    return n if bias_last else n - dims[-1]
+
+
+@dataclass(frozen=True)
+class MlpPolicy(Backbone):
+    """RLinf's MLP policy (rlinf 0.3.0 models/embodiment/mlp_policy/mlp_policy.py, ``MLPPolicy``
+    with ``add_value_head``): no vision, no language model; three tanh layers of ``hidden`` on the
+    joint state (``obs_dim``), a linear action mean, a state-independent log-std, and a value head
+    of the same three layers (modules/value_head.py, last layer without bias). One action per
+    call whatever the chunk (``actor_mean`` is ``action_dim`` wide). RLinf trains all of it."""
+
+    obs_dim: int = 8
+    hidden: tuple[int, ...] = (256, 256, 256)
+
+    def _trunk(self) -> list[int]:
+        return [self.obs_dim, *self.hidden]
+
+    @property
+    def vision_params(self) -> int:
+        return 0
+
+    @property
+    def llm_params(self) -> int:
+        return 0
+
+    @property
+    def params(self) -> int:
+        trunk = _mlp_params(self._trunk())
+        mean = _mlp_params([self.hidden[-1], self.action_dim])
+        value = _mlp_params([*self._trunk(), 1], bias_last=False)
+        return trunk + mean + self.action_dim + value  # + actor_logstd
+
+    @property
+    def trained_params(self) -> int:
+        return self.params
+
+    def prefix_flops(self) -> float:
+        return 0.0
+
+    def action_head_flops(self) -> float:
+        return 0.0
+
+    def inference_flops(self) -> float:
+        """predict_action_batch: the trunk, the action mean and the value head (calculate_values)."""
+        macs = (_mlp_params(self._trunk()) + _mlp_params([self.hidden[-1], self.action_dim])
+                + _mlp_params([*self._trunk(), 1], bias_last=False))
+        return 2.0 * macs
+
+    def train_flops(self) -> float:
+        """default_forward (trunk, mean, value head) with backward (2x forward): all trained."""
+        return 3.0 * self.inference_flops()
+
+    def sft_train_flops(self) -> float:
+        return self.train_flops()
+
+    def nft_train_flops(self) -> float:
+        return self.train_flops()
+
+    def weight_bytes(self) -> float:
+        """fp32 weights (model/mlp_policy.yaml precision "32")."""
+        return float(self.params * 4)
+
+    def grad_bytes(self) -> float:
+        return float(self.trained_params * 4)
+
+    def scaled(self, scale: str) -> "MlpPolicy":
+        """The MLP is already small enough for a CPU: every scale is its real shape."""
+        return self if scale == "full" else replace(self, name=f"{self.name}-{scale}")
+
+
+# RLinf's MLP policy as libero_spatial_0_grpo_mlp.yaml sets it (model/mlp_policy.yaml with
+# obs_dim 8, action_dim 7; num_action_chunks 1): 0.27M parameters, all trained.
+MLP_POLICY = MlpPolicy(
+    name="mlp_policy",
+    vision=_NO_LAYERS,
+    patch=1,
+    image_px=0,
+    images=0,
+    image_tokens_per_image=0,
+    llm=_NO_LAYERS,
+    llm_layers_used=0,
+    vocab=0,
+    prompt_tokens=0,
+    action_head=_NO_LAYERS,
+    action_chunk=1,  # RLinf model/mlp_policy.yaml num_action_chunks 1
+    action_dim=7,  # libero_spatial_0_grpo_mlp.yaml actor.model.action_dim 7
+    denoise_steps=1,
+    extra_params=0,
+    train_vlm=True,  # the whole policy is trained (no VLM to freeze)
+    published_params=0.27e6,  # derived from the cited shapes (no published count)
+    horizon_from_config=False,  # actor_mean is action_dim wide: the cost does not follow the chunk
+    obs_dim=8,  # libero_spatial_0_grpo_mlp.yaml actor.model.obs_dim 8 (model/mlp_policy.yaml: 42)
+    hidden=(256, 256, 256),  # mlp_policy.py: Linear(obs_dim, 256) and two Linear(256, 256), tanh
+    source="cited: rlinf 0.3.0 models/embodiment/mlp_policy/mlp_policy.py (three 256-wide tanh layers, a "
+    "linear action mean, an independent log-std, a ValueHead of hidden sizes (256, 256, 256)); obs_dim 8, "
+    "action_dim 7 (libero_spatial_0_grpo_mlp.yaml), num_action_chunks 1 (model/mlp_policy.yaml)",
+)
+
+BACKBONES = {b.name: b for b in (PI05, GR00T_N15, PI0, OPENVLA_OFT, GR00T_N16, MLP_POLICY)}
 # The calibrated backbones (published throughput fits them: profiles/<name>.json); the others get
 # profiles from the shared calibration and their shapes (perfmodel.calibration.uncalibrated).
 CALIBRATED = ("pi05", "gr00t_n15")
 # A backbone not calibrated -> the calibrated one of its family (same code path and VLM), whose
 # per-backbone parameters are its central values; none: the calibrated backbones' geometric mean.
-FAMILY = {"pi0": "pi05", "gr00t_n16": "gr00t_n15", "openvla_oft": None}
+FAMILY = {"pi0": "pi05", "gr00t_n16": "gr00t_n15", "openvla_oft": None, "mlp_policy": None}
+# A backbone whose compute is a vanishing part of every call (RLinf's MLP policy: 0.27M parameters
+# on the joint state) -> the bundled profile of its stand-in measured by executor profile. Its
+# fixed times per inference call, micro-batch and optimizer step are that profile's (a launch-bound
+# MLP costs on a GPU what its host path costs), not the calibration's, which were fitted to two
+# VLAs' pipelines; and it does no host work per observation of its own (no images or prompt).
+LAUNCH_BOUND = {"mlp_policy": "mlp_policy_tiny_cpu"}
 
 
 def with_denoising(backbone: Backbone, steps: int | None = None, horizon: int | None = None) -> Backbone:

@@ -95,7 +95,7 @@ def cli() -> None:
 @click.option("--mode", type=Choice(MODES), help="pipeline mode")
 @click.option("--gpus", type=int, help="GPUs in the whole cluster")
 @click.option("--backbone", type=Choice(BACKBONE_NAMES),
-              help="bundled profile: pi05 (pi0.5), gr00t_n15 (GR00T N1.5); not calibrated: pi0, openvla_oft, gr00t_n16; default pi05")
+              help="bundled profile: pi05 (pi0.5), gr00t_n15 (GR00T N1.5); not calibrated: pi0, openvla_oft, gr00t_n16, mlp_policy (RLinf's MLP policy); default pi05")
 @click.option("--ratio", help="rollout:actor GPU split, e.g. 1:1 or 3:1 (not for colocated)")
 @click.option("--plan", "plan_path", type=click.Path(dir_okay=False), help="plan JSON file (options override its fields)")
 @click.option("--profile", "profile_path", type=click.Path(dir_okay=False),
@@ -255,7 +255,7 @@ def calibrate(reference: str, out_dir: str | None, max_evals: int, as_json: bool
 
 def _cp_options(f):
     for opt in reversed([
-        click.option("--backbone", type=Choice(BACKBONE_NAMES), help="bundled profile: pi05, gr00t_n15, pi0, openvla_oft or gr00t_n16 (default pi05)"),
+        click.option("--backbone", type=Choice(BACKBONE_NAMES), help="bundled profile: pi05, gr00t_n15, pi0, openvla_oft, gr00t_n16 or mlp_policy (default pi05)"),
         click.option("--profile", "profile_path", type=click.Path(dir_okay=False),
                      help="profile JSON file instead of a bundled one"),
         click.option("--modes", help=f"comma-separated modes (default all: {','.join(MODES)})"),

@@ -364,7 +364,8 @@ def test_cli_refusal_is_one_line_exit_2(tmp_path: Path) -> None:
     assert r.returncode == 2 and "no such file" in r.stderr
 
 
-REFUSED_REASONS = ("actor.model.model_type", "algorithm.loss_type", "rollout.enable_offload", "--rlinf-config")
+REFUSED_REASONS = ("actor.model.model_type", "algorithm.loss_type", "rollout.enable_offload", "--rlinf-config",
+                   "cluster.component_placement.actor")
 
 
 def test_every_reference_config_imports_or_is_refused_with_a_reason() -> None:
@@ -409,12 +410,19 @@ def test_every_reference_config_imports_or_is_refused_with_a_reason() -> None:
     dsrl = {f"libero_spatial_{a}dsrl_openpi{m}.yaml" for a in ("", "async_") for m in ("", "_pi05")}
     expected |= dsrl | {"libero_spatial_dagger_openpi.yaml", "libero_10_opd_openvlaoft.yaml",
                         "libero_spatial_opd_openvlaoft.yaml"}
-    assert len(expected) == 43
+    # RLinf's MLP policy, from its shapes (perfmodel.backbones.MLP_POLICY)
+    expected.add("libero_spatial_0_grpo_mlp.yaml")
+    assert len(expected) == 44
     assert "libero_goal_async_ppo_gr00t.yaml" in refused
+    # composes with the fork's training_backend/fsdp.yaml, then its placement (actor 0-7 beside
+    # rollout 4-7: partly shared GPUs) is what vlaperf does not model
+    lerobot = next(r for r in mine if r.name == "libero_spatial_dagger_openpi_lerobot.yaml")
+    assert lerobot.reading.startswith("`cluster.component_placement.actor`: actor on GPUs 0-7 partly overlaps")
     assert set(imported) == expected, sorted(set(imported) ^ expected)
     by_name = {r.name: r for r in mine}
     assert all(by_name[n].reading.endswith(", dsrl") and "colocated" in by_name[n].reading for n in dsrl)
     assert by_name["libero_spatial_dagger_openpi.yaml"].reading.startswith("disaggregated (rollout:actor 1:1)")
+    assert by_name["libero_spatial_0_grpo_mlp.yaml"].backbone == "mlp_policy"
     # every model refusal says why its shapes are missing, not only that there is no profile
     for r in mine:
         if not r.imported and r.reading.startswith("`actor.model.model_type`"):
@@ -856,3 +864,31 @@ def test_emit_round_trips_the_new_algorithms(tmp_path: Path, algorithm: str) -> 
     cfg.write_text(emit_yaml(plan, "pi05"))
     back = load_rlinf(cfg).plan
     assert back.workload.algorithm == algorithm
+
+
+def test_a_group_rlinf_lacks_composes_from_the_forks_file_and_says_so(tmp_path: Path) -> None:
+    """libero_spatial_dagger_openpi_lerobot.yaml names training_backend/fsdp, which neither RLinf's
+    config folder nor rlinf 0.3.0 holds: it composes with the fork's file (bundled unmodified), whose
+    keys are RLinf's hybrid_engines/fsdp.yaml's but for fsdp_size and amp (neither read by rlinf
+    0.3.0 nor here), and the import says which file supplied it; a group no file holds still fails."""
+    import yaml
+
+    from perfmodel.rlinf.compose import FALLBACK_GROUPS, compose
+
+    if not REFERENCE.is_dir():
+        pytest.skip(f"RLinf reference configs not found at {REFERENCE}")
+    bundled = FALLBACK_GROUPS / "training_backend" / "fsdp.yaml"
+    fork_file = REFERENCE.parent / "rl-vla3-fork" / "config" / "training_backend" / "fsdp.yaml"
+    assert bundled.read_bytes() == fork_file.read_bytes()
+    ours, rlinf = yaml.safe_load(bundled.read_text()), yaml.safe_load((REFERENCE / "hybrid_engines" / "fsdp.yaml").read_text())
+    assert set(ours) ^ set(rlinf) == {"fsdp_size", "amp", "amp_autocast", "grad_scaler"}
+    assert all(ours[k] == rlinf[k] for k in set(ours) & set(rlinf))
+    c = compose(REFERENCE / "libero_spatial_dagger_openpi_lerobot.yaml")
+    assert c.get("actor.fsdp_config.sharding_strategy") == "no_shard" and c.get("actor.fsdp_config.fsdp_size") == -1
+    assert any("training_backend/fsdp" in n and "perfmodel/rlinf/groups/training_backend/fsdp.yaml" in n
+               for n in c.notes), c.notes
+    cfg = write_config(tmp_path)
+    cfg.write_text(cfg.read_text().replace("defaults:\n", "defaults:\n  - training_backend/megatron@actor.x\n", 1))
+    with pytest.raises(ConfigError) as e:
+        compose(cfg)
+    assert "Could not load 'training_backend/megatron'" in str(e.value)

@@ -483,9 +483,13 @@ def _direction_sensitivities(plan: Plan, pert: Perturbed, base_thr: float,
     def at(p: Profile) -> float:
         """Log change of the plan's throughput on ``p``: simulated where the bound moves at all
         (a parameter no calibrated point moved may still move this plan: a node count or a
-        colocated offload the points never had), else none."""
+        colocated offload the points never had), or where it moves the inference calls' host-path
+        latency, which the bound leaves out (the GPU serves other calls meanwhile) and a lock-step
+        rollout waits on; else none."""
         pl = _plan_for(plan, base, p)
-        return 0.0 if abs(bound_change(pl, p)) <= ENDS_TOL else math.log(run(pl, p) / base_thr)
+        if abs(bound_change(pl, p)) <= ENDS_TOL and p.costs.infer_latency_s == base.costs.infer_latency_s:
+            return 0.0
+        return math.log(run(pl, p) / base_thr)
 
     ends = [(name, at(low), at(high)) for name, low, high in pert.ends]
 

@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterable
 from perfmodel.schema.errors import ConfigError
 
 # the bundled profiles: calibrated (pi05, gr00t_n15) and from their shared calibration (issue 31)
-BACKBONE_NAMES = ("pi05", "gr00t_n15", "pi0", "openvla_oft", "gr00t_n16")
+BACKBONE_NAMES = ("pi05", "gr00t_n15", "pi0", "openvla_oft", "gr00t_n16", "mlp_policy")
 MAX_REPLICATIONS = 1000
 MAX_SEED = 2**32 - 1  # numpy's seed range
 

@@ -10,6 +10,7 @@ from typing import Any
 from perfmodel.commands.common import (BACKBONE_NAMES, Say, check_backbone, check_gpu, check_price,
                                        check_replications, check_seed, fail, load_rlinf_config, node_options, one_of,
                                        to_stderr)
+from perfmodel.backbones import LAUNCH_BOUND
 from perfmodel.bound_gap import format_gap
 from perfmodel.schema.errors import ConfigError
 from perfmodel.calibration.structural import note as structural_note
@@ -275,9 +276,11 @@ def interval_rows(p: dict[str, Any]) -> list[tuple[str, str]]:
             what = f"extrapolation: {ext.get('note', 'no calibrated scale')}"
         rows.append(("warning", what))
     if ext and ext.get("backbone_not_calibrated"):
+        how = ("its fixed times its stand-in's measured on CPU, bracketed up to the calibration's; its MFUs bracketed "
+               "over the calibrated backbones'" if p["backbone"] in LAUNCH_BOUND else
+               "GPU costs from its shapes, its MFUs and host work bracketed over the calibrated backbones'")
         rows.append(("warning", f"extrapolation: no published throughput calibrates {p['backbone']}: shared parameters "
-                                "from the calibration, GPU costs from its shapes, its MFUs and host work bracketed over "
-                                "the calibrated backbones' (docs/backbones.md)"))
+                                f"from the calibration, {how} (docs/backbones.md)"))
     if ext and ext.get("beyond_calibrated_workload"):
         cal = ext["calibrated_workload"]
         rows.append(("warning", "extrapolation: workload beyond the calibrated one: "

@@ -29,6 +29,17 @@ NEAR_MISS = 0.85
 MAX_YAML_BYTES = 1 << 20
 MAX_YAML_NODES = 100_000  # nodes once every alias is expanded
 MAX_DEFAULTS_FILES = 200  # files the defaults lists reach
+# Groups an RLinf config may name that neither RLinf's config folder nor the rlinf 0.3.0 wheel
+# holds, supplied as a stated fallback (the import warns which file and why). One so far:
+# libero_spatial_dagger_openpi_lerobot.yaml names training_backend/fsdp (RLinf's other configs:
+# hybrid_engines/fsdp). groups/training_backend/fsdp.yaml is the RL-VLA3 fork's
+# config/training_backend/fsdp.yaml, unmodified: RLinf's hybrid_engines/fsdp.yaml with the same keys
+# and values, except fsdp_size -1 (one FSDP group; rlinf 0.3.0 reads no fsdp_size) and amp
+# (disabled) for amp_autocast / grad_scaler (disabled; rlinf 0.3.0 config.py defaults both off and
+# only warns on amp). The importer reads sharding_strategy and gradient_checkpointing of it, both
+# of which that config sets itself.
+FALLBACK_GROUPS = Path(__file__).resolve().parent / "groups"
+FALLBACK_NOTE = "defaults: {group} is in neither {folder} nor rlinf 0.3.0"
 
 
 class Composed:
@@ -157,9 +168,18 @@ def compose(path: str | Path) -> Composed:
                 cfg = hydra_compose(config_name=p.stem)
     except Exception as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        where = _yaml_error_at(p)
-        raise ConfigError(FIELD, f"cannot compose {p.name} as RLinf does (Hydra): {msg}"
-                                 + (f" ({where})" if where else "")) from None
+        fallback = _fallback_group(msg)
+        if fallback is None:
+            where = _yaml_error_at(p)
+            raise ConfigError(FIELD, f"cannot compose {p.name} as RLinf does (Hydra): {msg}"
+                                     + (f" ({where})" if where else "")) from None
+        cfg = _compose_with_fallback(p, config_dir, embodied)
+        stated = (FALLBACK_NOTE.format(group=fallback, folder=config_dir)
+                  + f": composed with the RL-VLA3 fork's config/{fallback}.yaml (bundled, unmodified: "
+                  f"perfmodel/rlinf/groups/{fallback}.yaml), RLinf's hybrid_engines/fsdp.yaml under the group name "
+                  "the fork uses, the same keys and values but for fsdp_size -1 and amp off (rlinf 0.3.0 reads "
+                  "neither); the config sets the keys costed (sharding_strategy, gradient_checkpointing) itself")
+        note = f"{note}; {stated}" if note else stated
     finally:
         GlobalHydra.instance().clear()
         if env_set:
@@ -168,6 +188,35 @@ def compose(path: str | Path) -> Composed:
     if note:
         out.notes.append(note)
     return out
+
+
+def _fallback_group(msg: str) -> str | None:
+    """The group (``training_backend/fsdp``) Hydra could not load, when FALLBACK_GROUPS holds it."""
+    import re
+
+    m = re.search(r"Could not load '([\w/]+)'", msg)
+    if m and (FALLBACK_GROUPS / f"{m.group(1)}.yaml").is_file():
+        return m.group(1)
+    return None
+
+
+def _compose_with_fallback(p: Path, config_dir: str, embodied: str) -> Any:
+    """The config composed with FALLBACK_GROUPS after its own search path (RLinf's configs name
+    ``file://${oc.env:EMBODIED_PATH}/config/``), so its own folder's groups still come first."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    search = f"hydra.searchpath=[file://{Path(embodied) / 'config'},file://{FALLBACK_GROUPS}]"
+    GlobalHydra.instance().clear()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with initialize_config_dir(config_dir=config_dir, version_base="1.1", job_name="vlaperf"):
+                return hydra_compose(config_name=p.stem, overrides=[search])
+    except Exception as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ConfigError(FIELD, f"cannot compose {p.name} as RLinf does (Hydra): {msg}") from None
 
 
 def _expanded_size(node: Any, memo: dict[int, int], active: set[int]) -> int:

@@ -64,18 +64,17 @@ ALGORITHM_NAMES = ("PPO: gae + actor_critic / decoupled_actor_critic, GRPO: grpo
 # their own model types); gr00t_n1d7 has no published shapes here.
 # dexbotic_pi: Dexbotic's pi0 (RLinf model/dexbotic_pi.yaml: two images, flow matching, an action
 # expert trained alone), costed with openpi pi0's shapes: assumed, and said in a warning.
-MODEL_TYPES = {"gr00t": "gr00t_n15", "gr00t_n1d6": "gr00t_n16", "openvla_oft": "openvla_oft", "dexbotic_pi": "pi0"}
+# mlp_policy: RLinf's MLP policy (perfmodel.backbones.MLP_POLICY), its shapes from rlinf's code.
+MODEL_TYPES = {"gr00t": "gr00t_n15", "gr00t_n1d6": "gr00t_n16", "openvla_oft": "openvla_oft", "dexbotic_pi": "pi0",
+               "mlp_policy": "mlp_policy"}
 PROFILED = ("openpi pi0.5 -> pi05", "openpi pi0 -> pi0", "gr00t -> gr00t_n15", "gr00t_n1d6 -> gr00t_n16",
-            "openvla_oft -> openvla_oft", "dexbotic_pi -> pi0")
+            "openvla_oft -> openvla_oft", "dexbotic_pi -> pi0", "mlp_policy -> mlp_policy")
 ASSUMED_SHAPES = {"dexbotic_pi": "Dexbotic's pi0 (RLinf models/embodiment/dexbotic_pi builds dexbotic's Pi0ForCausalLM "
                                  "from the checkpoint's Pi0Config: the pi0 architecture, two images, flow matching, "
                                  "the action expert trained alone) costed with openpi pi0's shapes (PaliGemma 3B + "
                                  "300M action expert); the checkpoint's sizes are not read here"}
 # Why a model RLinf ships has no shapes here (rlinf 0.3.0's code and the configs read for them).
 UNSHAPED_MODELS = {
-    "mlp_policy": "RLinf's MLP policy (models/embodiment/mlp_policy/mlp_policy.py: three 256-wide tanh layers on "
-                  "the joint state and a value head of the same, about 0.27M parameters) is no VLA: its calls and "
-                  "micro-batches are fixed overheads that no vlaperf profile measures for it",
     "abot_m0": "ABot-M0 (models/embodiment/abot_m0) builds its Qwen-VL interface and action head from the "
                "checkpoint's own config (from_pretrained); the config gives chunk 10, 4 denoising steps and "
                "224-px images, and neither it nor ../shared/reference/models.md gives layers or widths",
@@ -124,6 +123,32 @@ class Imported:
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.source, "backbone": self.backbone, "warnings": list(self.warnings)}
+
+
+def mlp_policy_note() -> str:
+    """What an mlp_policy prediction stands on, with the bundled profiles' own numbers: the shapes
+    are RLinf's, the fixed times per call, micro-batch and optimizer step its stand-in's measured on
+    CPU (bracketed up to the calibration's, fitted to RLinf's VLA path), no host work per
+    observation of its own, and the env the calibration's rendered one (the config renders both
+    cameras, whose images the MLP does not read)."""
+    from perfmodel.backbones import LAUNCH_BOUND, get_backbone
+    from perfmodel.schema.profile import load_profile
+
+    spec, gpu = get_backbone("mlp_policy"), load_profile("mlp_policy")
+    par = gpu.provenance["parameters"]
+    k = gpu.costs
+    hi = {n: par[n]["bracket"][1] for n in ("infer_overhead_s", "train_micro_fixed_s", "optimizer_fixed_s", "obs_cpu_s")}
+    return (f"RLinf's MLP policy costed from its shapes (rlinf 0.3.0 mlp_policy.py: {spec.params / 1e6:.2f}M "
+            f"parameters, {spec.inference_flops() / 1e6:.2f} MFLOP per sample, all trained); no GPU measured it: its "
+            f"fixed times are its stand-in's (random weights) measured on one CPU core "
+            f"(profiles/{LAUNCH_BOUND['mlp_policy']}.json: {k.infer_s.intercept * 1e3:.2f} ms per inference call, "
+            f"{k.train_micro_batch_s.intercept * 1e3:.2f} ms per micro-batch, {k.optimizer_fixed_s * 1e3:.2f} ms per "
+            f"optimizer step), taken as its GPU call costs (a launch-bound MLP costs on a GPU what its host path costs), "
+            f"and the interval reaches the calibration's fixed times of RLinf's VLA path ({hi['infer_overhead_s']:.3f} s, "
+            f"{hi['train_micro_fixed_s']:.3f} s, {hi['optimizer_fixed_s']:.3f} s: what of RLinf's path around the model "
+            f"it pays is not measured); no host work per observation of its own (up to {hi['obs_cpu_s']:.3f} s in the "
+            "interval); the env renders both cameras as for a VLA (env/libero_spatial.yaml init_params, images sent "
+            "and not read), so its costs are the calibration's rendered ones")
 
 
 def backbone_of(c: Composed) -> str:
@@ -504,6 +529,8 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
             warnings.append(f"actor.model.{tuned[0]}: True has no effect in RLinf 0.3.0, which loads GR00T with "
                             "tune_llm and tune_visual False: costed as training the action head (a fork that "
                             "honours it: set vlaperf.trained_part: full)")
+    elif backbone == "mlp_policy" and "profile" not in block and profile_ref is None:
+        warnings.append(f"actor.model.model_type: {mlp_policy_note()}")
     if c.get_bool("actor.model.is_lora", False):
         warnings.append("actor.model.is_lora: LoRA training is not modelled; costed as training the "
                         f"{trained.replace('_', ' ')} in full")
