@@ -46,17 +46,18 @@ from dataclasses import replace
 from pathlib import Path
 
 from perfmodel.bound import actor_iteration_s
+from perfmodel.calibration.calibrate import GROWTH_PARAMS, NODE
 from perfmodel.calibration.reference import published_plan
 from perfmodel.costs import StageCosts
 from perfmodel.schema.profile import load_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 INTER_NODE_GBPS = 3200 / 8 / 8  # 3.2 Tb/s per node (scaling-facts.md), 8 GPUs per node: 50 GB/s per GPU
-HOST_GBPS = 20.0  # calibrate.NODE["host_bw_GBps"]
+HOST_GBPS = NODE["host_bw_GBps"]
 INTAKE_LINE_RATE_S = 1e-5
-INTAKE_UPPER_S = 3e-3  # calibrate.GROWTH_PARAMS["intake"].hi
+INTAKE_UPPER_S = GROWTH_PARAMS["intake"].hi
 RING_FIT_S, RING_UPPER_S = 4.8e-3, 24e-3  # docs/metrics.md, the ring member on 30 points
-SYNC_FANOUT_UPPER_S = 2.0  # calibrate.GROWTH_PARAMS["sync_fanout"].hi
+SYNC_FANOUT_UPPER_S = GROWTH_PARAMS["sync_fanout"].hi
 
 
 def expected_max_normal(n: int) -> float:
@@ -101,6 +102,7 @@ def candidates(backbone: str, mode: str, gpus: int) -> dict[str, float]:
         "epoch_tail": (actor_iteration_s(c) / w.rollout_epoch
                        if mode in ("train_async", "rollout_async") else 0.0),
         "z_max_ranks": expected_max_normal(ranks),
+        "env_steps_per_iteration": w.env_steps_per_iteration,
     }
 
 
@@ -110,9 +112,9 @@ def main() -> None:
     for fold in cal["extrapolate"]["folds"]:
         for r in fold["points"]:
             g = r["gpus"]
-            steps_per_it = g * 48 * 1920  # envs (48 per GPU) x env steps per env per iteration (480 x 4)
-            needed = steps_per_it / r["published"] - steps_per_it / r["predicted"]
             cand = candidates(r["backbone"], r["mode"], g)
+            steps_per_it = cand.pop("env_steps_per_iteration")
+            needed = steps_per_it / r["published"] - steps_per_it / r["predicted"]
             cv = needed / (cand["per_rank_train_compute"] * cand["z_max_ranks"]) if needed > 0 else 0.0
             rows.append({"backbone": r["backbone"], "mode": r["mode"], "gpus": g, "fold": fold["label"],
                          "iteration_s": steps_per_it / r["published"], "needed_s": needed,
