@@ -367,6 +367,12 @@ class MlpPolicy(Backbone):
     def _trunk(self) -> list[int]:
         return [self.obs_dim, *self.hidden]
 
+    def _linear_params(self) -> int:
+        """The linear layers' weights and biases: the trunk, the action mean and the value head
+        (every parameter but the log-std, and each one multiply-add per sample)."""
+        return (_mlp_params(self._trunk()) + _mlp_params([self.hidden[-1], self.action_dim])
+                + _mlp_params([*self._trunk(), 1], bias_last=False))
+
     @property
     def vision_params(self) -> int:
         return 0
@@ -377,10 +383,7 @@ class MlpPolicy(Backbone):
 
     @property
     def params(self) -> int:
-        trunk = _mlp_params(self._trunk())
-        mean = _mlp_params([self.hidden[-1], self.action_dim])
-        value = _mlp_params([*self._trunk(), 1], bias_last=False)
-        return trunk + mean + self.action_dim + value  # + actor_logstd
+        return self._linear_params() + self.action_dim  # + actor_logstd
 
     @property
     def trained_params(self) -> int:
@@ -394,9 +397,7 @@ class MlpPolicy(Backbone):
 
     def inference_flops(self) -> float:
         """predict_action_batch: the trunk, the action mean and the value head (calculate_values)."""
-        macs = (_mlp_params(self._trunk()) + _mlp_params([self.hidden[-1], self.action_dim])
-                + _mlp_params([*self._trunk(), 1], bias_last=False))
-        return 2.0 * macs
+        return 2.0 * self._linear_params()
 
     def train_flops(self) -> float:
         """default_forward (trunk, mean, value head) with backward (2x forward): all trained."""
