@@ -31,7 +31,7 @@ import sys
 from dataclasses import replace
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from perfmodel.backbones import BACKBONES, CALIBRATED, FAMILY, LAUNCH_BOUND, get_backbone
 from perfmodel.schema.errors import ConfigError
@@ -58,24 +58,26 @@ def spread(calibrated: dict[str, Profile]) -> dict[str, tuple[float, float, dict
     return out
 
 
-# The calibration's fixed times and the measured profile's costs a launch-bound backbone takes for them.
-CALL_COSTS = {"infer_overhead_s": "costs.infer_s.intercept",
-              "train_micro_fixed_s": "costs.train_micro_batch_s.intercept",
-              "optimizer_fixed_s": "costs.optimizer_step_s + costs.optimizer_fixed_s"}
+# The calibration's fixed times -> the measured profile's costs a launch-bound backbone takes for
+# them: (where in the profile, in words; how to read it). The whole measured optimizer step is
+# fixed: a launch-bound step does not shrink with FSDP shards.
+CALL_COSTS: dict[str, tuple[str, Callable[[Any], float]]] = {
+    "infer_overhead_s": ("costs.infer_s.intercept", lambda k: k.infer_s.intercept),
+    "train_micro_fixed_s": ("costs.train_micro_batch_s.intercept", lambda k: k.train_micro_batch_s.intercept),
+    "optimizer_fixed_s": ("costs.optimizer_step_s + costs.optimizer_fixed_s",
+                          lambda k: k.optimizer_step_s + k.optimizer_fixed_s),
+}
 
 
 def measured_call_costs(name: str) -> tuple[str, dict[str, float]]:
     """A launch-bound backbone's fixed times (``CALL_COSTS``) from its stand-in's bundled measured
-    profile (``LAUNCH_BOUND``): (the profile's name, value per calibration parameter). The whole
-    measured optimizer step is fixed: a launch-bound step does not shrink with FSDP shards."""
+    profile (``LAUNCH_BOUND``): (the profile's name, value per calibration parameter)."""
     ref = LAUNCH_BOUND[name]
     prof = load_profile(ref)
     if prof.provenance.get("kind") != "measured" or prof.backbone != name:
         raise ConfigError(f"{ref}: provenance.kind", f"must be a measured profile of {name} (executor profile); got "
                                                      f"{prof.provenance.get('kind')!r} of {prof.backbone!r}")
-    k = prof.costs
-    return ref, {"infer_overhead_s": k.infer_s.intercept, "train_micro_fixed_s": k.train_micro_batch_s.intercept,
-                 "optimizer_fixed_s": k.optimizer_step_s + k.optimizer_fixed_s}
+    return ref, {n: read(prof.costs) for n, (_, read) in CALL_COSTS.items()}
 
 
 def uncalibrated_profile(name: str, calibrated: dict[str, Profile] | None = None,
@@ -152,7 +154,7 @@ def uncalibrated_profile(name: str, calibrated: dict[str, Profile] | None = None
     for n, v in values.items():
         rec: dict[str, Any] = {"value": v, "meaning": meaning[n]}
         if n in own:
-            rec.update(kind="measured", source=f"profiles/{measured_ref}.json {CALL_COSTS[n]}", bracket=[v, fitted[n]],
+            rec.update(kind="measured", source=f"profiles/{measured_ref}.json {CALL_COSTS[n][0]}", bracket=[v, fitted[n]],
                        note=f"measured on CPU (the stand-in, one core); transfer: a launch-bound MLP costs on a GPU "
                             f"what its host path costs; bracketed up to the calibration's {fitted[n]:.4g} s (fitted "
                             f"to RLinf's VLA path, {ref_name}.json), since what of RLinf's own path around the model "
