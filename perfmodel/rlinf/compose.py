@@ -148,8 +148,6 @@ def compose(path: str | Path) -> Composed:
         raise ConfigError(FIELD, f"must be an RLinf Hydra config (.yaml), got {path}")
     check_yaml_files(p)
     try:
-        from hydra import compose as hydra_compose
-        from hydra import initialize_config_dir
         from hydra.core.global_hydra import GlobalHydra
     except ImportError:  # pragma: no cover - hydra-core is a dependency
         raise ConfigError(FIELD, "needs hydra-core (pip install hydra-core)") from None
@@ -160,14 +158,10 @@ def compose(path: str | Path) -> Composed:
     env_set = "EMBODIED_PATH" not in os.environ
     if env_set:
         os.environ["EMBODIED_PATH"] = embodied
-    GlobalHydra.instance().clear()
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # Hydra's migration notices, missing optional search paths
-            with initialize_config_dir(config_dir=config_dir, version_base="1.1", job_name="vlaperf"):
-                cfg = hydra_compose(config_name=p.stem)
+        cfg = _hydra_compose(config_dir, p.stem)
     except Exception as e:
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        msg = _first_line(e)
         fallback = _fallback_group(msg)
         if fallback is None:
             where = _yaml_error_at(p)
@@ -203,20 +197,30 @@ def _fallback_group(msg: str) -> str | None:
 def _compose_with_fallback(p: Path, config_dir: str, embodied: str) -> Any:
     """The config composed with FALLBACK_GROUPS after its own search path (RLinf's configs name
     ``file://${oc.env:EMBODIED_PATH}/config/``), so its own folder's groups still come first."""
+    search = f"hydra.searchpath=[file://{Path(embodied) / 'config'},file://{FALLBACK_GROUPS}]"
+    try:
+        return _hydra_compose(config_dir, p.stem, [search])
+    except Exception as e:
+        raise ConfigError(FIELD, f"cannot compose {p.name} as RLinf does (Hydra): {_first_line(e)}") from None
+
+
+def _hydra_compose(config_dir: str, name: str, overrides: list[str] | None = None) -> Any:
+    """Hydra's compose of config ``name`` in ``config_dir``, as RLinf's launcher does (its errors
+    pass through)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    search = f"hydra.searchpath=[file://{Path(embodied) / 'config'},file://{FALLBACK_GROUPS}]"
     GlobalHydra.instance().clear()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            with initialize_config_dir(config_dir=config_dir, version_base="1.1", job_name="vlaperf"):
-                return hydra_compose(config_name=p.stem, overrides=[search])
-    except Exception as e:
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ConfigError(FIELD, f"cannot compose {p.name} as RLinf does (Hydra): {msg}") from None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Hydra's migration notices, missing optional search paths
+        with initialize_config_dir(config_dir=config_dir, version_base="1.1", job_name="vlaperf"):
+            return hydra_compose(config_name=name, overrides=overrides or [])
+
+
+def _first_line(e: Exception) -> str:
+    """An exception's first line of text (its type's name when it has none)."""
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
 
 
 def _expanded_size(node: Any, memo: dict[int, int], active: set[int]) -> int:
