@@ -52,11 +52,15 @@ SHARED = {"shared GPUs, 2 nodes of 4": {"allocation_ratio": None}}
 PER_ENV_ASYNC = {"per-env asynchronous rollout": {"rollout": "per_env_async", "pipeline_stage_num": 2}}
 
 
+# RLinf's actor on every GPU with env and rollout on some (actor: 0-7, env,rollout: 4-7)
+NESTED = {"rollout on 4 of the 8 GPUs": {"colocated_rollout_gpus": 4}}
+
+
 @pytest.mark.parametrize("mode, case", [(m, c) for m in MODES for c in CASES]
                          + [(m, c) for m in ("train_async", "rollout_async") for c in SHARED]
-                         + [("colocated", c) for c in PER_ENV_ASYNC])
+                         + [("colocated", c) for c in {**PER_ENV_ASYNC, **NESTED}])
 def test_simulator_and_executor_wire_a_mode_alike(mode, case):
-    plan = _plan(mode, {**CASES, **SHARED, **PER_ENV_ASYNC}[case])
+    plan = _plan(mode, {**CASES, **SHARED, **PER_ENV_ASYNC, **NESTED}[case])
     costs = StageCosts(plan, load_profile(plan.profile))
     env = simpy.Environment()
     sim = sim_wire(env, costs, Durations(costs, None), Recorder(), max_workers=10 ** 6)  # no replicas
@@ -74,7 +78,10 @@ def test_simulator_and_executor_wire_a_mode_alike(mode, case):
             on_node = range(node * pl.gpus_per_node, (node + 1) * pl.gpus_per_node)
             assert (sum(d in on_node for d in rollout), sum(d in on_node for d in actor)) == (r, a)
     else:
-        assert rollout == actor  # colocated: the trainer takes the rollout's slots, as the simulator's
+        # colocated: the trainer takes the rollout's slots (and, with colocated_rollout_gpus, more),
+        # as the simulator's
+        assert actor[:len(rollout)] == rollout and len(actor) == plan.cluster.gpus
+        assert (len(rollout) < len(actor)) == (case in NESTED)
         assert [s.gpu for s in sim.servers] == sim.trainer.gpus
 
     # env workers and their groups

@@ -412,13 +412,14 @@ def test_every_reference_config_imports_or_is_refused_with_a_reason() -> None:
                         "libero_spatial_opd_openvlaoft.yaml"}
     # RLinf's MLP policy, from its shapes (perfmodel.backbones.MLP_POLICY)
     expected.add("libero_spatial_0_grpo_mlp.yaml")
-    assert len(expected) == 44
+    # composes with the fork's training_backend/fsdp.yaml; its actor on 0-7 spans rollout on 4-7:
+    # colocated with the rollout on 4 of the 8 GPUs (plan.colocated_rollout_gpus)
+    expected.add("libero_spatial_dagger_openpi_lerobot.yaml")
+    assert len(expected) == 45
     assert "libero_goal_async_ppo_gr00t.yaml" in refused
-    # composes with the fork's training_backend/fsdp.yaml, then its placement (actor 0-7 beside
-    # rollout 4-7: partly shared GPUs) is what vlaperf does not model
-    lerobot = next(r for r in mine if r.name == "libero_spatial_dagger_openpi_lerobot.yaml")
-    assert lerobot.reading.startswith("`cluster.component_placement.actor`: actor on GPUs 0-7 partly overlaps")
     assert set(imported) == expected, sorted(set(imported) ^ expected)
+    lerobot = next(r for r in mine if r.name == "libero_spatial_dagger_openpi_lerobot.yaml")
+    assert lerobot.reading.startswith("colocated (rollout on 4 of the 8 GPUs)"), lerobot.reading
     by_name = {r.name: r for r in mine}
     assert all(by_name[n].reading.endswith(", dsrl") and "colocated" in by_name[n].reading for n in dsrl)
     assert by_name["libero_spatial_dagger_openpi.yaml"].reading.startswith("disaggregated (rollout:actor 1:1)")
@@ -892,3 +893,50 @@ def test_a_group_rlinf_lacks_composes_from_the_forks_file_and_says_so(tmp_path: 
     with pytest.raises(ConfigError) as e:
         compose(cfg)
     assert "Could not load 'training_backend/megatron'" in str(e.value)
+
+
+def test_an_actor_spanning_the_rollouts_gpus_is_colocated_with_the_rollout_on_those(tmp_path: Path) -> None:
+    """``actor: 0-7`` with ``env,rollout: 4-7`` (libero_spatial_dagger_openpi_lerobot.yaml's
+    placement): RLinf's synchronous runner rolls out on 4-7, then trains on all 8: colocated with
+    colocated_rollout_gpus 4, said in a warning; the emitted fragment reads back as the same plan;
+    asynchronous settings or another mode on that placement are refused, naming the key."""
+    nested = "    actor: 0-7\n    env,rollout: 4-7"
+    im = load_rlinf(write_config(tmp_path, placement=nested))
+    p = im.plan
+    assert (p.mode, p.cluster.gpus, p.rollout_gpus, p.actor_gpus, p.colocated_rollout_gpus) == ("colocated", 8, 4, 8, 4)
+    assert p.envs_per_worker == 96
+    assert any("spans env and rollout on 4-7" in w and "embodied_runner.py" in w for w in im.warnings), im.warnings
+    frag = tmp_path / "frag.yaml"
+    frag.write_text(emit_yaml(p, "pi05"))
+    assert load_rlinf(frag).plan.to_dict() == p.to_dict()
+    with pytest.raises(ConfigError) as e:
+        load_rlinf(write_config(tmp_path, "a", placement=nested, extra_algorithm="  staleness_threshold: 1"))
+    assert e.value.field == "cluster.component_placement.actor"
+    with pytest.raises(ConfigError) as e:
+        load_rlinf(write_config(tmp_path, "m", placement=nested), mode="disaggregated")
+    assert e.value.field == "--mode"
+    # `plan` compares its best with the config as written: this placement, not colocated on all 8
+    r = run_cli("plan", "--rlinf-config", str(write_config(tmp_path, "w", placement=nested, envs=64)), "--json")
+    assert r.returncode == 0, r.stderr
+    written = json.loads(r.stdout)["config_gains"]["over_config"]["throughput_env_steps_per_s"]
+    r = run_cli("predict", "--rlinf-config", str(tmp_path / "w.yaml"), "--json", "--no-interval")
+    assert written == pytest.approx(json.loads(r.stdout)["throughput_env_steps_per_s"], rel=1e-9)
+    # an actor that covers only part of the rollout's GPUs stays refused
+    with pytest.raises(ConfigError) as e:
+        load_rlinf(write_config(tmp_path, "p", placement="    actor: 0-5\n    env,rollout: 4-7"))
+    assert e.value.field == "cluster.component_placement.actor" and "partly overlaps" in e.value.message
+
+
+def test_the_lerobot_dagger_config_predicts_on_its_own_placement() -> None:
+    if not REFERENCE.is_dir():
+        pytest.skip(f"RLinf reference configs not found at {REFERENCE}")
+    im = load_rlinf(REFERENCE / "libero_spatial_dagger_openpi_lerobot.yaml")
+    p = im.plan
+    assert (p.mode, p.rollout_gpus, p.actor_gpus, p.workload.algorithm, im.backbone) == ("colocated", 4, 8, "dagger", "pi0")
+    assert any(w.startswith("algorithm.dagger.online_lerobot") for w in im.warnings), im.warnings
+    r = run_cli("predict", "--rlinf-config", str(REFERENCE / "libero_spatial_dagger_openpi_lerobot.yaml"), "--json",
+                "--no-interval")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert (out["rollout_gpus"], out["actor_gpus"], out["gpus"]) == (4, 8, 8)
+    assert out["throughput_env_steps_per_s"] <= out["bound_env_steps_per_s"] * (1 + 1e-9)

@@ -582,3 +582,47 @@ def test_a_measured_profiles_bound_holds_for_its_mean_costs_and_its_draws_scatte
     b = bound(StageCosts(plan, prof)).throughput_env_steps_per_s  # its lock-step barrier in the mean
     lo, _ = predict(plan, prof, replications=8, interval=False)["throughput_ci95"]
     assert lo <= b
+
+
+def test_colocated_rollout_on_some_gpus_rolls_out_there_then_trains_on_all(scenario_profile):
+    """RLinf's ``actor: 0-3`` with ``env,rollout: 0-1`` (synchronous runner): colocated with
+    ``colocated_rollout_gpus`` 2 of 4. The rollout runs on 2 workers of 16 envs with the half
+    node's 8 cores between them (4 each): every span of the first chunk steps by hand; training
+    is then exactly that of colocated on all 4 GPUs (the same global batches on 4 ranks)."""
+    nested = published_plan(scenario_profile, "colocated", 4, None).with_(colocated_rollout_gpus=2)
+    assert (nested.rollout_gpus, nested.actor_gpus, nested.envs_per_worker) == (2, 4, 16)
+    assert nested.placement.slots() == ([0, 1], [0, 1, 2, 3]) and nested.env_cores_per_worker == 4
+    res = simulate(nested, scenario_profile, iterations=2, warmup=1, trace=True)
+    # 16 envs on 4 cores: reset 0.5*16/4 = 2 s; chunk 0.1*5*16/4 = 2 s; infer(16) = 0.2 + 0.05*16 = 1 s
+    spans = [s for s in res.recorder.spans if s[1] in ("env_worker_0", "rollout_gpu_0")]
+    assert [(s[0], round(s[3], 9), round(s[4], 9)) for s in spans[:5]] == [
+        ("env_reset", 0.0, 2.0), ("inference", 2.0, 3.0), ("env_step", 3.0, 5.0), ("inference", 5.0, 6.0),
+        ("env_step", 6.0, 8.0)]
+    rollout = 2 * (2 + 4 * (1 + 2))  # 2 epochs of a reset and 4 chunks
+    # all 4 GPUs colocated: 4 workers of 8 envs on 2 cores each: reset 2 s, chunk 2 s, infer(8) 0.6 s
+    full = published_plan(scenario_profile, "colocated", 4, None)
+    ref = simulate(full, scenario_profile, iterations=2, warmup=1)
+    train = ref.iteration_time_s - 2 * (2 + 4 * (0.6 + 2))
+    assert res.iteration_time_s == pytest.approx(rollout + train, rel=1e-12)
+    assert res.counts["optimizer_steps"] == ref.counts["optimizer_steps"]
+    assert res.iteration_time_s == pytest.approx(closed_form_iteration_s(StageCosts(nested, scenario_profile)), rel=1e-12)
+    b = bound(StageCosts(nested, scenario_profile))
+    assert res.throughput_env_steps_per_s <= b.throughput_env_steps_per_s * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"colocated_rollout_gpus": 5}, "plan.colocated_rollout_gpus"),
+    ({"colocated_rollout_gpus": 0}, "plan.colocated_rollout_gpus"),
+    ({"colocated_rollout_gpus": 3}, "plan.workload.total_num_envs"),  # 32 envs over 3 workers
+    ({"mode": "disaggregated", "allocation_ratio": "1:1", "colocated_rollout_gpus": 2}, "plan.colocated_rollout_gpus"),
+])
+def test_colocated_rollout_gpus_is_checked(scenario_profile, changes, field):
+    from perfmodel.schema.errors import ConfigError
+    from perfmodel.schema.plan import Plan
+
+    d = {**published_plan(scenario_profile, "colocated", 4, None).to_dict(), **changes}
+    with pytest.raises(ConfigError) as e:
+        Plan.from_dict(d)
+    assert e.value.field == field
+    ok = {**d, "mode": "colocated", "allocation_ratio": None, "colocated_rollout_gpus": 2}
+    assert Plan.from_dict(Plan.from_dict(ok).to_dict()).colocated_rollout_gpus == 2

@@ -206,7 +206,9 @@ def predict(mode: str | None = None, gpus: int | None = None, *, backbone: str |
 
 def format_prediction(p: dict[str, Any]) -> str:
     """The text output of ``perfmodel predict``: one row a quantity."""
-    split = ("all GPUs time-share every phase" if p["mode"] == "colocated"
+    split = (f"actor on all, env and rollout on {p['rollout_gpus']} of them, phases in turn"
+             if p["mode"] == "colocated" and p["rollout_gpus"] != p["gpus"]
+             else "all GPUs time-share every phase" if p["mode"] == "colocated"
              else "actor and rollout share every GPU, training while rollout goes on" if p["allocation_ratio"] is None
              else f"rollout {p['rollout_gpus']} : actor {p['actor_gpus']} (ratio {p['allocation_ratio']})")
     rows = [

@@ -151,12 +151,16 @@ class Combo:
     envs_per_gpu: int | None = None  # None: the base plan's (SweepSpec.envs_per_gpu)
     micro_batch_size: int | None = None
     max_staleness: int | None = None
+    # colocated with the rollout on fewer GPUs than the actor's (plan.colocated_rollout_gpus):
+    # only a config's plan as written (commands/plan.py as_written); the search's colocated
+    # combinations roll out on every GPU
+    colocated_rollout_gpus: int | None = None
 
     @property
     def configuration(self) -> tuple:
         """What a scaling efficiency compares across GPU counts: everything but the count."""
         return (self.mode, self.allocation_ratio, self.pipeline_stage_num, self.b_max, self.t_max_s,
-                self.envs_per_gpu, self.micro_batch_size, self.max_staleness)
+                self.envs_per_gpu, self.micro_batch_size, self.max_staleness, self.colocated_rollout_gpus)
 
 
 def splitting_ratios(gpus: int, max_parts: int = ALL_RATIOS_MAX_PARTS) -> list[str]:
@@ -268,7 +272,9 @@ def build_plan_noted(spec: SweepSpec, profile: Profile, c: Combo) -> tuple[Plan,
         # the config's rollout (the fork's per-env asynchronous one) carries to the synchronous
         # modes; an asynchronous mode's is its own (train_async with it is rollout_async, swept too)
         rollout = None if MODE_TABLE[c.mode].async_training else base.rollout
+        # the placement is the combination's, never carried over from the base plan
         plan = base.with_(mode=c.mode, allocation_ratio=(c.allocation_ratio or "1:1") if disagg else None, rollout=rollout,
+                          colocated_rollout_gpus=c.colocated_rollout_gpus,
                           workload=base.workload.__class__(**{**base.workload.__dict__, "total_num_envs": int(envs)}),
                           cluster=base.cluster.__class__(**{**base.cluster.__dict__, "gpus": c.gpus}), **knobs)
     if spec.gpu is not None and (spec.base_plan is None or plan.cluster.gpu != spec.gpu):

@@ -23,7 +23,9 @@ def _range(a: int, b: int) -> str:
 def fragment(plan: Plan, backbone: str | None = None) -> dict[str, Any]:
     c, w, m = plan.cluster, plan.workload, plan.mechanisms
     nodes = c.nodes
-    if not m.disaggregated:
+    if not m.disaggregated and plan.rollout_gpus < c.gpus:  # colocated_rollout_gpus: the actor on all
+        placement = {"actor": _range(0, c.gpus - 1), "env,rollout": _range(0, plan.rollout_gpus - 1)}
+    elif not m.disaggregated:
         placement = {"actor,env,rollout": "all" if c.gpus == nodes * c.gpus_per_node else _range(0, c.gpus - 1)}
     else:
         r = plan.rollout_gpus

@@ -378,7 +378,26 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
         warnings.append(f"{ROLLOUT_ASYNC}: the fork's asynchronous runner without algorithm.staleness_threshold: "
                         "costed with staleness 1 (the published runs' assumption)")
     shared = set(actor) == set(rollout)
-    if shared:
+    # the actor on every GPU, env and rollout on some of them (actor: 0-7, env,rollout: 4-7):
+    # RLinf's synchronous runner rolls out on those, then trains on all (embodied_runner.py run)
+    nested = set(actor) > set(rollout)
+    if nested:
+        if staleness is not None or decoupled or streaming or fork.per_env_async or fork.pipeline_async:
+            raise ConfigError("cluster.component_placement.actor",
+                              f"actor on GPUs {_ranges(actor)} spans rollout on {_ranges(rollout)} with an asynchronous "
+                              "or streaming setting: vlaperf models that placement for RLinf's synchronous runner only "
+                              "(rollout on its GPUs, then training on all)")
+        derived, placement_ratio = "colocated", None
+        if mode not in (None, "colocated") or block.get("mode") not in (None, "colocated"):
+            raise ConfigError("--mode" if mode else "vlaperf.mode",
+                              f"must be colocated (or omitted) for actor on GPUs {_ranges(actor)} spanning rollout on "
+                              f"{_ranges(rollout)}: the synchronous runner's phases in turn; got {mode or block.get('mode')}")
+        warnings.append(f"cluster.component_placement: actor on GPUs {_ranges(actor)} spans env and rollout on "
+                        f"{_ranges(rollout)}: costed as colocated with the rollout on {len(rollout)} of the "
+                        f"{len(actor)} GPUs (colocated_rollout_gpus {len(rollout)}): RLinf's synchronous runner "
+                        "(runners/embodied_runner.py run) rolls out on those GPUs, then the actor trains on all "
+                        f"{len(actor)}; the other {len(actor) - len(rollout)} wait during the rollout")
+    elif shared:
         derived, placement_ratio = "colocated", None
     elif not set(actor) & set(rollout):
         derived = ("rollout_async" if decoupled or fork.per_env_async else "train_async") if staleness is not None \
@@ -388,7 +407,9 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
     else:
         raise ConfigError("cluster.component_placement.actor", f"actor on GPUs {_ranges(actor)} partly overlaps rollout "
                                                                f"on {_ranges(rollout)}: vlaperf models all-shared "
-                                                               "(colocated) or disjoint (disaggregated) GPUs")
+                                                               "(colocated), disjoint (disaggregated) or an actor on "
+                                                               "every GPU of the rollout's and more (colocated with "
+                                                               "colocated_rollout_gpus) GPUs")
     want = mode or block.get("mode")
     if want is not None and want not in MODES:
         raise ConfigError("--mode" if mode else "vlaperf.mode", f"must be one of {', '.join(MODES)}; got {want!r}")
@@ -573,6 +594,7 @@ def to_plan(c: Composed, profile_ref: str | None = None, gpu: str | None = None,
         "sharding_strategy": shard,
         "trained_part": trained,
         "enable_offload": offload,
+        **({"colocated_rollout_gpus": len(rollout)} if nested else {}),
         **shape,
     }
     if fork.per_env_async and not MODE_TABLE[want].async_training:
@@ -715,6 +737,10 @@ def _teacher_notes(c: Composed, algo: str, warnings: list[str]) -> None:
                     "(beta starts at dagger.init_beta and decays each iteration); per iteration the relabelled "
                     "trajectories enter a replay buffer and the actor takes update_epoch supervised steps on global "
                     "batches drawn from it (one velocity evaluation and its backward a sample, no denoising chain)")
+    if c.get_bool("algorithm.dagger.online_lerobot.enabled", False):
+        warnings.append("algorithm.dagger.online_lerobot: enabled (not in rlinf 0.3.0, whose DAgger trains from its "
+                        "replay buffer): costed as that, update_epoch global batches a iteration drawn from the kept "
+                        "episodes; writing them as a LeRobot dataset (finalize_interval, the decoded cache) is not costed")
     if not classic:
         warnings.append("algorithm.dagger.only_save_expert: True (HG-DAgger) relabels nothing: one pass per call, "
                         "costed as classic DAgger's 2 - beta (an upper bound on inference)")

@@ -114,7 +114,11 @@ def window_metrics(plan: Plan, rec: Recorder, iteration_done: list[float], warmu
     stage_time = {s: stage_busy[s] / units[s] / measured for s in STAGES}
     resources: dict[str, float]
     if not disaggregated:
-        resources = {"gpu": sum(stage_util[s] for s in GPU_STAGES)}
+        # each GPU runs every phase; with the rollout on some of them (colocated_rollout_gpus),
+        # inference keeps only that share of the GPUs busy
+        share = plan.rollout_gpus / plan.actor_gpus
+        resources = {"gpu": sum(stage_util[s] * (share if s == "inference" else 1.0) for s in GPU_STAGES)
+                     if share != 1 else sum(stage_util[s] for s in GPU_STAGES)}
     else:
         resources = {"rollout_gpu": stage_busy["inference"] / (span * g_r),
                      "actor_gpu": (stage_busy["train"] + stage_busy["optimizer_step"]) / (span * g_a)}

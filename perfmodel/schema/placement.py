@@ -14,6 +14,10 @@ Two strategies (``plan.placement_strategy``):
 - ``split``: each node is divided by the allocation ratio when its GPUs allow it, so every node
   holds env workers and actor ranks alike; otherwise rollout slots are packed first, then the
   actor's.
+
+Colocated with the rollout on fewer GPUs than the actor (``plan.colocated_rollout_gpus``, RLinf's
+``actor: 0-7`` with ``env,rollout: 4-7``): the actor trains on every device, the rollout slots are
+packed (its first devices; which of the node's GPUs they are does not change a cost).
 """
 
 from __future__ import annotations
@@ -87,7 +91,7 @@ class Placement:
         """The part of a node a plan's node of share ``n`` uses: 1 for a whole node; a plan on
         fewer GPUs than a node gets that part of the node's cores and RAM, as smaller cloud
         instances of the same GPU do."""
-        return node_part(n.rollout if self.colocated else n.rollout + n.actor, self.gpus_per_node)
+        return node_part(n.actor if self.colocated else n.rollout + n.actor, self.gpus_per_node)
 
     def slots(self) -> tuple[list[int], list[int]]:
         """Global device indices of the rollout slots and the actor slots (rank order)."""
@@ -154,14 +158,16 @@ def node_shares(gpus: int, gpus_per_node: int, rollout: int, actor: int, ratio: 
     return _run_length([(r_, a_) for _, r_, a_ in split], [c for c, _, _ in split])
 
 
-def packed_shares(gpus: int, gpus_per_node: int, rollout: int) -> tuple[NodeShare, ...]:
-    """Contiguous ranges: devices 0..rollout-1 roll out, the rest train; per node, run-length."""
+def packed_shares(gpus: int, gpus_per_node: int, rollout: int, actor_everywhere: bool = False
+                  ) -> tuple[NodeShare, ...]:
+    """Contiguous ranges: devices 0..rollout-1 roll out, the rest train (or, ``actor_everywhere``,
+    every device trains); per node, run-length."""
     nodes = math.ceil(gpus / gpus_per_node)
     split, counts = [], []
     for i in range(nodes):
         size = min(gpus_per_node, gpus - i * gpus_per_node)
         r = min(size, max(0, rollout - i * gpus_per_node))
-        split.append((r, size - r))
+        split.append((r, size if actor_everywhere else size - r))
         counts.append(1)
     return _run_length(split, counts)
 
@@ -170,13 +176,16 @@ def placement_of(gpus: int, gpus_per_node: int, cpu_cores_per_node: int, actor_c
                  rollout_gpus: int, actor_gpus: int, colocated: bool, ratio: tuple[int, int] | None,
                  total_num_envs: int, pipeline_stage_num: int, dynamic_batching: bool,
                  strategy: str = "packed") -> Placement:
-    if colocated or strategy == "split":
+    if colocated and rollout_gpus < gpus:
+        shares = packed_shares(gpus, gpus_per_node, rollout_gpus, actor_everywhere=True)
+    elif colocated or strategy == "split":
         shares = node_shares(gpus, gpus_per_node, rollout_gpus, actor_gpus, None if colocated else ratio)
     else:
         shares = packed_shares(gpus, gpus_per_node, rollout_gpus)
     if colocated:
-        # The actor never runs during rollout, so the env workers share the whole node.
-        cores = cpu_cores_per_node / gpus_per_node
+        # The actor never runs during rollout, so the env workers share the (used part of the) node.
+        cores = cpu_cores_per_node / gpus_per_node if rollout_gpus == gpus else min(
+            cpu_cores_per_node * node_part(n.actor, gpus_per_node) / n.rollout for n in shares if n.rollout)
     else:
         # Workers on different nodes may get different shares; all are given the smallest, the
         # one that paces the rollout. A node used only in part (a plan smaller than a node) has

@@ -331,6 +331,11 @@ class Plan:
     # rollout_async and streamer, lockstep otherwise); per_env_async adds dynamic batching to a
     # synchronous mode (the RL-VLA3 fork's col_as configs).
     rollout: str | None = None
+    # Colocated only: how many of the GPUs also roll out (env worker and generator), the actor
+    # training on all of them; None: every GPU. RLinf's synchronous runner with a placement such
+    # as ``actor: 0-7`` and ``env,rollout: 4-7`` (libero_spatial_dagger_openpi_lerobot.yaml):
+    # the rollout runs on its GPUs, then the actor trains on all (embodied_runner.py run).
+    colocated_rollout_gpus: int | None = None
 
     @property
     def rollout_kind(self) -> str:
@@ -360,7 +365,7 @@ class Plan:
     @cached_property  # read on every simulated step (costs): parsed once
     def split(self) -> tuple[int, int]:
         if not self.mechanisms.disaggregated:
-            return self.cluster.gpus, self.cluster.gpus
+            return self.colocated_rollout_gpus or self.cluster.gpus, self.cluster.gpus
         return parse_ratio(self.allocation_ratio or "", self.cluster.gpus, "plan.allocation_ratio")
 
     @property
@@ -417,6 +422,12 @@ class Plan:
                                   f"on the same GPUs) is for colocated and {shared}")
             parse_ratio(self.allocation_ratio, self.cluster.gpus, f"{path}.allocation_ratio")
         check_int(f"{path}.pipeline_stage_num", self.pipeline_stage_num, min=1, max=MAX_PIPELINE_STAGES)
+        if self.colocated_rollout_gpus is not None:
+            if self.mode != "colocated":
+                raise ConfigError(f"{path}.colocated_rollout_gpus",
+                                  f"must be omitted (null) for {self.mode}: it is colocated's (the actor on every GPU, "
+                                  "the rollout on that many of them); a rollout:actor split is allocation_ratio")
+            check_int(f"{path}.colocated_rollout_gpus", self.colocated_rollout_gpus, min=1, max=self.cluster.gpus)
         w = self.workload
         g_r = self.rollout_gpus
         if w.total_num_envs % g_r:
@@ -521,6 +532,8 @@ class Plan:
             enable_offload=f.bool("enable_offload", False),
             version_granularity=f.str("version_granularity", "iteration", choices=VERSION_GRANULARITIES),
             rollout=f.str("rollout", None, choices=ROLLOUTS) if f.any("rollout", None) is not None else None,
+            colocated_rollout_gpus=(f.int("colocated_rollout_gpus", min=1)
+                                    if f.any("colocated_rollout_gpus", None) is not None else None),
             **shape,
         )
         f.done()
@@ -557,7 +570,8 @@ class Plan:
             "enable_offload": d["enable_offload"],
             # only when not the default, so plans written before the field read back the same
             **({"version_granularity": d["version_granularity"]} if d["version_granularity"] != "iteration" else {}),
-            **{k: d[k] for k in ("denoising_steps", "action_horizon", "rollout") if d[k] is not None},
+            **{k: d[k] for k in ("denoising_steps", "action_horizon", "rollout", "colocated_rollout_gpus")
+               if d[k] is not None},
             "profile": d["profile"],
             "workload": d["workload"],
             "cluster": d["cluster"],
