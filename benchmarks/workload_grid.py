@@ -44,6 +44,10 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "workload_grid.json"
 PROFILE = ROOT / "benchmarks" / "results" / "workload_grid_profile.json"
 QUIET_LOAD = 0.5  # the issue's quiet machine: 1-minute load average below this before a run
+# A steady host: the probe run again just after a point measured CPU seconds per env step within
+# this fraction of the probe's before it. A prediction made before the run cannot follow a host
+# that moved more while the point ran; the summary reports those points apart, never drops them.
+STEADY_DRIFT = 0.10
 # What the smoke points add to executor run: the scenes without cameras or settle steps (the
 # mechanics, at a fraction of the env cost: tests/quick_envs.py).
 QUICK = ["--soft-reset", "--settle-steps", "0", "--no-render"]
@@ -235,7 +239,21 @@ def summary(rows: list[dict]) -> dict:
             "max_abs_error_at_run_env_costs_pct": max((abs(r["diagnosis_at_measured_env_costs_pct"]) for r in ok
                                                        if r.get("diagnosis_at_measured_env_costs_pct") is not None),
                                                       default=None),
-            "slope": slope_interval([r["envs_per_core"] for r in ok], errs)}
+            "slope": slope_interval([r["envs_per_core"] for r in ok], errs),
+            **_steady_host(ok)}
+
+
+def _steady_host(ok: list[dict]) -> dict:
+    """The points whose host kept its speed while they ran (``STEADY_DRIFT``), where the grid
+    measured the drift at all."""
+    if not any(r.get("host_drift_env_step") for r in ok):
+        return {}
+    steady = [r["error_pct"] for r in ok if r.get("host_drift_env_step")
+              and abs(r["host_drift_env_step"] - 1) <= STEADY_DRIFT]
+    return {"steady_host": {"drift_within": STEADY_DRIFT, "points": len(steady),
+                            "within_10pct": sum(abs(e) <= 10 for e in steady),
+                            "median_abs_error_pct": statistics.median(abs(e) for e in steady) if steady else None,
+                            "max_abs_error_pct": max((abs(e) for e in steady), default=None)}}
 
 
 def table(doc: dict) -> str:
@@ -295,7 +313,16 @@ def markdown_summary(doc: dict) -> str:
             f"{s['median_abs_unscaled_error_pct']:.1f} %. At the runs' own env costs: median |error| "
             f"{s['median_abs_error_at_run_env_costs_pct']:.1f} %, max {s['max_abs_error_at_run_env_costs_pct']:.1f} %."
             + (f" Slope of the error against envs per core: {sl['slope_pct_per_env_per_core']:+.1f} % per env per "
-               f"core (90 % interval {sl['low']:+.1f} to {sl['high']:+.1f})." if sl else ""))
+               f"core (90 % interval {sl['low']:+.1f} to {sl['high']:+.1f})." if sl else "")
+            + (_steady_sentence(s["steady_host"]) if "steady_host" in s else ""))
+
+
+def _steady_sentence(st: dict) -> str:
+    if not st["points"]:
+        return f" No point kept the host's speed within {100 * st['drift_within']:.0f} % while it ran."
+    return (f" Where the host kept its speed within {100 * st['drift_within']:.0f} % while the point ran (host "
+            f"drift): {st['points']} point{'s' if st['points'] != 1 else ''}, {st['within_10pct']} within 10 %, median |error| "
+            f"{st['median_abs_error_pct']:.1f} %, max {st['max_abs_error_pct']:.1f} %.")
 
 
 def figure(doc: dict, path: Path) -> None:

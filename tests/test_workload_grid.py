@@ -124,3 +124,21 @@ def test_validation_doc_shows_the_layout_probes_grid_with_its_drift():
     assert ok and all(r["quiet"] and r.get("host_drift_env_step") for r in ok)
     assert {r["mode"] for r in ok} >= {"colocated", "train_async", "rollout_async"}
     assert max(abs(r["host_drift_env_step"] - 1) for r in ok) > 0.15  # what the doc says: a fifth or more
+
+
+def test_validation_doc_shows_the_full_grid_on_the_current_host():
+    """The whole grid (13 points, three modes) in one quiet sitting on the current host, its
+    profile measured there first: shown as stored, table and summary; every point keeps its load
+    before and its host drift, and the summary's steady-host figures are the points' own."""
+    doc = json.loads((ROOT / "benchmarks" / "results" / "workload_grid_current_host.json").read_text())
+    text = (ROOT / "docs" / "validation.md").read_text()
+    assert grid.markdown_table(doc) in text and grid.markdown_summary(doc) in text
+    assert doc["summary"] == grid.summary(doc["points"])
+    ok = [r for r in doc["points"] if r.get("status") == "ok"]
+    assert len(ok) >= 12 and {r["mode"] for r in ok} == {"colocated", "train_async", "rollout_async"}
+    assert {r["axes"]["chunk"] for r in ok} == {5, 10}
+    assert min(r["envs_per_core"] for r in ok) < 1 and max(r["envs_per_core"] for r in ok) >= 4
+    assert all(r.get("host_drift_env_step") and "loadavg_1min_before" in r for r in ok)
+    steady = [r for r in ok if abs(r["host_drift_env_step"] - 1) <= grid.STEADY_DRIFT]
+    assert doc["summary"]["steady_host"]["points"] == len(steady)
+    assert doc["profile"]["measured_here"] and (ROOT / doc["profile"]["path"]).is_file()
