@@ -940,3 +940,10 @@ def test_the_lerobot_dagger_config_predicts_on_its_own_placement() -> None:
     out = json.loads(r.stdout)
     assert (out["rollout_gpus"], out["actor_gpus"], out["gpus"]) == (4, 8, 8)
     assert out["throughput_env_steps_per_s"] <= out["bound_env_steps_per_s"] * (1 + 1e-9)
+    # on another cluster size the rollout keeps its share of the GPUs, as the envs keep theirs
+    cfg = str(REFERENCE / "libero_spatial_dagger_openpi_lerobot.yaml")
+    r = run_cli("predict", "--rlinf-config", cfg, "--gpus", "16", "--json", "--no-interval")
+    assert r.returncode == 0, r.stderr
+    assert (json.loads(r.stdout)["rollout_gpus"], json.loads(r.stdout)["total_num_envs"]) == (8, 16)
+    r = run_cli("predict", "--rlinf-config", cfg, "--gpus", "3")
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith("error: --gpus: the config's rollout on 4")

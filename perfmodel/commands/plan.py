@@ -194,19 +194,10 @@ def as_written(spec: Any, profile: Any, config: Plan, gpus: int) -> dict[str, An
                   config.pipeline_stage_num, config.b_max if m.dynamic_batching else None,
                   config.t_max_s if m.dynamic_batching else DEFAULT_T_MAX_S, None, None,
                   config.max_staleness if m.async_training else None,
-                  _scaled_rollout_gpus(config, gpus))
+                  config.colocated_rollout_on(gpus))
     own = replace(spec, scale_global_batch=False, intervals=False, max_staleness=None, envs_per_gpu=(None,),
                   micro_batch_sizes=(None,), staleness=(None,), gpus=(gpus,))
     return evaluate(own, profile, combo)
-
-
-def _scaled_rollout_gpus(config: Plan, gpus: int) -> int | float | None:
-    """The config's ``colocated_rollout_gpus`` on ``gpus`` GPUs, in the same share (a share that
-    does not divide them stays a fraction, which the plan's check refuses, naming the field)."""
-    if config.colocated_rollout_gpus is None:
-        return None
-    share = config.colocated_rollout_gpus * gpus / config.cluster.gpus
-    return int(share) if share.is_integer() else share
 
 
 def config_gains(best: dict[str, Any], rows: list[dict[str, Any]], config: Plan,

@@ -75,6 +75,12 @@ def _resolve_plan(mode: str | None, gpus: int | None, backbone: str | None, rati
                                 f"scale to {gpus} GPUs at the same envs per GPU")
             changes["cluster"] = base.cluster.__class__(**{**base.cluster.__dict__, "gpus": gpus})
             changes["workload"] = base.workload.__class__(**{**base.workload.__dict__, "total_num_envs": int(envs)})
+            if base.colocated_rollout_gpus is not None:  # the config's rollout share of the GPUs, as its envs
+                share = base.colocated_rollout_on(gpus)
+                if not isinstance(share, int):
+                    fail("--gpus", f"the config's rollout on {base.colocated_rollout_gpus} of its {base.cluster.gpus} "
+                                   f"GPUs does not scale to {gpus} GPUs at the same share")
+                changes["colocated_rollout_gpus"] = share
         if ratio is not None:
             if not MODE_TABLE[base.mode].disaggregated:
                 fail("--ratio", "must not be given for colocated: every GPU runs every phase")

@@ -337,6 +337,15 @@ class Plan:
     # the rollout runs on its GPUs, then the actor trains on all (embodied_runner.py run).
     colocated_rollout_gpus: int | None = None
 
+    def colocated_rollout_on(self, gpus: int) -> int | float | None:
+        """``colocated_rollout_gpus`` on ``gpus`` GPUs in the same share, as a config's placement
+        scales with its envs per GPU (``predict --gpus``, ``plan``'s config as written); a share
+        that does not divide them stays a fraction, which ``check`` refuses, naming the field."""
+        if self.colocated_rollout_gpus is None:
+            return None
+        share = self.colocated_rollout_gpus * gpus / self.cluster.gpus
+        return int(share) if share.is_integer() else share
+
     @property
     def rollout_kind(self) -> str:
         """The rollout this plan runs: ``plan.rollout``, or the mode's own."""
