@@ -66,9 +66,12 @@ def read_config(path: Path, source: str, embodied: Path | None = None) -> Row:
             why = e.message.replace(str(path.parent) + "/", "").replace(str(path.parent), ".")
             return Row(source, path.name, None, f"`{e.field}`: {why}")
     p, m = im.plan, im.plan.mechanisms
-    where = ("shared GPUs" if p.rollout_gpus == p.actor_gpus else
-             f"rollout on {p.rollout_gpus} of the {p.actor_gpus} GPUs") if not m.disaggregated \
-        else f"rollout:actor {p.allocation_ratio}"
+    if m.disaggregated:
+        where = f"rollout:actor {p.allocation_ratio}"
+    elif p.rollout_gpus < p.actor_gpus:  # colocated_rollout_gpus
+        where = f"rollout on {p.rollout_gpus} of the {p.actor_gpus} GPUs"
+    else:
+        where = "shared GPUs"
     parts = [f"{p.mode} ({where})", f"rollout {p.rollout_kind}"]
     if m.async_training:
         parts.append(f"staleness {p.max_staleness}")

@@ -115,10 +115,9 @@ def window_metrics(plan: Plan, rec: Recorder, iteration_done: list[float], warmu
     resources: dict[str, float]
     if not disaggregated:
         # each GPU runs every phase; with the rollout on some of them (colocated_rollout_gpus),
-        # inference keeps only that share of the GPUs busy
+        # inference keeps only that share of the GPUs busy (1 otherwise: x * 1.0 is x exactly)
         share = plan.rollout_gpus / plan.actor_gpus
-        resources = {"gpu": sum(stage_util[s] * (share if s == "inference" else 1.0) for s in GPU_STAGES)
-                     if share != 1 else sum(stage_util[s] for s in GPU_STAGES)}
+        resources = {"gpu": sum(stage_util[s] * (share if s == "inference" else 1.0) for s in GPU_STAGES)}
     else:
         resources = {"rollout_gpu": stage_busy["inference"] / (span * g_r),
                      "actor_gpu": (stage_busy["train"] + stage_busy["optimizer_step"]) / (span * g_a)}
