@@ -344,16 +344,36 @@ def figure(doc: dict, path: Path) -> None:
     path.write_text(fig.to_html(include_plotlyjs="cdn", full_html=True))
 
 
-def measure_profile(path: Path, env_counts: str) -> dict:
-    """``executor profile`` of the stand-in pi0.5 on this host, before the grid."""
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def measure_profile(path: Path, env_counts: str, run_share: str) -> dict:
+    """``executor profile`` of the stand-in pi0.5 on this host, before the grid (with the env CPU
+    share of ``run_share``'s modes, ``none`` for none)."""
     load = os.getloadavg()[0]
     cmd = [sys.executable, "-m", "executor.cli", "profile", "--backbone", "pi05", "--scale", "tiny",
-           "--env-counts", env_counts, "--out", str(path), "--no-progress"]
+           "--env-counts", env_counts, "--run-share", run_share, "--out", str(path), "--no-progress"]
     t0 = time.time()
     subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True, text=True)
-    return {"path": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
-            "measured_here": True, "env_counts": env_counts, "loadavg_1min_before": load,
-            "loadavg_1min_after": os.getloadavg()[0], "wall_s": time.time() - t0}
+    return {"path": _shown(path), "measured_here": True, "env_counts": env_counts, "run_share": run_share,
+            "loadavg_1min_before": load, "loadavg_1min_after": os.getloadavg()[0], "wall_s": time.time() - t0}
+
+
+def add_run_share(entry: dict, run_share: str) -> dict:
+    """The grid's profile entry once ``executor profile --run-share --base-profile`` has added the
+    env CPU share of ``run_share``'s modes to its profile (a new file beside it; the points already
+    run keep, in their command, the profile they were predicted from)."""
+    base = Path(entry["path"]) if Path(entry["path"]).is_absolute() else ROOT / entry["path"]
+    out = base.with_name(base.stem + "_run_share.json")
+    load = os.getloadavg()[0]
+    cmd = [sys.executable, "-m", "executor.cli", "profile", "--run-share", run_share, "--base-profile", str(base),
+           "--out", str(out), "--no-progress"]
+    t0 = time.time()
+    subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True, text=True)
+    return {**entry, "path": _shown(out), "base_path": _shown(base), "run_share": run_share,
+            "run_share_added": {"loadavg_1min_before": load, "loadavg_1min_after": os.getloadavg()[0],
+                                "wall_s": time.time() - t0}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -364,6 +384,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default=None, help="profile to predict with (default: measure one here first)")
     # up to 8 envs on the 2 cores: the grid's 4 envs per core measured, not the nearest density
     ap.add_argument("--env-counts", default="1,2,4,8", help="envs per worker the profile measures")
+    # the asynchronous modes: their generator and trainer run on the env cores while the envs step
+    # (colocated's take turns with them, lock-step)
+    ap.add_argument("--run-share", default="none",
+                    help="modes whose env CPU share the profile measures (executor profile --run-share); with a "
+                         "profile already in --out (--resume), added to it")
     ap.add_argument("--points", default=None, help="comma list of point names (default: all)")
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--runs", default=str(ROOT / "runs" / "workload_grid"))
@@ -408,7 +433,13 @@ def main(argv: list[str] | None = None) -> int:
     elif not doc.get("profile"):
         wait_quiet(a.wait_quiet)
         print(f"measuring the profile here first (load {os.getloadavg()[0]:.2f}) ...", flush=True)
-        doc["profile"] = measure_profile(PROFILE, a.env_counts)
+        doc["profile"] = measure_profile(PROFILE, a.env_counts, a.run_share)
+        write_json_atomic(out, doc)
+    if a.run_share != "none" and doc["profile"].get("run_share", "none") != a.run_share:
+        wait_quiet(a.wait_quiet)
+        print(f"adding the run share of {a.run_share} to {doc['profile']['path']} (load {os.getloadavg()[0]:.2f}) ...",
+              flush=True)
+        doc["profile"] = add_run_share(doc["profile"], a.run_share)
         write_json_atomic(out, doc)
     profile = doc["profile"]["path"]
     doc.update(source="python benchmarks/workload_grid.py" + (" --smoke" if a.smoke else ""),

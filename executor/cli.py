@@ -31,13 +31,16 @@ def _sizes(field: str, text: str, kind=int) -> tuple:
 
 # executor profile's options that one kind of measurement uses: given to the other kind, an
 # option would be silently unused (--comm --backbone pi05 measures no backbone).
-COMM_ONLY = ("comm_ranks", "comm_mb", "base_profile", "address")
+COMM_ONLY = ("comm_ranks", "comm_mb", "address")
 MAX_SETTLE_STEPS = 1000  # a bound on a typo (LIBERO's is 15; an episode is at most a few hundred steps)
-COMM_USES = COMM_ONLY + ("comm", "out", "device", "repeats", "verbose", "no_progress")
+COMM_USES = COMM_ONLY + ("comm", "base_profile", "out", "device", "repeats", "verbose", "no_progress")
+# --run-share with --base-profile measures the run shares alone, on the base profile's envs and policy
+SHARE_ONLY_USES = ("base_profile", "run_share", "out", "device", "verbose", "no_progress")
 
 
-def _check_profile_kind(comm: bool) -> None:
-    """Refuse an option given for the other kind of ``executor profile`` (see COMM_ONLY)."""
+def _check_profile_kind(comm: bool, share_only: bool) -> None:
+    """Refuse an option given for another kind of ``executor profile`` (see COMM_ONLY and
+    SHARE_ONLY_USES)."""
     from click.core import ParameterSource
 
     ctx = click.get_current_context()
@@ -47,8 +50,13 @@ def _check_profile_kind(comm: bool) -> None:
         option = max(param.opts, key=len)
         if comm and param.name not in COMM_USES:
             raise ConfigError(option, "is not for --comm (it measures collectives, no backbone or env); leave it out")
+        if share_only and param.name not in SHARE_ONLY_USES:
+            raise ConfigError(option, "is not for --run-share with --base-profile (it measures the run shares alone, "
+                                      "on the base profile's backbone and envs); leave it out")
         if not comm and param.name in COMM_ONLY:
             raise ConfigError(option, "only with --comm (collectives)")
+    if not comm and not share_only and ctx.get_parameter_source("base_profile") not in (None, ParameterSource.DEFAULT):
+        raise ConfigError("--base-profile", "only with --comm (collectives) or --run-share (env CPU shares added to it)")
 
 
 def _positive(field: str, v: int) -> int:
@@ -90,13 +98,15 @@ def cli() -> None:
                    "full (default: what RLinf trains: action_expert; full for openvla_oft)")
 @click.option("--run-share", default="none", show_default=True,
               help="modes (comma list, or all) whose env CPU share a short run on this host measures "
-                   "(Costs.env_cpu_share): what the driver, Ray and the actors take from the env cores")
+                   "(Costs.env_cpu_share): what the driver, Ray and the actors take from the env cores; with "
+                   "--base-profile, measured alone and added to that profile")
 @click.option("--comm", is_flag=True,
               help="measure collectives (all-reduce, all-gather, broadcast) over torch.distributed instead")
 @click.option("--comm-ranks", default="2,4", show_default=True, help="--comm: rank counts")
 @click.option("--comm-mb", default="0.25,1,4,16", show_default=True, help="--comm: message sizes (MB)")
 @click.option("--base-profile", default=None,
-              help="--comm: write this profile with the table in extra.collectives (else a standalone table)")
+              help="--comm: write this profile with the table in extra.collectives (else a standalone table); "
+                   "--run-share: write this measured profile with the run shares added, measuring nothing else")
 @click.option("--address", default=None, help="--comm: spread the ranks over this Ray cluster's nodes")
 @click.option("--verbose", is_flag=True, help="let Ray's own messages through to stderr")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
@@ -109,11 +119,15 @@ def profile(backbone, scale, device, suite, task_id, out, image_size, env_counts
     from executor.profiling.run import command_line, run_profile
     from executor.profiling.runshare import parse_modes
 
-    _check_profile_kind(comm)
+    share_only = not comm and base_profile is not None and bool(parse_modes(run_share))
+    _check_profile_kind(comm, share_only)
     check_outputs_apart({"--env-profile": env_profile, "--base-profile": base_profile}, {"--out": out})
     check_writable("--out", out)  # before measuring for minutes, not after
     if comm:
         _profile_comm(out, device, comm_ranks, comm_mb, repeats, base_profile, address, verbose, no_progress)
+        return
+    if share_only:
+        _profile_run_share(base_profile, parse_modes(run_share), out, device, no_progress)
         return
     if backbone is None:
         raise ConfigError("backbone", "missing: --backbone pi05, gr00t_n15, pi0, openvla_oft or gr00t_n16 (or --comm)")
@@ -142,6 +156,16 @@ def profile(backbone, scale, device, suite, task_id, out, image_size, env_counts
                f"{c.env_core_efficiency:.2f}, reset {c.env_reset_s:.2f} s, {c.env_memory_gb:.2f} GB/env; "
                f"infer(1) {c.infer_s(1) * 1e3:.1f} ms, train(1) {c.train_micro_batch_s(1) * 1e3:.1f} ms, "
                f"optimizer {c.optimizer_step_s * 1e3:.1f} ms, sync {p.node['intra_node_bw_GBps']:.2f} GB/s")
+
+
+def _profile_run_share(base_profile, modes, out, device, no_progress) -> None:
+    from executor.profiling.run import add_run_share, command_line
+    from perfmodel.schema.profile import load_profile
+
+    base = load_profile(base_profile, "--base-profile")
+    p = add_run_share(base, modes, out, device, command_line(sys.argv[1:]), progress=not no_progress)
+    shares = ", ".join(f"{m} {s['env_step']:.2f}/{s['env_reset']:.2f}" for m, s in p.costs.env_cpu_share.items())
+    click.echo(f"wrote {out}: {base_profile} with the env CPU share (step/reset) measured here: {shares}")
 
 
 def _profile_comm(out, device, ranks, sizes, repeats, base_profile, address, verbose, no_progress) -> None:

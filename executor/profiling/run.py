@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 
 
 from perfmodel.backbones import get_backbone, train_state_bytes
+from perfmodel.schema.errors import ConfigError
 from perfmodel.schema.hardware import accelerator_of_device
 from perfmodel.schema.plan import PUBLISHED_GPUS, PUBLISHED_WORKLOAD, Workload
 from perfmodel.schema.profile import Costs, Curve, EnvDensityCurve, Profile, Variability
@@ -200,6 +201,44 @@ def with_run_share(profile: Profile, cfg: ProfileConfig, workload: dict, slots: 
                                       "over the wall seconds x cores the plan gives them (the rest went to the "
                                       "driver, Ray and the actors); modes not measured: 1.0"},
         extra={**profile.extra, "run_share": {m: g["raw"] for m, g in got.items()}})
+
+
+def add_run_share(base: Profile, modes: tuple[str, ...], out: str, device: str, command: str,
+                  progress: bool) -> Profile:
+    """``executor profile --run-share MODES --base-profile P``: ``base`` (a profile this executor
+    measured) with ``Costs.env_cpu_share`` of ``modes`` measured on this host, every other cost kept
+    as measured; the runs use ``base``'s own backbone, scale, suite and image size, its default
+    workload on its device slots. Written to ``out`` (atomically), the provenance saying when and how."""
+    from dataclasses import replace
+
+    prov = base.provenance
+    if prov.get("kind") != "measured":
+        raise ConfigError("base-profile", f"with --run-share it must be a profile executor profile measured "
+                                          f"(provenance.kind measured), got {prov.get('kind')!r}: the envs' share "
+                                          "of this host's cores says nothing of costs measured elsewhere")
+    from executor.policies import resolve_device
+    from executor.profiling.host import cpu_model
+
+    device = str(resolve_device(device))  # as the base profile recorded it (cpu, cuda:0)
+    hw = prov.get("hardware") or {}
+    if hw.get("cpu_model") != cpu_model() or hw.get("cpu_cores") != os.cpu_count() or hw.get("device") != device:
+        raise ConfigError("base-profile", "with --run-share it must be measured on this host and device (its "
+                                          f"{hw.get('cpu_model')!r}, {hw.get('cpu_cores')} cores, {hw.get('device')}; "
+                                          f"here {cpu_model()!r}, {os.cpu_count()} cores, {device}): the share is "
+                                          "of this host's cores")
+    cfg = ProfileConfig(backbone=base.backbone, scale=prov.get("scale", "tiny"), out=out, device=device,
+                        suite=prov.get("suite", "libero_spatial"), task_id=int(prov.get("task_id", 0)),
+                        image_size=int(prov.get("image_size", 128)), run_share=modes, command=command)
+    cfg.check()
+    load = os.getloadavg()[0]
+    profile = with_run_share(base, cfg, dict(base.default_workload), int(base.node["gpus_per_node"]),
+                             float(base.node["node_ram_gb"]), progress)
+    profile = replace(profile, provenance={**prov, "run_share_added": {
+        "method": command, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "modes": list(modes), "loadavg_before_after": [round(load, 2), round(os.getloadavg()[0], 2)]}})
+    Profile.from_dict(profile.to_dict())
+    profile.save(out)
+    return profile
 
 
 def measured_part(params: dict[str, int]) -> dict[str, float]:
