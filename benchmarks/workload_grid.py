@@ -393,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--runs", default=str(ROOT / "runs" / "workload_grid"))
     ap.add_argument("--resume", action="store_true", help="keep the points already in --out and run the others")
+    ap.add_argument("--rerun", action="store_true",
+                    help="with --resume: run --points again even where --out has them (their rows replaced)")
     ap.add_argument("--iterations", type=int, default=None)
     ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
                     help=f"before the profile and each point, wait up to S seconds for load < {QUIET_LOAD}")
@@ -400,6 +402,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="print --out's table (its summary recomputed and written back) and run nothing")
     ap.add_argument("--figure", default=None, help="with --summary: also write the figure (HTML) here")
     a = ap.parse_args(argv)
+    if a.rerun and not (a.resume and a.points):
+        print("error: --rerun: only with --resume and --points (the points to run again)", file=sys.stderr)
+        return 2
     out = Path(a.out)
     if a.summary:
         doc = json.loads(out.read_text())
@@ -446,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
                cpu_count=os.cpu_count(), quiet_load_below=QUIET_LOAD)
     iterations = a.iterations or (2 if a.smoke else 3)
     extra = QUICK if a.smoke else []
-    done = {r["name"] for r in doc["points"] if r.get("status") == "ok"}
+    done = set() if a.rerun else {r["name"] for r in doc["points"] if r.get("status") == "ok"}
     for p in points:
         if p.name in done:
             continue
