@@ -166,6 +166,40 @@ def run_point(p: Point, profile: str, runs: Path, iterations: int, warmup: int, 
             **probe_against_run(rec), **probe_after(plan, profile, rec)}
 
 
+def steady(row: dict) -> bool:
+    """The host kept its speed while the point ran (``STEADY_DRIFT``; a row without the drift
+    measured counts as steady: nothing says otherwise)."""
+    drift = row.get("host_drift_env_step")
+    return drift is None or abs(drift - 1) <= STEADY_DRIFT
+
+
+ATTEMPT_FIELDS = ("date", "predicted_env_steps_per_s", "measured_env_steps_per_s", "error_pct", "host_drift_env_step",
+                  "loadavg_1min_before", "command")
+
+
+def attempt_of(row: dict) -> list[dict]:
+    """A row as the earlier attempts of the point's next one: its own and those it kept."""
+    return [*row.get("earlier_attempts", []), {k: row.get(k) for k in ATTEMPT_FIELDS}]
+
+
+def run_until_steady(p: Point, profile: str, runs: Path, iterations: int, warmup: int, extra: list[str],
+                     attempts: int, wait_quiet_s: float, earlier: list[dict] | None = None) -> dict:
+    """``run_point`` again, up to ``attempts`` times in all (``earlier`` ones included), while the
+    host's speed moved more than ``STEADY_DRIFT`` during the point (the probe after the run against
+    the one before it): a criterion on the host, never on the error. The row is the last attempt;
+    every earlier one is kept in its ``earlier_attempts`` (prediction, measurement, error, drift, date)."""
+    earlier = list(earlier or [])
+    while True:
+        row = run_point(p, profile, runs, iterations, warmup, extra)
+        if row.get("status") != "ok" or steady(row) or len(earlier) + 1 >= attempts:
+            break
+        earlier = [*earlier, *attempt_of(row)]
+        print(f"  host drift {row['host_drift_env_step']:.2f} (error {row['error_pct']:+.1f} %): measuring again",
+              flush=True)
+        wait_quiet(wait_quiet_s)
+    return {**row, "earlier_attempts": earlier} if earlier else row
+
+
 def probe_after(plan: dict, profile: str, rec: dict) -> dict:
     """The run's host probe once more, just after the run, with the run's options: how far this
     host's speed moved while the point ran (other tenants of the physical machine; one earlier grid
@@ -240,7 +274,16 @@ def summary(rows: list[dict]) -> dict:
                                                        if r.get("diagnosis_at_measured_env_costs_pct") is not None),
                                                       default=None),
             "slope": slope_interval([r["envs_per_core"] for r in ok], errs),
-            **_steady_host(ok)}
+            **_steady_host(ok), **_remeasured(ok)}
+
+
+def _remeasured(ok: list[dict]) -> dict:
+    """The points measured again because the host drifted (run_until_steady), and the attempts
+    that were set aside, where any was."""
+    again = [r for r in ok if r.get("earlier_attempts")]
+    if not again:
+        return {}
+    return {"remeasured": {"points": len(again), "earlier_attempts": sum(len(r["earlier_attempts"]) for r in again)}}
 
 
 def _steady_host(ok: list[dict]) -> dict:
@@ -248,12 +291,12 @@ def _steady_host(ok: list[dict]) -> dict:
     measured the drift at all."""
     if not any(r.get("host_drift_env_step") for r in ok):
         return {}
-    steady = [r["error_pct"] for r in ok if r.get("host_drift_env_step")
-              and abs(r["host_drift_env_step"] - 1) <= STEADY_DRIFT]
-    return {"steady_host": {"drift_within": STEADY_DRIFT, "points": len(steady),
-                            "within_10pct": sum(abs(e) <= 10 for e in steady),
-                            "median_abs_error_pct": statistics.median(abs(e) for e in steady) if steady else None,
-                            "max_abs_error_pct": max((abs(e) for e in steady), default=None)}}
+    steady_errors = [r["error_pct"] for r in ok if r.get("host_drift_env_step") and steady(r)]
+    return {"steady_host": {"drift_within": STEADY_DRIFT, "points": len(steady_errors),
+                            "within_10pct": sum(abs(e) <= 10 for e in steady_errors),
+                            "median_abs_error_pct": (statistics.median(abs(e) for e in steady_errors)
+                                                     if steady_errors else None),
+                            "max_abs_error_pct": max((abs(e) for e in steady_errors), default=None)}}
 
 
 def table(doc: dict) -> str:
@@ -314,7 +357,11 @@ def markdown_summary(doc: dict) -> str:
             f"{s['median_abs_error_at_run_env_costs_pct']:.1f} %, max {s['max_abs_error_at_run_env_costs_pct']:.1f} %."
             + (f" Slope of the error against envs per core: {sl['slope_pct_per_env_per_core']:+.1f} % per env per "
                f"core (90 % interval {sl['low']:+.1f} to {sl['high']:+.1f})." if sl else "")
-            + (_steady_sentence(s["steady_host"]) if "steady_host" in s else ""))
+            + (_steady_sentence(s["steady_host"]) if "steady_host" in s else "")
+            + (f" {s['remeasured']['points']} point{'s were' if s['remeasured']['points'] != 1 else ' was'} measured "
+               f"again after the host drifted more than {100 * STEADY_DRIFT:.0f} % while it ran "
+               f"({s['remeasured']['earlier_attempts']} earlier attempt"
+               f"{'s' if s['remeasured']['earlier_attempts'] != 1 else ''}, kept in the rows)." if "remeasured" in s else ""))
 
 
 def _steady_sentence(st: dict) -> str:
@@ -395,6 +442,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume", action="store_true", help="keep the points already in --out and run the others")
     ap.add_argument("--rerun", action="store_true",
                     help="with --resume: run --points again even where --out has them (their rows replaced)")
+    ap.add_argument("--steady-attempts", type=int, default=1, metavar="N",
+                    help=f"run a point up to N times while its host drifts more than {STEADY_DRIFT:.0%} during it "
+                         "(host_drift_env_step); the row is the last attempt, the earlier ones kept in it")
+    ap.add_argument("--remeasure-drifted", action="store_true",
+                    help="with --resume: run again the points of --out whose host drifted (their rows kept as "
+                         "earlier attempts), up to --steady-attempts in all")
     ap.add_argument("--iterations", type=int, default=None)
     ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
                     help=f"before the profile and each point, wait up to S seconds for load < {QUIET_LOAD}")
@@ -402,6 +455,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="print --out's table (its summary recomputed and written back) and run nothing")
     ap.add_argument("--figure", default=None, help="with --summary: also write the figure (HTML) here")
     a = ap.parse_args(argv)
+    if a.steady_attempts < 1:
+        print(f"error: --steady-attempts: must be an integer >= 1, got {a.steady_attempts}", file=sys.stderr)
+        return 2
+    if a.remeasure_drifted and not a.resume:
+        print("error: --remeasure-drifted: only with --resume (the grid whose drifted points to run again)",
+              file=sys.stderr)
+        return 2
     if a.rerun and not (a.resume and a.points):
         print("error: --rerun: only with --resume and --points (the points to run again)", file=sys.stderr)
         return 2
@@ -452,12 +512,19 @@ def main(argv: list[str] | None = None) -> int:
     iterations = a.iterations or (2 if a.smoke else 3)
     extra = QUICK if a.smoke else []
     done = set() if a.rerun else {r["name"] for r in doc["points"] if r.get("status") == "ok"}
+    prior: dict[str, list[dict]] = {}
+    if a.remeasure_drifted:
+        drifted = {r["name"]: r for r in doc["points"] if r.get("status") == "ok" and not steady(r)}
+        prior = {n: attempt_of(r) for n, r in drifted.items() if len(attempt_of(r)) < a.steady_attempts}
+        done -= set(prior)
+        points = tuple(p for p in points if p.name in prior)
     for p in points:
         if p.name in done:
             continue
         wait_quiet(a.wait_quiet)
         print(f"{p.name}: load {os.getloadavg()[0]:.2f} before ...", flush=True)
-        row = run_point(p, profile, Path(a.runs), iterations, 1, extra)
+        row = run_until_steady(p, profile, Path(a.runs), iterations, 1, extra, a.steady_attempts, a.wait_quiet,
+                               prior.get(p.name))
         doc["points"] = [r for r in doc["points"] if r["name"] != p.name] + [row]
         doc["summary"] = summary(doc["points"])
         write_json_atomic(out, doc)  # after every point: an interrupted grid keeps what it measured

@@ -36,6 +36,30 @@ def test_parse_modes_and_refusals(tmp_path: Path) -> None:
     assert r.returncode == 2 and "--run-share" in r.stderr and not (tmp_path / "p.json").exists()
 
 
+def test_adding_the_share_to_a_profile_refuses_what_it_cannot_measure(tmp_path: Path) -> None:
+    """``--run-share MODES --base-profile P`` measures the shares alone on this host and adds them to
+    P: refused, one line naming the option and nothing written, for a --base-profile without
+    --run-share or --comm, for an option it would not use, for a profile that was fitted or
+    measured on another host or device (a GPU profile on this CPU device)."""
+    from inproc import run_main
+
+    out = tmp_path / "p.json"
+    root = Path(__file__).resolve().parent.parent / "profiles"
+    cases = [
+        (["--base-profile", str(root / "pi05_tiny_cpu.json")], "error: --base-profile: only with --comm"),
+        (["--run-share", "rollout_async", "--base-profile", str(root / "pi05_tiny_cpu.json"), "--backbone", "pi05"],
+         "error: --backbone: is not for --run-share with --base-profile"),
+        (["--run-share", "rollout_async", "--base-profile", str(root / "pi05.json")],
+         "error: base-profile: with --run-share it must be a profile executor profile measured"),
+        (["--run-share", "rollout_async", "--base-profile", str(root / "pi05_full_gpu.json")],
+         "error: base-profile: with --run-share it must be measured on this host and device"),
+    ]
+    for args, first in cases:
+        r = run_main("profile", *args, "--out", str(out), "--no-progress", module="executor.cli")
+        assert r.returncode == 2 and r.stderr.startswith(first) and len(r.stderr.splitlines()) == 1, (args, r.stderr)
+        assert not out.exists()
+
+
 @pytest.mark.slow
 def test_a_real_run_measures_the_share_and_the_prediction_charges_it(tmp_path: Path) -> None:
     """A 3-iteration disaggregated run on this host (real LIBERO scenes stepped the quick_envs way,

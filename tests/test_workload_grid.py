@@ -47,6 +47,39 @@ def test_slope_interval_is_least_squares():
     assert grid.slope_interval([1.0, 1.0, 1.0], [1.0, 2.0, 3.0]) is None
 
 
+def test_a_drifted_point_is_measured_again_and_its_earlier_attempts_kept(monkeypatch, tmp_path):
+    """The re-measuring rule is on the host, never on the error: a point whose host drifted more
+    than STEADY_DRIFT runs again (up to the attempts given, the stored row counted), a steady one
+    does not even when it missed; the earlier attempts stay in the row and the summary says so.
+    (run_point itself is the real executor run, tested by the smoke grid below.)"""
+    drifts = iter([1.30, 0.95])
+    calls = []
+
+    def fake_run_point(p, profile, runs, iterations, warmup, extra):
+        calls.append(p.name)
+        return {"name": p.name, "status": "ok", "mode": p.mode, "axes": {"chunk": p.chunk}, "envs_per_core": 1.0,
+                "quiet": True, "error_pct": 30.0 if p.name == "colo_e2_c5" else 3.0, "date": f"d{len(calls)}",
+                "host_drift_env_step": next(drifts) if p.name == "ra_e4_c5" else 1.0}
+
+    monkeypatch.setattr(grid, "run_point", fake_run_point)
+    monkeypatch.setattr(grid, "wait_quiet", lambda s: 0.0)
+    stored = {"name": "ra_e4_c5", "status": "ok", "host_drift_env_step": 0.72, "error_pct": -30.8, "date": "d0"}
+    steady_miss = {"name": "colo_e2_c5", "status": "ok", "host_drift_env_step": 1.02, "error_pct": -12.0}
+    assert not grid.steady(stored) and grid.steady(steady_miss) and grid.steady({"error_pct": 50.0})
+    ra = next(p for p in grid.GRID if p.name == "ra_e4_c5")
+    row = grid.run_until_steady(ra, "p.json", tmp_path, 3, 1, [], 3, 0.0, grid.attempt_of(stored))
+    assert calls == ["ra_e4_c5", "ra_e4_c5"] and row["host_drift_env_step"] == 0.95  # third attempt: steady
+    assert [a["date"] for a in row["earlier_attempts"]] == ["d0", "d1"]
+    assert [a["error_pct"] for a in row["earlier_attempts"]] == [-30.8, 3.0]
+    colo = next(p for p in grid.GRID if p.name == "colo_e2_c5")
+    assert "earlier_attempts" not in grid.run_until_steady(colo, "p.json", tmp_path, 3, 1, [], 3, 0.0)
+    s = grid.summary([{**row, "quiet": True, "mode": "rollout_async", "axes": {"chunk": 5}, "envs_per_core": 2.0}])
+    assert s["remeasured"] == {"points": 1, "earlier_attempts": 2}
+    doc = {"summary": {**s, "median_abs_unscaled_error_pct": 1.0, "median_abs_error_at_run_env_costs_pct": 1.0,
+                       "max_abs_error_at_run_env_costs_pct": 1.0}}
+    assert "1 point was measured again after the host drifted more than 10 %" in grid.markdown_summary(doc)
+
+
 @pytest.mark.slow
 def test_smoke_grid_resumes_a_stored_point_and_runs_the_other_for_real(tmp_path):
     """``--resume`` over a results file that holds one measured point (a colocated row of the stored
@@ -142,3 +175,22 @@ def test_validation_doc_shows_the_full_grid_on_the_current_host():
     steady = [r for r in ok if abs(r["host_drift_env_step"] - 1) <= grid.STEADY_DRIFT]
     assert doc["summary"]["steady_host"]["points"] == len(steady)
     assert doc["profile"]["measured_here"] and (ROOT / doc["profile"]["path"]).is_file()
+
+
+def test_the_current_hosts_grid_profile_adds_the_run_share_and_changes_nothing_else():
+    """The grid's profile is its base profile with the env CPU share of the asynchronous modes
+    added (executor profile --run-share --base-profile): every other cost as the base measured it,
+    so the colocated points, predicted from the base, are what the new profile predicts (it has
+    no colocated share); each asynchronous point, and only those, was predicted from the profile
+    with the share (its command names it)."""
+    doc = json.loads((ROOT / "benchmarks" / "results" / "workload_grid_current_host.json").read_text())
+    entry = doc["profile"]
+    with_share = json.loads((ROOT / entry["path"]).read_text())
+    base = json.loads((ROOT / entry["base_path"]).read_text())
+    modes = entry["run_share"].split(",")
+    assert sorted(with_share["costs"].pop("env_cpu_share")) == sorted(modes) and "colocated" not in modes
+    assert not base["costs"].pop("env_cpu_share", None)
+    assert with_share["costs"] == base["costs"] and with_share["node"] == base["node"]
+    assert with_share["provenance"]["run_share_added"]["modes"] == modes
+    for r in doc["points"]:
+        assert (r["command"].endswith(f"--profile {entry['path']}")) == (r["mode"] in modes), r["name"]
