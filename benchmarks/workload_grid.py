@@ -291,12 +291,14 @@ def _steady_host(ok: list[dict]) -> dict:
     measured the drift at all."""
     if not any(r.get("host_drift_env_step") for r in ok):
         return {}
-    steady_errors = [r["error_pct"] for r in ok if r.get("host_drift_env_step") and steady(r)]
+    kept = [r for r in ok if r.get("host_drift_env_step") and steady(r)]
+    steady_errors = [r["error_pct"] for r in kept]
     return {"steady_host": {"drift_within": STEADY_DRIFT, "points": len(steady_errors),
                             "within_10pct": sum(abs(e) <= 10 for e in steady_errors),
                             "median_abs_error_pct": (statistics.median(abs(e) for e in steady_errors)
                                                      if steady_errors else None),
-                            "max_abs_error_pct": max((abs(e) for e in steady_errors), default=None)}}
+                            "max_abs_error_pct": max((abs(e) for e in steady_errors), default=None),
+                            "slope": slope_interval([r["envs_per_core"] for r in kept], steady_errors)}}
 
 
 def table(doc: dict) -> str:
@@ -369,7 +371,9 @@ def _steady_sentence(st: dict) -> str:
         return f" No point kept the host's speed within {100 * st['drift_within']:.0f} % while it ran."
     return (f" Where the host kept its speed within {100 * st['drift_within']:.0f} % while the point ran (host "
             f"drift): {st['points']} point{'s' if st['points'] != 1 else ''}, {st['within_10pct']} within 10 %, median |error| "
-            f"{st['median_abs_error_pct']:.1f} %, max {st['max_abs_error_pct']:.1f} %.")
+            f"{st['median_abs_error_pct']:.1f} %, max {st['max_abs_error_pct']:.1f} %"
+            + (f"; slope {st['slope']['slope_pct_per_env_per_core']:+.1f} % per env per core (90 % interval "
+               f"{st['slope']['low']:+.1f} to {st['slope']['high']:+.1f})." if st.get("slope") else "."))
 
 
 def figure(doc: dict, path: Path) -> None:
@@ -438,7 +442,9 @@ def main(argv: list[str] | None = None) -> int:
                          "profile already in --out (--resume), added to it")
     ap.add_argument("--points", default=None, help="comma list of point names (default: all)")
     ap.add_argument("--out", default=str(RESULTS))
-    ap.add_argument("--runs", default=str(ROOT / "runs" / "workload_grid"))
+    ap.add_argument("--runs", default=None,
+                    help="where the points' runs go (default runs/workload_grid); with --summary, the run records "
+                         "to read what older rows lack from (only when given: a folder may hold another grid's runs)")
     ap.add_argument("--resume", action="store_true", help="keep the points already in --out and run the others")
     ap.add_argument("--rerun", action="store_true",
                     help="with --resume: run --points again even where --out has them (their rows replaced)")
@@ -455,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="print --out's table (its summary recomputed and written back) and run nothing")
     ap.add_argument("--figure", default=None, help="with --summary: also write the figure (HTML) here")
     a = ap.parse_args(argv)
+    runs_dir = Path(a.runs) if a.runs else ROOT / "runs" / "workload_grid"
     if a.steady_attempts < 1:
         print(f"error: --steady-attempts: must be an integer >= 1, got {a.steady_attempts}", file=sys.stderr)
         return 2
@@ -468,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out)
     if a.summary:
         doc = json.loads(out.read_text())
-        for r in doc["points"]:  # what the kept run records add (rows measured before the field existed)
+        for r in doc["points"] if a.runs else []:  # what the kept run records add (rows older than the field)
             rec = Path(a.runs) / r["name"] / "record.json"
             if r.get("status") == "ok" and rec.is_file() and "env_step_cpu_run_over_probe" not in r:
                 r.update(probe_against_run(json.loads(rec.read_text())))
@@ -523,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         wait_quiet(a.wait_quiet)
         print(f"{p.name}: load {os.getloadavg()[0]:.2f} before ...", flush=True)
-        row = run_until_steady(p, profile, Path(a.runs), iterations, 1, extra, a.steady_attempts, a.wait_quiet,
+        row = run_until_steady(p, profile, runs_dir, iterations, 1, extra, a.steady_attempts, a.wait_quiet,
                                prior.get(p.name))
         doc["points"] = [r for r in doc["points"] if r["name"] != p.name] + [row]
         doc["summary"] = summary(doc["points"])

@@ -50,9 +50,9 @@ def test_adding_the_share_to_a_profile_refuses_what_it_cannot_measure(tmp_path: 
         (["--run-share", "rollout_async", "--base-profile", str(root / "pi05_tiny_cpu.json"), "--backbone", "pi05"],
          "error: --backbone: is not for --run-share with --base-profile"),
         (["--run-share", "rollout_async", "--base-profile", str(root / "pi05.json")],
-         "error: base-profile: with --run-share it must be a profile executor profile measured"),
+         "error: --base-profile: with --run-share it must be a profile executor profile measured"),
         (["--run-share", "rollout_async", "--base-profile", str(root / "pi05_full_gpu.json")],
-         "error: base-profile: with --run-share it must be measured on this host and device"),
+         "error: --base-profile: with --run-share it must be measured on this host and device"),
     ]
     for args, first in cases:
         r = run_main("profile", *args, "--out", str(out), "--no-progress", module="executor.cli")

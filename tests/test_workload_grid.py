@@ -181,8 +181,8 @@ def test_the_current_hosts_grid_profile_adds_the_run_share_and_changes_nothing_e
     """The grid's profile is its base profile with the env CPU share of the asynchronous modes
     added (executor profile --run-share --base-profile): every other cost as the base measured it,
     so the colocated points, predicted from the base, are what the new profile predicts (it has
-    no colocated share); each asynchronous point, and only those, was predicted from the profile
-    with the share (its command names it)."""
+    no colocated share); each asynchronous point was predicted from the profile with the share (its
+    command names it)."""
     doc = json.loads((ROOT / "benchmarks" / "results" / "workload_grid_current_host.json").read_text())
     entry = doc["profile"]
     with_share = json.loads((ROOT / entry["path"]).read_text())
@@ -193,4 +193,5 @@ def test_the_current_hosts_grid_profile_adds_the_run_share_and_changes_nothing_e
     assert with_share["costs"] == base["costs"] and with_share["node"] == base["node"]
     assert with_share["provenance"]["run_share_added"]["modes"] == modes
     for r in doc["points"]:
-        assert (r["command"].endswith(f"--profile {entry['path']}")) == (r["mode"] in modes), r["name"]
+        if r["mode"] in modes:
+            assert r["command"].endswith(f"--profile {entry['path']}"), r["name"]

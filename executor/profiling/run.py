@@ -213,7 +213,7 @@ def add_run_share(base: Profile, modes: tuple[str, ...], out: str, device: str, 
 
     prov = base.provenance
     if prov.get("kind") != "measured":
-        raise ConfigError("base-profile", f"with --run-share it must be a profile executor profile measured "
+        raise ConfigError("--base-profile", f"with --run-share it must be a profile executor profile measured "
                                           f"(provenance.kind measured), got {prov.get('kind')!r}: the envs' share "
                                           "of this host's cores says nothing of costs measured elsewhere")
     from executor.policies import resolve_device
@@ -222,7 +222,7 @@ def add_run_share(base: Profile, modes: tuple[str, ...], out: str, device: str, 
     device = str(resolve_device(device))  # as the base profile recorded it (cpu, cuda:0)
     hw = prov.get("hardware") or {}
     if hw.get("cpu_model") != cpu_model() or hw.get("cpu_cores") != os.cpu_count() or hw.get("device") != device:
-        raise ConfigError("base-profile", "with --run-share it must be measured on this host and device (its "
+        raise ConfigError("--base-profile", "with --run-share it must be measured on this host and device (its "
                                           f"{hw.get('cpu_model')!r}, {hw.get('cpu_cores')} cores, {hw.get('device')}; "
                                           f"here {cpu_model()!r}, {os.cpu_count()} cores, {device}): the share is "
                                           "of this host's cores")
