@@ -399,16 +399,21 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
+def _executor_profile(*args: str) -> dict:
+    """``executor profile ARGS`` on this host: the load before and after it, its wall seconds."""
+    load = os.getloadavg()[0]
+    t0 = time.time()
+    subprocess.run([sys.executable, "-m", "executor.cli", "profile", *args, "--no-progress"], check=True, cwd=ROOT,
+                   capture_output=True, text=True)
+    return {"loadavg_1min_before": load, "loadavg_1min_after": os.getloadavg()[0], "wall_s": time.time() - t0}
+
+
 def measure_profile(path: Path, env_counts: str, run_share: str) -> dict:
     """``executor profile`` of the stand-in pi0.5 on this host, before the grid (with the env CPU
     share of ``run_share``'s modes, ``none`` for none)."""
-    load = os.getloadavg()[0]
-    cmd = [sys.executable, "-m", "executor.cli", "profile", "--backbone", "pi05", "--scale", "tiny",
-           "--env-counts", env_counts, "--run-share", run_share, "--out", str(path), "--no-progress"]
-    t0 = time.time()
-    subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True, text=True)
-    return {"path": _shown(path), "measured_here": True, "env_counts": env_counts, "run_share": run_share,
-            "loadavg_1min_before": load, "loadavg_1min_after": os.getloadavg()[0], "wall_s": time.time() - t0}
+    ran = _executor_profile("--backbone", "pi05", "--scale", "tiny", "--env-counts", env_counts,
+                            "--run-share", run_share, "--out", str(path))
+    return {"path": _shown(path), "measured_here": True, "env_counts": env_counts, "run_share": run_share, **ran}
 
 
 def add_run_share(entry: dict, run_share: str) -> dict:
@@ -417,14 +422,8 @@ def add_run_share(entry: dict, run_share: str) -> dict:
     run keep, in their command, the profile they were predicted from)."""
     base = Path(entry["path"]) if Path(entry["path"]).is_absolute() else ROOT / entry["path"]
     out = base.with_name(base.stem + "_run_share.json")
-    load = os.getloadavg()[0]
-    cmd = [sys.executable, "-m", "executor.cli", "profile", "--run-share", run_share, "--base-profile", str(base),
-           "--out", str(out), "--no-progress"]
-    t0 = time.time()
-    subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True, text=True)
-    return {**entry, "path": _shown(out), "base_path": _shown(base), "run_share": run_share,
-            "run_share_added": {"loadavg_1min_before": load, "loadavg_1min_after": os.getloadavg()[0],
-                                "wall_s": time.time() - t0}}
+    ran = _executor_profile("--run-share", run_share, "--base-profile", str(base), "--out", str(out))
+    return {**entry, "path": _shown(out), "base_path": _shown(base), "run_share": run_share, "run_share_added": ran}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -521,8 +520,8 @@ def main(argv: list[str] | None = None) -> int:
     done = set() if a.rerun else {r["name"] for r in doc["points"] if r.get("status") == "ok"}
     prior: dict[str, list[dict]] = {}
     if a.remeasure_drifted:
-        drifted = {r["name"]: r for r in doc["points"] if r.get("status") == "ok" and not steady(r)}
-        prior = {n: attempt_of(r) for n, r in drifted.items() if len(attempt_of(r)) < a.steady_attempts}
+        drifted = {r["name"]: attempt_of(r) for r in doc["points"] if r.get("status") == "ok" and not steady(r)}
+        prior = {n: tried for n, tried in drifted.items() if len(tried) < a.steady_attempts}
         done -= set(prior)
         points = tuple(p for p in points if p.name in prior)
     for p in points:

@@ -217,15 +217,15 @@ def add_run_share(base: Profile, modes: tuple[str, ...], out: str, device: str, 
                                           f"(provenance.kind measured), got {prov.get('kind')!r}: the envs' share "
                                           "of this host's cores says nothing of costs measured elsewhere")
     from executor.policies import resolve_device
-    from executor.profiling.host import cpu_model
+    from executor.runtime.probe import this_host
 
     device = str(resolve_device(device))  # as the base profile recorded it (cpu, cuda:0)
-    hw = prov.get("hardware") or {}
-    if hw.get("cpu_model") != cpu_model() or hw.get("cpu_cores") != os.cpu_count() or hw.get("device") != device:
+    hw, here = prov.get("hardware") or {}, this_host()
+    if {k: hw.get(k) for k in here} != here or hw.get("device") != device:
         raise ConfigError("--base-profile", "with --run-share it must be measured on this host and device (its "
                                           f"{hw.get('cpu_model')!r}, {hw.get('cpu_cores')} cores, {hw.get('device')}; "
-                                          f"here {cpu_model()!r}, {os.cpu_count()} cores, {device}): the share is "
-                                          "of this host's cores")
+                                          f"here {here['cpu_model']!r}, {here['cpu_cores']} cores, {device}): the "
+                                          "share is of this host's cores")
     cfg = ProfileConfig(backbone=base.backbone, scale=prov.get("scale", "tiny"), out=out, device=device,
                         suite=prov.get("suite", "libero_spatial"), task_id=int(prov.get("task_id", 0)),
                         image_size=int(prov.get("image_size", 128)), run_share=modes, command=command)
