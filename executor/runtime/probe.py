@@ -22,6 +22,8 @@ the share of the core the envs got (1.0 on a quiet host).
 What it does not see: what the run's own driver, Ray and actors will take from the env cores (the
 profile's ``env_cpu_share``, measured by ``executor profile --run-share``, and the record's
 ``env_cpu.*.cpu_share``), and what the actors' work does to the env cores while it overlaps them.
+Nor what the host's speed does between the probe and the run's measured window: how far apart the
+two are on this host, with no model involved, is ``benchmarks/probe_noise.py``'s measurement.
 """
 
 from __future__ import annotations
@@ -163,43 +165,57 @@ def probe_layout(plan: Plan, env_memory_gb: float) -> list[int | None]:
 def probe_host(plan: Plan, profile: Any, opts: Any) -> HostProbe:
     """Measure this host's env costs now, the plan's env layout on this node (see the module's
     docstring)."""
-    from executor.envs import ACTION_DIM, EnvConfig, EnvProcessGroup, policy_like_actions
-
-    import numpy as np
+    from executor.envs import EnvProcessGroup
 
     cores = probe_layout(plan, profile.costs.env_memory_gb)
     n = len(cores)
     density, prof_step, prof_reset = profile_env_costs_at_density(plan, profile, max(1.0, n / cores_in_use(cores)))
-    chunk = plan.workload.num_action_chunks
-    cfg = EnvConfig(suite=opts.suite, image_size=opts.image_size, num_action_chunks=chunk,
-                    max_episode_steps=chunk * (PROBE_CHUNKS + 2), hard_reset=opts.hard_reset, seed=opts.seed,
-                    settle_steps=opts.settle_steps, render=opts.render)  # the run's envs, as the run steps them
-    rng = np.random.default_rng(0)
+    cfg = probe_env_config(plan, opts)
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
-    steps: list[float] = []
-    resets: list[float] = []
-    step_wall: list[float] = []
-    reset_wall: list[float] = []
     pinned = None if any(c is None for c in cores) else tuple(cores)
-    probe = HostProbe(envs=n, density=density, cores=tuple(cores), step_cpu_s=steps, reset_cpu_s=resets,
-                      step_wall_s=step_wall, reset_wall_s=reset_wall, profile_step_cpu_s=prof_step,
-                      profile_reset_cpu_s=prof_reset, wall_s=0.0, loadavg_1min=load)
     with EnvProcessGroup(cfg, num_envs=n, cores=pinned, render_threads=1) as group:
-        group.reset()  # warm-up: the first reset of a process is cold
-        for _ in range(PROBE_RESETS):
-            res = group.reset()
-            resets.extend(float(x) for x in res["reset_cpu_s"])
-            reset_wall.append(core_seconds_per_unit(res["reset_s"], cores, probe.cores_used))
-        group.chunk_step(policy_like_actions(rng, (n, chunk, ACTION_DIM)))  # warm-up
-        for _ in range(PROBE_CHUNKS):
-            res = group.chunk_step(policy_like_actions(rng, (n, chunk, ACTION_DIM)))
-            step_wall.append(core_seconds_per_unit(np.asarray(res["step_wall_s"]).sum(axis=1), cores,
-                                                   probe.cores_used) / chunk)
-            steps.extend(float(x) for x in np.asarray(res["step_cpu_s"]).ravel())
+        samples = probe_steps(group, cores, plan.workload.num_action_chunks)
     from executor.runtime.modes import env_not_as_rlinf
 
-    return replace(probe, env_not_as_rlinf=tuple(env_not_as_rlinf(opts)), wall_s=time.perf_counter() - t0)
+    return HostProbe(envs=n, density=density, cores=tuple(cores), **samples, profile_step_cpu_s=prof_step,
+                     profile_reset_cpu_s=prof_reset, wall_s=time.perf_counter() - t0, loadavg_1min=load,
+                     env_not_as_rlinf=tuple(env_not_as_rlinf(opts)))
+
+
+def probe_env_config(plan: Plan, opts: Any) -> Any:
+    """The run's envs, as the run steps them, with an episode long enough for the probe's chunks."""
+    from executor.envs import EnvConfig
+
+    chunk = plan.workload.num_action_chunks
+    return EnvConfig(suite=opts.suite, image_size=opts.image_size, num_action_chunks=chunk,
+                     max_episode_steps=chunk * (PROBE_CHUNKS + 2), hard_reset=opts.hard_reset, seed=opts.seed,
+                     settle_steps=opts.settle_steps, render=opts.render)
+
+
+def probe_steps(group: Any, cores: list[int | None], chunk: int) -> dict[str, list[float]]:
+    """What the probe measures on an env process group (``cores``: each env's core): one warm-up
+    reset, ``PROBE_RESETS`` measured, one warm-up chunk, ``PROBE_CHUNKS`` measured, all envs in
+    lock-step with policy-like actions; CPU seconds per env step and reset, and core seconds
+    (``core_seconds_per_unit``) per lock-step chunk and reset."""
+    from executor.envs import ACTION_DIM, policy_like_actions
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    n, used = len(cores), cores_in_use(cores)
+    out: dict[str, list[float]] = {"step_cpu_s": [], "reset_cpu_s": [], "step_wall_s": [], "reset_wall_s": []}
+    group.reset()  # warm-up: the first reset of a process is cold
+    for _ in range(PROBE_RESETS):
+        res = group.reset()
+        out["reset_cpu_s"].extend(float(x) for x in res["reset_cpu_s"])
+        out["reset_wall_s"].append(core_seconds_per_unit(res["reset_s"], cores, used))
+    group.chunk_step(policy_like_actions(rng, (n, chunk, ACTION_DIM)))  # warm-up
+    for _ in range(PROBE_CHUNKS):
+        res = group.chunk_step(policy_like_actions(rng, (n, chunk, ACTION_DIM)))
+        out["step_wall_s"].append(core_seconds_per_unit(np.asarray(res["step_wall_s"]).sum(axis=1), cores, used) / chunk)
+        out["step_cpu_s"].extend(float(x) for x in np.asarray(res["step_cpu_s"]).ravel())
+    return out
 
 
 def core_seconds_per_unit(env_wall_s: Any, cores: list[int | None], cores_used: int) -> float:
