@@ -33,10 +33,10 @@ STATE_DIM = 9  # eef position (3) + eef quaternion (4) + gripper joint positions
 CAMERAS = ("agentview", "robot0_eye_in_hand")  # third-person and wrist camera
 SETTLE_ACTION = np.array([0, 0, 0, 0, 0, 0, -1.0])  # zero motion, gripper open (LIBERO eval)
 # The spread of the stand-in policy's actions (executor.policies): the chunk is denoised from N(0, 1)
-# noise by a velocity field that, at random weights, leaves it near that noise, and sampled with
-# std exp(log_std_init = -1); the env clips each to [-1, 1]. What an env step costs depends on the
-# actions (larger motions, more contacts): uniform actions in [-1, 1] cost more CPU per step than
-# these (benchmarks/probe_actions.py measures it; benchmarks/results/probe_actions.json).
+# noise and sampled with std exp(log_std_init = -1); the env clips each to [-1, 1]. At random weights
+# the denoised chunk is not quite its noise (it keeps per-dimension offsets), so this is the spread,
+# not the chunk: what an env step costs under these, under uniform actions in [-1, 1] and under the
+# stand-in's own chunks is compared by benchmarks/probe_actions.py (benchmarks/results/probe_actions.json).
 POLICY_ACTION_SD = float(np.hypot(1.0, np.exp(-1.0)))
 
 

@@ -137,12 +137,19 @@ def test_validation_doc_shows_the_stored_grid():
     assert all("loadavg_1min_before" in r for r in doc["points"])
 
 
-def test_validation_doc_states_the_stored_action_cost_ratio():
-    """The probe's action spread: the doc's number is benchmarks/results/probe_actions.json's."""
+def test_validation_doc_states_the_stored_action_cost_ratios():
+    """The probe's action spread against uniform actions and the stand-in's own chunks: the doc's
+    numbers are benchmarks/results/probe_actions.json's, its means its samples'."""
+    import probe_actions
+
     r = json.loads((ROOT / "benchmarks" / "results" / "probe_actions.json").read_text())
+    for kind, v in r["samples"].items():
+        assert r["mean_s"][kind] == pytest.approx(sum(v) / len(v))
     assert r["mean_s"]["uniform"] / r["mean_s"]["policy_like"] == pytest.approx(r["uniform_over_policy_like"])
+    assert r["mean_s"]["stand_in"] / r["mean_s"]["policy_like"] == pytest.approx(r["stand_in_over_policy_like"])
+    assert len(probe_actions.cycle_ratios(r, "stand_in")) == len(r["samples"]["stand_in"]) // r["chunks_per_episode"]
     text = " ".join((ROOT / "docs" / "validation.md").read_text().split())
-    assert f"cost {100 * (r['uniform_over_policy_like'] - 1):.0f} % more CPU per step" in text
+    assert probe_actions.sentence(r) in text
 
 
 def test_validation_doc_shows_the_layout_probes_grid_with_its_drift():
