@@ -127,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--summary", action="store_true", help="recompute the stored result's summary only")
     a = ap.parse_args(argv)
+    if a.repeats < 2 or a.episodes < 1:  # a spread needs two repetitions, a window one episode
+        ap.error(f"--repeats must be >= 2 and --episodes >= 1; got {a.repeats} and {a.episodes}")
     from perfmodel.schema.jsonio import write_json_atomic
 
     out = Path(a.out)

@@ -47,3 +47,12 @@ def test_stored_result_recomputes_and_the_docs_state_it():
             sum(r["window"]["episode_step_cpu_s"]) / len(r["window"]["episode_step_cpu_s"]))
     text = " ".join((ROOT / "docs" / "validation.md").read_text().split())
     assert probe_noise.markdown(doc) in text
+
+
+@pytest.mark.parametrize("args", [["--repeats", "1"], ["--episodes", "0"]])
+def test_too_few_repetitions_or_episodes_is_a_one_line_error(args, capsys):
+    with pytest.raises(SystemExit) as e:
+        probe_noise.main(args + ["--out", "/nonexistent/never_written.json"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--repeats must be >= 2 and --episodes >= 1" in err
