@@ -108,7 +108,8 @@ def repetition(plan, profile, opts, episodes: int) -> dict:
     pre = probe_host(plan, profile, opts)
     cores = probe_layout(plan, profile.costs.env_memory_gb)
     chunk, horizon = plan.workload.num_action_chunks, plan.workload.max_episode_steps
-    cfg = replace(probe_env_config(plan, opts), max_episode_steps=max(horizon, chunk * 8))
+    cfg = probe_env_config(plan, opts)
+    cfg = replace(cfg, max_episode_steps=max(horizon, cfg.max_episode_steps))  # the probe's chunks, then episodes
     with EnvProcessGroup(cfg, num_envs=len(cores), cores=tuple(cores), render_threads=1) as group:
         own = probe_steps(group, cores, chunk)
         win = window(group, cores, chunk, horizon, episodes)

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 # After the driver exits, its processes must be gone within this (issue 43: nothing left behind)
@@ -45,15 +46,26 @@ class RunProcesses:
         any left are SIGKILLed (a test leaves nothing behind either)."""
         self._halt.set()
         self._thread.join()
-        while self.alive() and time.time() < exited_at + LEFT_BEHIND_AFTER_S:
-            time.sleep(0.2)
-        left = self.alive()
-        for entry in left:
-            try:
-                os.kill(int(entry.split()[0]), signal.SIGKILL)
-            except OSError:
-                pass
+        left = outlasting(self.alive, exited_at)
+        kill_pids(int(entry.split()[0]) for entry in left)
         return left
+
+
+def outlasting(alive: Callable[[], list], exited_at: float) -> list:
+    """What ``alive()`` still lists LEFT_BEHIND_AFTER_S after ``exited_at`` (time.time() the driver
+    exited), polled until then or until it lists nothing."""
+    while alive() and time.time() < exited_at + LEFT_BEHIND_AFTER_S:
+        time.sleep(0.2)
+    return alive()
+
+
+def kill_pids(pids: Iterable[int]) -> None:
+    """SIGKILL each of ``pids`` (a test leaves nothing behind); one already gone is skipped."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def _proc_info(pid: int) -> tuple[str, str] | None:

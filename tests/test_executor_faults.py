@@ -8,7 +8,6 @@ exits, or after the next run's clean-up for a kill -9."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from quick_envs import QUICK_ENV_FLAGS
-from run_processes import LEFT_BEHIND_AFTER_S, RunProcesses, finish
+from run_processes import RunProcesses, finish, kill_pids, outlasting
 
 from executor.runtime.rundir import ITERATIONS_DONE_MARKER, RAY_SESSION_MARKER, tmp_prefix
 from tests.test_executor_run import ROOT, output_lines, tiny_plan, write_plan
@@ -99,12 +98,8 @@ def session_left_behind(session_dir: str, exited_at: float) -> list[int]:
     """This run's Ray session processes still alive ``LEFT_BEHIND_AFTER_S`` after the driver exited
     (the grace ``RunProcesses.left_behind`` gives its own: a process the driver killed last may
     still be exiting when it returns); any left are SIGKILLed (a test leaves nothing behind)."""
-    while session_processes(session_dir) and time.time() < exited_at + LEFT_BEHIND_AFTER_S:
-        time.sleep(0.2)
-    left = session_processes(session_dir)
-    for pid in left:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+    left = outlasting(lambda: session_processes(session_dir), exited_at)
+    kill_pids(left)
     return left
 
 
@@ -195,8 +190,4 @@ def test_kill_9_leaves_nothing_the_next_run_does_not_clean(tmp_path):
         assert session_processes(session) == []
     finally:
         rd.discard()
-        for pid in session_processes(session):  # never leave a test's processes behind
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        kill_pids(session_processes(session))  # never leave a test's processes behind
